@@ -1,0 +1,41 @@
+# baton: the commands a new user needs are `make run` and `make test`.
+GO          ?= go
+STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
+STATICCHECK_VERSION ?= v0.8.2
+ADDR        ?= 127.0.0.1:8080
+
+.PHONY: run test vet staticcheck race tools bench fuzz fmt
+
+## run: start the example server (examples/hello) on $(ADDR)
+run:
+	$(GO) run ./examples/hello -addr $(ADDR)
+
+## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included)
+test: fmt vet staticcheck race
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck: tools
+	$(STATICCHECK) ./...
+
+race:
+	$(GO) test -race -count=1 -timeout 10m ./...
+
+## tools: install staticcheck if it is missing
+tools:
+	@test -x "$(STATICCHECK)" || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## bench: package benchmarks (short)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./...
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./httpcodec/
+	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./httpcodec/

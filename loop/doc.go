@@ -1,0 +1,39 @@
+// Package loop serves HTTP/1.1 from one gnet event loop, running every handler as a
+// cooperative task on that loop so that handlers share state without locks.
+//
+// # Model
+//
+// A Server owns one event-loop goroutine (the loop). It accepts connections, parses requests
+// with package httpcodec and runs each request's handler as a task of package scheduler: plain
+// sequential Go that may park (Ctx.Sleep, Future.Await, Ctx.Yield, offloaded work) while other
+// tasks run. Only one task runs at any instant, so handlers, background tasks started with
+// Server.Go and Server.Every, and functions posted with Server.Post may read and write shared
+// state with no mutex, and the race detector agrees.
+//
+// Handlers must never block the loop thread: no channel receives, no time.Sleep, no blocking
+// syscalls. Park through the Ctx instead, or hand blocking work to another goroutine and
+// resume through a Future resolved via Server.Post.
+//
+// # Goroutines
+//
+// Every method says where it may be called:
+//   - "loop-confined": only from a handler, a background task, or a function posted with
+//     Server.Post (all of which run on the loop goroutine).
+//   - "safe for concurrent use": from any goroutine.
+//
+// Server.Post is the one door through which other goroutines get code run on the loop.
+//
+// # Connections
+//
+// Connections are never refused at accept time. Each connection handles its requests in
+// order: a pipelined request is parsed only when the previous response is complete, so
+// responses always leave in request order. Responses produced while handling one read (or one
+// loop turn) are gathered into a single write. A connection closed by the client cancels the
+// context of its in-flight task, and that task's later writes go nowhere: the server tracks
+// closed connections itself, so a late write can never reach a client that reused the file
+// descriptor.
+//
+// A handler panic is recovered: it is logged with its stack, answered with 500 if nothing was
+// written yet, and the loop keeps running. A handler that returns without writing gets an
+// empty 200.
+package loop

@@ -1,0 +1,87 @@
+package loop
+
+import (
+	"context"
+	"sync"
+
+	"github.com/panjf2000/gnet/v2"
+	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
+)
+
+// door is the single way for other goroutines to get a function run on the loop. Posted
+// functions queue under a mutex; the first post of a batch asks gnet to run the batch with
+// one Execute (a lock-free queue push plus an eventfd write), and later posts ride along
+// until the batch starts. Safe for concurrent use.
+type door struct {
+	mu        sync.Mutex
+	queue     []func() // guarded by mu
+	spare     []func() // loop-owned: the drained batch, reused to avoid allocation
+	el        gnet.EventLoop
+	scheduled bool // guarded by mu: an Execute is pending
+	closed    bool // guarded by mu
+	run       gnet.RunnableFunc
+}
+
+// post queues fn. It reports false if the door is closed (the loop has stopped or is
+// stopping), in which case fn will never run.
+func (d *door) post(fn func()) bool {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return false
+	}
+	d.queue = append(d.queue, fn)
+	kick := d.el != nil && !d.scheduled
+	if kick {
+		d.scheduled = true
+	}
+	el := d.el
+	d.mu.Unlock()
+	if kick {
+		if err := el.Execute(context.Background(), d.run); err != nil {
+			// The engine is shutting down; the queued functions will be dropped.
+			return false
+		}
+	}
+	return true
+}
+
+// open sets the loop handle once the loop is reachable and runs anything posted so far.
+func (d *door) open(el gnet.EventLoop) {
+	d.mu.Lock()
+	d.el = el
+	kick := len(d.queue) > 0 && !d.scheduled
+	if kick {
+		d.scheduled = true
+	}
+	d.mu.Unlock()
+	if kick {
+		_ = el.Execute(context.Background(), d.run)
+	}
+}
+
+// close refuses every later post and drops what is queued.
+func (d *door) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.queue = nil
+	d.mu.Unlock()
+}
+
+// take swaps out the queued batch. Loop-confined.
+func (d *door) take() []func() {
+	d.mu.Lock()
+	batch := d.queue
+	d.queue = d.spare[:0]
+	d.scheduled = false
+	d.mu.Unlock()
+	return batch
+}
+
+// recycle hands a drained batch back for reuse. Loop-confined.
+func (d *door) recycle(batch []func()) {
+	clear(batch)
+	d.spare = batch[:0]
+}
+
+var errEngineShutdown = gerrors.ErrEngineShutdown

@@ -1,0 +1,165 @@
+package loop
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleakOptions...)
+}
+
+// goleakOptions ignores the goroutines of gnet's package-level worker pool (ants): its
+// janitors start when gnet is loaded and never stop, and its idle workers (gnet ran the
+// control connection's registration on one) wait there until the pool expires them.
+// They are not the server's: every goroutine the server starts is still checked.
+var goleakOptions = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*goWorker).run.func1"),
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+}
+
+// quietLogger drops logs below Error unless -v is given.
+func quietLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// startServer starts a server on a free loopback port with the routes set by setup and
+// shuts it down at the end of the test.
+func startServer(t testing.TB, cfg Config, setup func(s *Server)) (*Server, string) {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger(t)
+	}
+	s := New(cfg)
+	if setup != nil {
+		setup(s)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	select {
+	case <-s.Ready():
+	case err := <-errc:
+		t.Fatalf("server did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server not ready after 10s")
+	}
+	if s.Addr() == nil {
+		t.Fatal("no address")
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		if err := <-errc; err != ErrServerClosed {
+			t.Errorf("ListenAndServe returned %v, want ErrServerClosed", err)
+		}
+	})
+	return s, s.Addr().String()
+}
+
+// client is a raw HTTP/1.1 client over one connection.
+type client struct {
+	t  testing.TB
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dial(t testing.TB, addr string) *client {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &client{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+func (c *client) send(raw string) {
+	c.t.Helper()
+	_ = c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c.c, raw); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// read reads one response (for a request with method) and its whole body.
+func (c *client) read(method string) (*http.Response, string) {
+	c.t.Helper()
+	resp, body, err := c.tryRead(method)
+	if err != nil {
+		c.t.Fatalf("read response: %v", err)
+	}
+	return resp, body
+}
+
+func (c *client) tryRead(method string) (*http.Response, string, error) {
+	_ = c.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, "", err
+	}
+	return resp, string(b), nil
+}
+
+// get sends a GET and reads its response.
+func (c *client) get(path string) (*http.Response, string) {
+	c.t.Helper()
+	c.send(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: test\r\n\r\n", path))
+	return c.read("GET")
+}
+
+// expectClosed asserts that the server closes the connection (EOF or reset) within d,
+// ignoring any bytes before that.
+func (c *client) expectClosed(d time.Duration) {
+	c.t.Helper()
+	_ = c.c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	for {
+		_, err := c.c.Read(buf)
+		if err == nil {
+			continue
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			c.t.Fatalf("connection still open after %v", d)
+		}
+		return
+	}
+}
+
+func mustStatus(t testing.TB, resp *http.Response, want int) {
+	t.Helper()
+	if resp.StatusCode != want {
+		t.Fatalf("status %d, want %d", resp.StatusCode, want)
+	}
+}
+
+func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }

@@ -1,0 +1,745 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestBasicRoutes(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /hello", func(c *Ctx) { c.String(200, "Hello, World!") })
+		s.Handle("GET /users/{id}", func(c *Ctx) { c.String(200, "user "+c.PathValue("id")+" q="+c.Query("q")) })
+		s.Handle("POST /echo", func(c *Ctx) {
+			b, _ := io.ReadAll(c.BodyReader())
+			c.SetHeader("X-Len", strconv.Itoa(len(c.Body())))
+			c.Bytes(201, "application/octet-stream", b)
+		})
+		s.Handle("GET /json", func(c *Ctx) { c.JSON(200, map[string]int{"n": 7}) })
+		s.Handle("GET /files/{rest...}", func(c *Ctx) { c.String(200, c.PathValue("rest")) })
+		s.Handle("GET /nowrite", func(c *Ctx) {})
+		s.Handle("GET /hdr", func(c *Ctx) { c.String(200, c.Header("x-test")+"|"+c.Method()+"|"+c.Path()+"|"+c.RawQuery()) })
+	})
+	c := dial(t, addr)
+
+	resp, body := c.get("/hello")
+	mustStatus(t, resp, 200)
+	if body != "Hello, World!" || resp.ContentLength != 13 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("hello: %q %d %q", body, resp.ContentLength, resp.Header.Get("Content-Type"))
+	}
+	if resp.Header.Get("Date") == "" {
+		t.Fatal("no Date header")
+	}
+	if _, err := time.Parse(time.RFC1123, resp.Header.Get("Date")); err != nil {
+		t.Fatalf("bad Date %q: %v", resp.Header.Get("Date"), err)
+	}
+
+	resp, body = c.get("/users/42?q=x%20y")
+	mustStatus(t, resp, 200)
+	if body != "user 42 q=x y" {
+		t.Fatalf("params: %q", body)
+	}
+
+	resp, body = c.get("/files/a/b/c.txt")
+	mustStatus(t, resp, 200)
+	if body != "a/b/c.txt" {
+		t.Fatalf("wildcard: %q", body)
+	}
+
+	resp, _ = c.get("/nope")
+	mustStatus(t, resp, 404)
+
+	c.send("DELETE /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, _ = c.read("DELETE")
+	mustStatus(t, resp, 405)
+	if got := resp.Header.Get("Allow"); got != "GET, HEAD" {
+		t.Fatalf("Allow %q", got)
+	}
+
+	c.send("HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body = c.read("HEAD")
+	mustStatus(t, resp, 200)
+	if body != "" || resp.ContentLength != 13 {
+		t.Fatalf("HEAD: body %q len %d", body, resp.ContentLength)
+	}
+
+	c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+	resp, body = c.read("POST")
+	mustStatus(t, resp, 201)
+	if body != "hello" || resp.Header.Get("X-Len") != "5" {
+		t.Fatalf("echo: %q %q", body, resp.Header.Get("X-Len"))
+	}
+
+	c.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n")
+	resp, body = c.read("POST")
+	mustStatus(t, resp, 201)
+	if body != "abcdefg" {
+		t.Fatalf("chunked echo: %q", body)
+	}
+
+	resp, body = c.get("/json")
+	mustStatus(t, resp, 200)
+	if strings.TrimSpace(body) != `{"n":7}` || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("json: %q", body)
+	}
+
+	resp, body = c.get("/nowrite")
+	mustStatus(t, resp, 200)
+	if body != "" || resp.ContentLength != 0 {
+		t.Fatalf("no-write default: %q %d", body, resp.ContentLength)
+	}
+
+	c.send("GET /hdr?a=1 HTTP/1.1\r\nHost: x\r\nX-Test: yes\r\n\r\n")
+	_, body = c.read("GET")
+	if body != "yes|GET|/hdr|a=1" {
+		t.Fatalf("request accessors: %q", body)
+	}
+}
+
+func TestPipelinedInOrderWithParkedHandlers(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /n/{i}", func(c *Ctx) {
+			i, _ := strconv.Atoi(c.PathValue("i"))
+			if i%3 == 0 {
+				_ = c.Sleep(time.Duration(i%5) * time.Millisecond) // parks: later requests must wait
+			}
+			c.String(200, c.PathValue("i"))
+		})
+	})
+	c := dial(t, addr)
+	var sb strings.Builder
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&sb, "GET /n/%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+	}
+	c.send(sb.String())
+	for i := 0; i < 30; i++ {
+		resp, body := c.read("GET")
+		mustStatus(t, resp, 200)
+		if body != strconv.Itoa(i) {
+			t.Fatalf("response %d has body %q", i, body)
+		}
+	}
+}
+
+// 1,000 concurrent keep-alive connections, each pipelining 20 requests, all answered
+// correctly and in order.
+func TestThousandConnectionsPipelining(t *testing.T) {
+	const conns, perConn = 1000, 20
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /c/{conn}/{i}", func(c *Ctx) {
+			c.String(200, c.PathValue("conn")+":"+c.PathValue("i"))
+		})
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for k := 0; k < conns; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			errs <- pipelineOnce(addr, k, perConn)
+		}(k)
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if err != nil {
+			failed++
+			if failed < 5 {
+				t.Error(err)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d connections failed", failed, conns)
+	}
+}
+
+func pipelineOnce(addr string, k, n int) error {
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(60 * time.Second))
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&sb, "GET /c/%d/%d HTTP/1.1\r\nHost: x\r\n\r\n", k, i)
+	}
+	if _, err := io.WriteString(nc, sb.String()); err != nil {
+		return err
+	}
+	c := &client{c: nc, br: newReader(nc)}
+	for i := 0; i < n; i++ {
+		resp, body, err := c.tryRead("GET")
+		if err != nil {
+			return fmt.Errorf("conn %d response %d: %v", k, i, err)
+		}
+		if want := fmt.Sprintf("%d:%d", k, i); resp.StatusCode != 200 || body != want {
+			return fmt.Errorf("conn %d response %d: %d %q, want %q", k, i, resp.StatusCode, body, want)
+		}
+	}
+	return nil
+}
+
+// Handlers on many connections mutate one plain map and counter with parks in between:
+// no lock, no race report, exact count.
+func TestLockFreeSharedState(t *testing.T) {
+	const conns, perConn = 50, 40
+	counts := map[string]int{}
+	total := 0
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("POST /inc/{key}", func(c *Ctx) {
+			k := c.PathValue("key")
+			v := counts[k]
+			if total%7 == 0 {
+				c.Yield() // another task may run here; the read-modify-write still must not race
+			}
+			counts[k] = v + 1
+			total++
+			c.NoContent()
+		})
+		s.Handle("GET /total", func(c *Ctx) {
+			sum := 0
+			for _, v := range counts {
+				sum += v
+			}
+			c.String(200, fmt.Sprintf("%d %d %d", total, sum, len(counts)))
+		})
+	})
+	var wg sync.WaitGroup
+	for k := 0; k < conns; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			c := dial(t, addr)
+			for i := 0; i < perConn; i++ {
+				c.send(fmt.Sprintf("POST /inc/k%d HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", k))
+				resp, _ := c.read("POST")
+				if resp.StatusCode != 204 {
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}(k)
+	}
+	wg.Wait()
+	_, body := dial(t, addr).get("/total")
+	if want := fmt.Sprintf("%d %d %d", conns*perConn, conns*perConn, conns); body != want {
+		t.Fatalf("got %q, want %q", body, want)
+	}
+}
+
+// With 500 tasks parked in Sleep(200ms), a fast request on another connection is answered
+// while they are all still parked.
+func TestParkedTasksDoNotBlockOthers(t *testing.T) {
+	const sleepers = 500
+	parked, woke := 0, 0
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /sleep", func(c *Ctx) {
+			parked++
+			_ = c.Sleep(200 * time.Millisecond)
+			parked--
+			woke++
+			c.String(200, "slept")
+		})
+		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked, woke)) })
+	})
+	clients := make([]*client, sleepers)
+	for i := range clients {
+		clients[i] = dial(t, addr)
+		clients[i].send("GET /sleep HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	fast := dial(t, addr)
+	// Wait until every sleeper is parked, then ask: all of them must still be parked and
+	// none woken, although the fast request was served.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, body := fast.get("/parked")
+		mustStatus(t, resp, 200)
+		if body == fmt.Sprintf("%d 0", sleepers) {
+			break
+		}
+		if strings.HasSuffix(body, " 0") && time.Now().Before(deadline) {
+			continue // not all have arrived yet
+		}
+		t.Fatalf("fast request saw %q before all %d sleepers parked (or one woke first)", body, sleepers)
+	}
+	for _, c := range clients {
+		resp, body := c.read("GET")
+		if resp.StatusCode != 200 || body != "slept" {
+			t.Fatalf("sleeper: %d %q", resp.StatusCode, body)
+		}
+	}
+	_, body := fast.get("/parked")
+	if body != fmt.Sprintf("0 %d", sleepers) {
+		t.Fatalf("after: %q", body)
+	}
+}
+
+func TestHandlerPanicBecomes500(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /boom", func(c *Ctx) { panic("boom") })
+		s.Handle("GET /boom-parked", func(c *Ctx) {
+			_ = c.Sleep(time.Millisecond)
+			var m map[string]int
+			m["x"] = 1 // runtime panic after a park
+		})
+		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+	})
+	c := dial(t, addr)
+	for _, p := range []string{"/boom", "/boom-parked"} {
+		resp, body := c.get(p)
+		mustStatus(t, resp, 500)
+		if !strings.Contains(body, "Internal Server Error") {
+			t.Fatalf("body %q", body)
+		}
+		// The same connection and the loop keep working.
+		resp, body = c.get("/ok")
+		mustStatus(t, resp, 200)
+		if body != "ok" {
+			t.Fatalf("after panic: %q", body)
+		}
+	}
+	resp, _ := dial(t, addr).get("/ok")
+	mustStatus(t, resp, 200)
+}
+
+// A client that disconnects while its task is parked cancels the task's context, wakes the
+// task with context.Canceled, and the task's later write goes nowhere.
+func TestClientDisconnectCancelsParkedTask(t *testing.T) {
+	parkedc := make(chan struct{}, 1)
+	result := make(chan string, 1)
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /wait", func(c *Ctx) {
+			ctx := c.Context()
+			parkedc <- struct{}{}
+			err := c.Sleep(30 * time.Second)
+			result <- fmt.Sprintf("%v|%v|%v", err, ctx.Err(), c.Err())
+			c.String(200, "too late") // must go nowhere
+		})
+		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+	})
+	c := dial(t, addr)
+	c.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-parkedc
+	_ = c.c.Close()
+	select {
+	case r := <-result:
+		want := "context canceled|context canceled|context canceled"
+		if r != want {
+			t.Fatalf("got %q, want %q", r, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("parked task was not woken by the disconnect")
+	}
+	resp, body := dial(t, addr).get("/ok")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("server after disconnect: %d %q", resp.StatusCode, body)
+	}
+}
+
+// A late write from a task whose client left must never reach a new client that got the
+// same file descriptor.
+func TestLateWriteNeverReachesAnotherClient(t *testing.T) {
+	parkedc := make(chan struct{}, 16)
+	bArrived := false
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /late", func(c *Ctx) {
+			bArrived = false
+			parkedc <- struct{}{}
+			for !bArrived { // ignores cancellation on purpose: keeps going until B is here
+				c.Yield()
+			}
+			c.String(200, "SECRET-FOR-A")
+		})
+		s.Handle("GET /b", func(c *Ctx) {
+			bArrived = true
+			_ = c.Sleep(50 * time.Millisecond)
+			c.String(200, "for-b")
+		})
+	})
+	for round := 0; round < 5; round++ {
+		a := dial(t, addr)
+		a.send("GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+		<-parkedc
+		_ = a.c.Close()
+		time.Sleep(20 * time.Millisecond) // let the server see A go, so B may get its fd
+		b := dial(t, addr)
+		b.send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, body := b.read("GET")
+		if resp.StatusCode != 200 || body != "for-b" {
+			t.Fatalf("B got %d %q", resp.StatusCode, body)
+		}
+		_ = b.c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		extra, _ := io.ReadAll(b.br)
+		if len(extra) > 0 {
+			t.Fatalf("B received bytes meant for A: %q", extra)
+		}
+		_ = b.c.Close()
+	}
+}
+
+func TestSlowlorisIsClosedOthersServed(t *testing.T) {
+	_, addr := startServer(t, Config{ReadHeaderTimeout: 300 * time.Millisecond}, func(s *Server) {
+		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+	})
+	slow := dial(t, addr)
+	done := make(chan struct{})
+	go func() { // trickle a header byte every 20 ms, forever
+		defer close(done)
+		req := "GET /ok HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 1000)
+		for i := 0; i < len(req); i++ {
+			if _, err := slow.c.Write([]byte{req[i]}); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	normal := dial(t, addr)
+	for i := 0; i < 5; i++ {
+		resp, body := normal.get("/ok")
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("normal client: %d %q", resp.StatusCode, body)
+		}
+	}
+	resp, _, err := slow.tryRead("GET")
+	if err == nil && resp.StatusCode != 408 {
+		t.Fatalf("slowloris got %d, want 408 or a closed connection", resp.StatusCode)
+	}
+	slow.expectClosed(5 * time.Second)
+	<-done
+	resp, _ = normal.get("/ok")
+	mustStatus(t, resp, 200)
+}
+
+func TestIdleTimeoutClosesConnection(t *testing.T) {
+	_, addr := startServer(t, Config{IdleTimeout: 200 * time.Millisecond}, func(s *Server) {
+		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+	})
+	c := dial(t, addr)
+	resp, _ := c.get("/ok")
+	mustStatus(t, resp, 200)
+	c.expectClosed(5 * time.Second)
+}
+
+func TestMalformedRequestGets400AndOthersUnharmed(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+	})
+	other := dial(t, addr)
+	other.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+	bad := dial(t, addr)
+	// A good request, then garbage on the same connection: the first is answered, then 400.
+	bad.send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost x\r\n\r\n")
+	resp, body := bad.read("GET")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("first: %d %q", resp.StatusCode, body)
+	}
+	resp, _ = bad.read("GET")
+	mustStatus(t, resp, 400)
+	if !resp.Close {
+		t.Fatal("400 without Connection: close")
+	}
+	bad.expectClosed(5 * time.Second)
+	resp, body = other.read("GET")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("other: %d %q", resp.StatusCode, body)
+	}
+	resp, _ = other.get("/ok")
+	mustStatus(t, resp, 200)
+
+	c := dial(t, addr)
+	c.send("GET /ok HTTP/1.1\r\n\r\n") // HTTP/1.1 without Host
+	resp, _ = c.read("GET")
+	mustStatus(t, resp, 400)
+	c = dial(t, addr)
+	c.send("GET /ok HTTP/2.0\r\nHost: x\r\n\r\n")
+	resp, _ = c.read("GET")
+	mustStatus(t, resp, 505)
+}
+
+func TestConnectionSemantics(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+		s.Handle("POST /up", func(c *Ctx) { c.String(200, strconv.Itoa(len(c.Body()))) })
+	})
+	// HTTP/1.0 without keep-alive: answered, then closed.
+	c := dial(t, addr)
+	c.send("GET /ok HTTP/1.0\r\n\r\n")
+	resp, body := c.read("GET")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("1.0: %d %q", resp.StatusCode, body)
+	}
+	c.expectClosed(5 * time.Second)
+
+	// HTTP/1.0 with keep-alive: stays open.
+	c = dial(t, addr)
+	for i := 0; i < 2; i++ {
+		c.send("GET /ok HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		resp, _ = c.read("GET")
+		mustStatus(t, resp, 200)
+		if resp.Header.Get("Connection") != "keep-alive" {
+			t.Fatalf("1.0 keep-alive answer has Connection %q", resp.Header.Get("Connection"))
+		}
+	}
+
+	// Connection: close on 1.1.
+	c = dial(t, addr)
+	c.send("GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	resp, _ = c.read("GET")
+	if !resp.Close {
+		t.Fatal("no Connection: close in the answer")
+	}
+	c.expectClosed(5 * time.Second)
+
+	// Expect: 100-continue: the interim answer comes before the body is sent.
+	c = dial(t, addr)
+	c.send("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+	_ = c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := c.br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("interim: %q %v", line, err)
+	}
+	if l, _ := c.br.ReadString('\n'); l != "\r\n" {
+		t.Fatalf("interim end: %q", l)
+	}
+	c.send("abcd")
+	resp, body = c.read("POST")
+	if resp.StatusCode != 200 || body != "4" {
+		t.Fatalf("after continue: %d %q", resp.StatusCode, body)
+	}
+
+	// A declared body over the limit is refused before it is sent.
+	s2, addr2 := startServer(t, Config{}, nil)
+	_ = s2
+	c = dial(t, addr2)
+	c.send("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n")
+	resp, _ = c.read("POST")
+	mustStatus(t, resp, 413)
+}
+
+func TestStreamChunked(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /stream", func(c *Ctx) {
+			w := c.Stream(200, "text/plain")
+			for i := 0; i < 5; i++ {
+				fmt.Fprintf(w, "part%d;", i)
+				_ = c.Sleep(time.Millisecond)
+			}
+			big := strings.Repeat("x", 100<<10)
+			_, _ = w.Write([]byte(big))
+		})
+	})
+	c := dial(t, addr)
+	resp, body := c.get("/stream")
+	mustStatus(t, resp, 200)
+	if len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("transfer encoding %v", resp.TransferEncoding)
+	}
+	if want := "part0;part1;part2;part3;part4;" + strings.Repeat("x", 100<<10); body != want {
+		t.Fatalf("stream body: %d bytes, prefix %q", len(body), body[:min(40, len(body))])
+	}
+	resp, _ = c.get("/stream") // connection still usable
+	mustStatus(t, resp, 200)
+}
+
+func TestBackgroundTasksAndPost(t *testing.T) {
+	ticks := 0
+	fromGo := ""
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Every(5*time.Millisecond, func(t *Task) { ticks++ })
+		s.Go(func(t *Task) {
+			_ = t.Sleep(time.Millisecond)
+			fromGo = "ran"
+		})
+		s.Handle("GET /state", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %s", ticks, fromGo)) })
+	})
+	// Post from another goroutine: the only door into the loop.
+	var posted atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Post(func() { posted.Add(1) }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	c := dial(t, addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := c.get("/state")
+		var n int
+		var g string
+		fmt.Sscanf(body, "%d %s", &n, &g)
+		if n >= 3 && g == "ran" && posted.Load() == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state %q, posted %d", body, posted.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFutureBetweenTasks(t *testing.T) {
+	var waiting *Future[string]
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /match/wait", func(c *Ctx) {
+			if waiting == nil {
+				waiting = NewFuture[string](c.Server())
+			}
+			f := waiting
+			v, err := f.Await(c)
+			if err != nil {
+				c.String(499, err.Error())
+				return
+			}
+			c.String(200, v)
+		})
+		s.Handle("GET /match/make", func(c *Ctx) {
+			if waiting == nil {
+				c.String(409, "nobody waiting")
+				return
+			}
+			waiting.Resolve("matched", nil)
+			waiting = nil
+			c.String(200, "ok")
+		})
+	})
+	w := dial(t, addr)
+	w.send("GET /match/wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	m := dial(t, addr)
+	for {
+		resp, _ := m.get("/match/make")
+		if resp.StatusCode == 200 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	resp, body := w.read("GET")
+	if resp.StatusCode != 200 || body != "matched" {
+		t.Fatalf("waiter got %d %q", resp.StatusCode, body)
+	}
+}
+
+// Graceful shutdown with work in flight: every accepted request is answered, later ones
+// get 503, ListenAndServe returns ErrServerClosed, no goroutine is left.
+func TestGracefulShutdownAnswersInFlight(t *testing.T) {
+	const n = 50
+	parked := 0
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	allParked := make(chan struct{})
+	s.Handle("GET /slow", func(c *Ctx) {
+		parked++
+		if parked == n {
+			close(allParked)
+		}
+		_ = c.Sleep(300 * time.Millisecond)
+		c.String(200, "done")
+	})
+	s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	<-s.Ready()
+	addr := s.Addr().String()
+	clients := make([]*client, n)
+	for i := range clients {
+		clients[i] = dial(t, addr)
+		clients[i].send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	idle := dial(t, addr)
+	resp, _ := idle.get("/ok")
+	mustStatus(t, resp, 200)
+	<-allParked
+
+	shutdownErr := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shutdownErr <- s.Shutdown(ctx)
+	}()
+	// The idle connection is closed by the shutdown.
+	idle.expectClosed(5 * time.Second)
+	for i, c := range clients {
+		resp, body := c.read("GET")
+		if resp.StatusCode != 200 || body != "done" {
+			t.Fatalf("in-flight %d: %d %q", i, resp.StatusCode, body)
+		}
+		if !resp.Close {
+			t.Fatalf("in-flight %d: answer during drain lacks Connection: close", i)
+		}
+	}
+	if err := <-shutdownErr; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-errc; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
+	rep := s.DrainReport()
+	if rep.InFlight != n || rep.ClosedIdle != 1 || rep.DeadlineReached || rep.ForcedTasks != 0 {
+		t.Fatalf("drain report %+v", rep)
+	}
+	if err := s.Post(func() {}); !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Post after stop: %v", err)
+	}
+}
+
+func TestShutdownDeadlineUnwindsParkedTasks(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	parked := make(chan struct{}, 1)
+	unwound := make(chan struct{}, 1)
+	s.Handle("GET /forever", func(c *Ctx) {
+		defer func() { unwound <- struct{}{} }()
+		parked <- struct{}{}
+		for {
+			c.Task.t.Sleep(time.Hour) //nolint:errcheck // ignores cancellation on purpose
+		}
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	<-s.Ready()
+	c := dial(t, s.Addr().String())
+	c.send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-parked
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	<-unwound
+	if err := <-errc; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
+	if rep := s.DrainReport(); !rep.DeadlineReached || rep.ForcedTasks != 1 {
+		t.Fatalf("drain report %+v", rep)
+	}
+	c.expectClosed(5 * time.Second)
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("zero config: %v", err)
+	}
+	err := (Config{Addr: "nope"}).Validate()
+	if err == nil || !strings.Contains(err.Error(), "Config.Addr") {
+		t.Fatalf("bad addr: %v", err)
+	}
+	s := New(Config{})
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown of a never-started server: %v", err)
+	}
+	if err := s.ListenAndServe(); !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("ListenAndServe after Shutdown: %v", err)
+	}
+}
