@@ -1,0 +1,88 @@
+package httpcodec
+
+// Default limits, used for the zero (or negative) fields of a Config.
+const (
+	// DefaultMaxRequestLineBytes bounds the request line, CRLF included.
+	// 8 KiB is what nginx, Apache and most proxies allow for a request line;
+	// longer URIs are almost always attacks or bugs. Over it: 414.
+	DefaultMaxRequestLineBytes = 8 << 10
+
+	// DefaultMaxHeaderBytes bounds the whole request head: request line,
+	// fields and the final empty line. 64 KiB covers the largest cookie
+	// sets seen in practice (nginx's default is 4 x 8 KiB buffers, Go's
+	// net/http allows 1 MiB) while keeping the per-connection buffer small.
+	// Over it: 431. It also bounds the trailer section of a chunked body.
+	DefaultMaxHeaderBytes = 64 << 10
+
+	// DefaultMaxHeaderCount bounds the number of header fields. Browsers
+	// send 10-20; 100 is Apache's LimitRequestFields default and stops
+	// attacks that send many tiny fields. Over it: 431. It also bounds the
+	// number of trailer fields.
+	DefaultMaxHeaderCount = 100
+
+	// DefaultMaxBodyBytes bounds a request body. 8 MiB is enough for the
+	// JSON and form posts the server is meant for; larger uploads should
+	// raise it explicitly. A declared Content-Length over it is answered
+	// with 413 before the body is read; a chunked body gets 413 as soon as
+	// a chunk size would take it over.
+	DefaultMaxBodyBytes = 8 << 20
+
+	// DefaultMaxChunkLineBytes bounds one chunk-size line of a chunked body
+	// (size, extensions and CRLF). Chunk extensions are discarded, so there
+	// is no reason to accept long ones; 4 KiB matches net/http. Over it: 400.
+	DefaultMaxChunkLineBytes = 4 << 10
+)
+
+// Config holds the limits of a Parser and a BodyDecoder. The zero value
+// gives the documented defaults; a zero or negative field means "use the
+// default". A Config is a plain value; copying it is fine.
+type Config struct {
+	// MaxRequestLineBytes bounds the request line including its CRLF; a
+	// longer line is answered with 414. It is capped at MaxHeaderBytes.
+	// 0 means DefaultMaxRequestLineBytes.
+	MaxRequestLineBytes int
+
+	// MaxHeaderBytes bounds the whole head, request line and final CRLF
+	// included; more is answered with 431. It also bounds the trailer
+	// section of a chunked body. 0 means DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+
+	// MaxHeaderCount bounds the number of header fields (and of trailer
+	// fields); more is answered with 431. 0 means DefaultMaxHeaderCount.
+	MaxHeaderCount int
+
+	// MaxBodyBytes bounds the decoded body. A declared Content-Length over
+	// it makes ParseHead answer 413 before any body byte is read; a
+	// chunked body whose next chunk would take it over makes Decode answer
+	// 413. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+
+	// MaxChunkLineBytes bounds a chunk-size line (size, extensions, CRLF)
+	// of a chunked body; a longer one is answered with 400.
+	// 0 means DefaultMaxChunkLineBytes.
+	MaxChunkLineBytes int
+}
+
+// normalized returns c with defaults filled in and MaxRequestLineBytes
+// capped at MaxHeaderBytes.
+func (c Config) normalized() Config {
+	if c.MaxRequestLineBytes <= 0 {
+		c.MaxRequestLineBytes = DefaultMaxRequestLineBytes
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.MaxHeaderCount <= 0 {
+		c.MaxHeaderCount = DefaultMaxHeaderCount
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxChunkLineBytes <= 0 {
+		c.MaxChunkLineBytes = DefaultMaxChunkLineBytes
+	}
+	if c.MaxRequestLineBytes > c.MaxHeaderBytes {
+		c.MaxRequestLineBytes = c.MaxHeaderBytes
+	}
+	return c
+}
