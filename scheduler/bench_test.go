@@ -1,0 +1,111 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+)
+
+func benchConfigs(b *testing.B, fn func(b *testing.B, cfg Config)) {
+	b.Run("acct=on", func(b *testing.B) { fn(b, Config{}) })
+	b.Run("acct=off", func(b *testing.B) { fn(b, Config{NoAccounting: true}) })
+}
+
+// BenchmarkParkResume: a task parks, the loop wakes it and runs it (one round trip).
+func BenchmarkParkResume(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		task := s.Go(func(t *Task) {
+			for t.Park(ReasonOther) == nil {
+			}
+		})
+		s.Run()
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Wake(task)
+			s.Run()
+		}
+	})
+}
+
+func nop(*Task) {}
+
+// BenchmarkSpawnRun: spawn a task that returns at once and run it (the per-request
+// dispatch overhead of the scheduler, with a pooled coroutine).
+func BenchmarkSpawnRun(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		arg := new(int)
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Spawn(nop, arg)
+			s.Run()
+		}
+	})
+}
+
+// BenchmarkYield: a task yields, the loop runs it again.
+func BenchmarkYield(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		s.Go(func(t *Task) {
+			for {
+				t.Yield()
+			}
+		})
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Run()
+		}
+	})
+}
+
+// BenchmarkSleepTimer: a task sleeps 1 ns; Run fires its timer (heap insert, pop, wake) and
+// resumes it.
+func BenchmarkSleepTimer(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		s.Go(func(t *Task) {
+			for t.Sleep(time.Nanosecond) == nil {
+			}
+		})
+		s.Run()
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Run()
+		}
+	})
+}
+
+// BenchmarkFuture: a task awaits a future that the loop resolves.
+func BenchmarkFuture(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		var f Future[int]
+		s.Go(func(t *Task) {
+			for {
+				if _, err := f.Await(t); err != nil {
+					return
+				}
+				f = Future[int]{}
+			}
+		})
+		s.Run()
+		b.ReportAllocs()
+		for b.Loop() {
+			f.Resolve(1, nil)
+			s.Run()
+		}
+	})
+}
+
+// BenchmarkSpawnRunNoPool: as BenchmarkSpawnRun with MaxIdle -1, so every task creates and
+// stops a coroutine (what pooling saves).
+func BenchmarkSpawnRunNoPool(b *testing.B) {
+	s := newSync(b, Config{MaxIdle: -1})
+	arg := new(int)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Spawn(nop, arg)
+		s.Run()
+	}
+}

@@ -1,0 +1,569 @@
+package scheduler
+
+import (
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxIdle is the default bound of the idle coroutine pool.
+//
+// Each idle coroutine is a parked goroutine holding at least an 8 KiB stack, so 1024 of
+// them keep about 8 MiB after a burst (more while stacks that handlers grew have not been
+// shrunk by the GC). In exchange, a server that regularly has up to ~1k handlers in flight
+// never creates a coroutine in steady state: a new one costs ~0.5-0.6 us and 7 allocations,
+// a pooled one ~0.1 us and none.
+const DefaultMaxIdle = 1024
+
+// DefaultSlowSlice is the default Config.SlowSlice (as in tokio-metrics).
+const DefaultSlowSlice = 50 * time.Microsecond
+
+// Config configures a Scheduler.
+type Config struct {
+	// Post hands fn to the loop goroutine to run there later. It must be safe for
+	// concurrent use; the loop supplies it (it is the single door from other goroutines)
+	// and calls Scheduler.Run after every batch of posted functions. The scheduler uses it
+	// only from its timer goroutine, to wake the loop when a timer is due. Required: New
+	// panics without it.
+	Post func(fn func())
+
+	// Hooks are optional callbacks at every switch, for accounting. nil fields are not
+	// called.
+	Hooks Hooks
+
+	// OnPanic is called on the loop (inside the task's coroutine, so stack is the
+	// panicking stack) when a task's function panics; the task is Done afterwards and its
+	// coroutine is reused. For a panic in an AfterFunc callback or an Every tick, t is nil
+	// or the Every task respectively. It must not panic or park. Default: log with log/slog
+	// at error level, including the stack.
+	OnPanic func(t *Task, v any, stack []byte)
+
+	// MaxIdle bounds the pool of idle coroutines kept for reuse (see DefaultMaxIdle for the
+	// default and why). Extra coroutines are stopped when their task ends. Negative: keep
+	// none.
+	MaxIdle int
+
+	// SlowSlice is the threshold above which a slice counts in Stats.SlowSlices.
+	// Default DefaultSlowSlice.
+	SlowSlice time.Duration
+
+	// NoAccounting turns off the per-switch clock reads (to measure their cost): Stats then
+	// counts only Rounds and Scheduler.Running reports no elapsed time. Timers still read
+	// the clock.
+	NoAccounting bool
+}
+
+// Hooks are callbacks at every switch, for accounting. All are called on the loop (or in
+// the task that caused the switch) and must not block, park, panic or allocate.
+type Hooks struct {
+	// OnReady: t became ready (Spawn, a wake, Cancel of a parked task, Yield).
+	OnReady func(t *Task)
+	// OnRun: a slice of t starts (t.LastSlice() reports its queue delay).
+	OnRun func(t *Task)
+	// OnStop: a slice of t ended; st is Parked (r says why), Ready (Yield) or Done (its
+	// function returned or panicked; t is recycled right after the hook, so copy what you
+	// need). r is meaningful only when st is Parked. t.LastSlice() reports the slice length.
+	OnStop func(t *Task, st State, r Reason)
+}
+
+// Scheduler runs tasks on the loop goroutine. Create it with New; call Close when done.
+type Scheduler struct {
+	post      func(func())
+	hooks     Hooks
+	onPanic   func(*Task, any, []byte)
+	maxIdle   int
+	slowSlice int64
+	acct      bool
+	base      time.Time // epoch of the scheduler's clock (monotonic)
+
+	cur    *Task // running task
+	inRun  bool
+	closed bool
+	nextID uint64
+
+	rhead, rtail *Task // ready queue (FIFO)
+	nready       int
+	lhead, ltail *Task // live tasks, oldest first
+	nlive        int
+	free         *Task // idle pool (Task structs, each with its coroutine)
+	nfree        int
+
+	heap    []*timer
+	tseq    uint64
+	tmr     *time.Timer
+	armed   bool  // tmr will fire (or its post is in flight)
+	armedAt int64 // deadline tmr was armed for
+	fireFn  func()
+	timerCB func()
+
+	loopGID    uint64 // goroutine id of the loop (0 until the first Run)
+	spLo, spHi uintptr
+
+	spawned, completed, panics, switches, coroutines uint64
+
+	// Watchdog seam, read by Running from any goroutine. At a slice start the loop stores
+	// runID (only when it changes) and then runStart = start+1; at the slice end it stores
+	// runStart = 0. pubID is the loop's copy of the last runID stored.
+	runID    atomic.Uint64
+	runStart atomic.Int64
+	pubID    uint64
+}
+
+// New returns a scheduler. It panics if cfg.Post is nil. Any goroutine (the first goroutine
+// to call Run becomes the loop).
+func New(cfg Config) *Scheduler {
+	if cfg.Post == nil {
+		panic("scheduler: Config.Post is required")
+	}
+	s := &Scheduler{
+		post:      cfg.Post,
+		hooks:     cfg.Hooks,
+		onPanic:   cfg.OnPanic,
+		maxIdle:   cfg.MaxIdle,
+		slowSlice: int64(cfg.SlowSlice),
+		acct:      !cfg.NoAccounting,
+		base:      time.Now(),
+	}
+	if s.onPanic == nil {
+		s.onPanic = logPanic
+	}
+	if s.maxIdle == 0 {
+		s.maxIdle = DefaultMaxIdle
+	} else if s.maxIdle < 0 {
+		s.maxIdle = 0
+	}
+	if s.slowSlice <= 0 {
+		s.slowSlice = int64(DefaultSlowSlice)
+	}
+	s.fireFn = s.onTimerPosted
+	s.timerCB = s.onTimerFired
+	return s
+}
+
+func logPanic(t *Task, v any, stack []byte) {
+	if t == nil {
+		slog.Error("scheduler: timer callback panicked", "panic", v, "stack", string(stack))
+		return
+	}
+	slog.Error("scheduler: task panicked", "task", t.ID(), "label", t.Label(), "panic", v, "stack", string(stack))
+}
+
+// clock returns the monotonic time since the scheduler's epoch, in ns.
+func (s *Scheduler) clock() int64 { return int64(time.Since(s.base)) }
+
+// Epoch returns the origin of the scheduler's monotonic clock: Running's elapsed times and
+// Stats are measured against it. Any goroutine.
+func (s *Scheduler) Epoch() time.Time { return s.base }
+
+// Spawn creates a task that will run fn(t) and puts it, Ready, at the back of the ready
+// queue; arg is available as t.Arg() (pass a method value stored once and a pointer arg to
+// avoid allocating a closure per task). It panics after Close. Loop-confined.
+func (s *Scheduler) Spawn(fn func(t *Task), arg any) *Task {
+	if s.closed {
+		panic("scheduler: Spawn after Close")
+	}
+	if fn == nil {
+		panic("scheduler: Spawn with a nil function")
+	}
+	t := s.free
+	if t != nil {
+		s.free = t.rnext
+		t.rnext = nil
+		s.nfree--
+	} else {
+		t = &Task{s: s}
+		t.sleep.idx = -1
+		t.sleep.task = t
+	}
+	s.nextID++
+	t.id = s.nextID
+	t.fn, t.arg = fn, arg
+	t.state = Ready
+	t.started, t.killed = false, false
+	t.st = Stats{}
+	t.lastWait, t.lastRun = 0, 0
+
+	t.lprev = s.ltail
+	if s.ltail != nil {
+		s.ltail.lnext = t
+	} else {
+		s.lhead = t
+	}
+	s.ltail = t
+	s.nlive++
+	s.spawned++
+
+	if s.acct {
+		now := s.clock()
+		t.spawnAt, t.readyAt = now, now
+	}
+	s.pushReady(t)
+	if h := s.hooks.OnReady; h != nil {
+		h(t)
+	}
+	return t
+}
+
+// Go starts a background task (not tied to a request): Spawn(fn, nil). Loop-confined.
+func (s *Scheduler) Go(fn func(t *Task)) *Task { return s.Spawn(fn, nil) }
+
+// Run runs the ready tasks in FIFO order, each until it parks, yields or returns. It first
+// fires due timers, then runs at most the tasks that were ready at that point: tasks that
+// yield or are woken meanwhile go to the back of the queue and run at the next call, so the
+// loop can poll I/O between batches. It reports whether tasks remain ready (the loop should
+// then call Run again soon, after polling I/O). After Close it does nothing.
+//
+// Loop only: it panics if called from inside a task, re-entrantly, or from a goroutine other
+// than the first one that called it.
+func (s *Scheduler) Run() (more bool) {
+	if s.cur != nil {
+		panic(fmt.Sprintf("scheduler: Run called from inside task %d: only the loop goroutine may run tasks", s.cur.id))
+	}
+	if s.inRun {
+		panic("scheduler: Run called re-entrantly (from a hook or an AfterFunc callback)")
+	}
+	s.checkLoop()
+	if s.closed {
+		return false
+	}
+	s.inRun = true
+	now, haveNow := int64(0), false
+	if len(s.heap) > 0 {
+		now, haveNow = s.clock(), true
+		if s.fireDue(now) {
+			now = s.clock() // callbacks ran: the reading is stale
+		}
+		if s.armed && s.armedAt <= now {
+			s.armed = false // its post is due or in flight; do not depend on it
+		}
+		s.arm(now)
+	}
+	n := s.nready
+	if n > 0 && s.acct && !haveNow {
+		now = s.clock()
+	}
+	for ; n > 0; n-- {
+		t := s.rhead
+		s.rhead = t.rnext
+		if s.rhead == nil {
+			s.rtail = nil
+		}
+		t.rnext = nil
+		s.nready--
+		now = s.resume(t, now)
+	}
+	s.inRun = false
+	return s.nready > 0
+}
+
+// resume runs one slice of t, which is Ready and out of the queue. now is the current clock
+// reading (if accounting); it returns the reading at the end of the slice.
+func (s *Scheduler) resume(t *Task, now int64) int64 {
+	if t.resume == nil {
+		t.resume, t.stop = iter.Pull(t.body)
+		s.coroutines++
+	}
+	t.state = Running
+	s.cur = t
+	t.st.Rounds++
+	if s.acct {
+		wait := now - t.readyAt
+		t.lastWait = wait
+		t.st.QueueDelay += time.Duration(wait)
+		if !t.started {
+			t.st.FirstRunDelay = time.Duration(now - t.spawnAt)
+		}
+		t.sliceStart = now
+		if s.pubID != t.id {
+			s.pubID = t.id
+			s.runID.Store(t.id)
+		}
+		s.runStart.Store(now + 1) // stored after runID; nonzero while a slice runs
+	}
+	t.started = true
+	if h := s.hooks.OnRun; h != nil {
+		h(t)
+	}
+
+	t.resume() // switch into the task until it parks, yields or returns
+
+	s.cur = nil
+	s.switches++
+	if s.acct {
+		s.runStart.Store(0)
+		now = s.clock()
+		d := now - t.sliceStart
+		t.lastRun = d
+		t.st.OnLoop += time.Duration(d)
+		if time.Duration(d) > t.st.MaxSlice {
+			t.st.MaxSlice = time.Duration(d)
+		}
+		if d > s.slowSlice {
+			t.st.SlowSlices++
+			t.st.SlowTime += time.Duration(d)
+		}
+	}
+	switch t.state {
+	case Parked:
+		t.parkedAt = now
+		if h := s.hooks.OnStop; h != nil {
+			h(t, Parked, t.reason)
+		}
+	case Ready:
+		t.readyAt = now
+		if !s.closed {
+			s.pushReady(t)
+		}
+		if h := s.hooks.OnStop; h != nil {
+			h(t, Ready, ReasonOther)
+		}
+		if h := s.hooks.OnReady; h != nil {
+			h(t)
+		}
+	case Done:
+		if h := s.hooks.OnStop; h != nil {
+			h(t, Done, ReasonOther)
+		}
+		s.finish(t)
+	default:
+		panic(fmt.Sprintf("scheduler: task %d switched back to the loop in state %s", t.id, t.state))
+	}
+	return now
+}
+
+func (s *Scheduler) pushReady(t *Task) {
+	if s.rtail != nil {
+		s.rtail.rnext = t
+	} else {
+		s.rhead = t
+	}
+	s.rtail = t
+	s.nready++
+}
+
+// finish removes a Done task from the live list and recycles its struct and coroutine.
+func (s *Scheduler) finish(t *Task) {
+	if t.lprev != nil {
+		t.lprev.lnext = t.lnext
+	} else {
+		s.lhead = t.lnext
+	}
+	if t.lnext != nil {
+		t.lnext.lprev = t.lprev
+	} else {
+		s.ltail = t.lprev
+	}
+	t.lprev, t.lnext = nil, nil
+	s.nlive--
+	s.completed++
+	t.fn, t.arg, t.err, t.wakeErr, t.label = nil, nil, nil, nil, ""
+	if s.nfree >= s.maxIdle {
+		t.stopCoroutine()
+		return
+	}
+	t.rnext = s.free
+	s.free = t
+	s.nfree++
+}
+
+func (t *Task) stopCoroutine() {
+	if t.stop != nil {
+		t.stop()
+		t.resume, t.stop, t.yield = nil, nil, nil
+	}
+}
+
+// wake makes the parked task t ready; its park returns err. It unregisters every wake source
+// the scheduler knows of (Sleep timer, Future/Event waiter list), so none of them can wake
+// a later park. now < 0: read the clock.
+func (s *Scheduler) wake(t *Task, err error, now int64) {
+	if t.sleep.idx >= 0 {
+		s.delTimer(&t.sleep)
+	}
+	if t.wl != nil {
+		t.wl.remove(t)
+	}
+	t.wakeErr = err
+	t.state = Ready
+	if s.acct {
+		if now < 0 {
+			now = s.clock()
+		}
+		t.st.Parked[t.reason] += time.Duration(now - t.parkedAt)
+		t.readyAt = now
+	}
+	if !s.closed {
+		s.pushReady(t)
+	}
+	if h := s.hooks.OnReady; h != nil {
+		h(t)
+	}
+}
+
+// Wake makes the parked task t ready; its Park (or Sleep) returns nil. It is a no-op if t is
+// not parked. Future.Await and Event.Wait park again if woken before their condition holds.
+// Loop-confined.
+func (s *Scheduler) Wake(t *Task) {
+	if t.state == Parked {
+		s.wake(t, nil, -1)
+	}
+}
+
+// Cancel cancels t with err (non-nil, else it panics). Cancellation is sticky: the first
+// error is kept. If t is parked it is woken and its Park/Sleep/Await returns err; every later
+// Park, Sleep or Await in t returns err at once without parking (Yield still yields). A
+// parked task already woken by something else keeps that wake's result for its current park.
+// No-op on a finished task. Loop-confined.
+func (s *Scheduler) Cancel(t *Task, err error) {
+	if err == nil {
+		panic("scheduler: Cancel with a nil error")
+	}
+	if t.state == Done {
+		return
+	}
+	if t.err == nil {
+		t.err = err
+	}
+	if t.state == Parked {
+		s.wake(t, t.err, -1)
+	}
+}
+
+// Close shuts the scheduler down: it stops the timers (pending AfterFunc callbacks never
+// run), unwinds every live task — a parked or ready task resumes with its Park (or Yield)
+// panicking with an internal value that the task wrapper recovers silently, so the deferred
+// functions of handlers run; a task that never ran is dropped — and stops every idle
+// coroutine. Afterwards no goroutine started by the scheduler remains, Run does nothing and
+// Spawn panics. Idempotent.
+//
+// Unwinding tasks must not recover that panic and carry on parking: every Park, Sleep,
+// Await and Yield of an unwound task panics again.
+//
+// Loop only: it panics if called from inside a task, a hook or an AfterFunc callback, or
+// from a goroutine other than the loop once Run was called.
+func (s *Scheduler) Close() {
+	if s.cur != nil {
+		panic(fmt.Sprintf("scheduler: Close called from inside task %d: only the loop goroutine may close", s.cur.id))
+	}
+	if s.inRun {
+		panic("scheduler: Close called from inside Run (a hook or an AfterFunc callback): call it from the loop between Runs")
+	}
+	if s.closed {
+		return
+	}
+	if s.loopGID != 0 {
+		if g := goroutineID(); g != s.loopGID {
+			panic(fmt.Sprintf("scheduler: Close called from goroutine %d, but the loop is goroutine %d", g, s.loopGID))
+		}
+	}
+	s.closed = true
+	if s.tmr != nil {
+		s.tmr.Stop()
+	}
+	for _, tm := range s.heap {
+		tm.idx = -1
+	}
+	s.heap = nil
+	for t := s.rhead; t != nil; {
+		n := t.rnext
+		t.rnext = nil
+		t = n
+	}
+	s.rhead, s.rtail, s.nready = nil, nil, 0
+
+	for t := s.lhead; t != nil; t = s.lhead {
+		t.killed = true
+		if t.state == Parked {
+			s.wake(t, nil, -1)
+		}
+		if !t.started {
+			t.state = Done
+			if h := s.hooks.OnStop; h != nil {
+				h(t, Done, ReasonOther)
+			}
+			s.finish(t)
+			continue
+		}
+		now := int64(0)
+		if s.acct {
+			now = s.clock()
+		}
+		s.resume(t, now)
+		if t.state != Done {
+			panic(fmt.Sprintf("scheduler: task %d did not finish when unwound by Close", t.id))
+		}
+	}
+	for t := s.free; t != nil; t = t.rnext {
+		t.stopCoroutine()
+	}
+	s.free, s.nfree = nil, 0
+}
+
+// Len returns the number of live tasks (spawned, not yet Done) and of ready tasks.
+// Loop-confined.
+func (s *Scheduler) Len() (live, ready int) { return s.nlive, s.nready }
+
+// Current returns the running task, or nil when no task is running. Loop-confined.
+func (s *Scheduler) Current() *Task { return s.cur }
+
+// Tasks iterates over the live tasks, oldest first. The loop body must not spawn or run
+// tasks. Loop-confined.
+func (s *Scheduler) Tasks() iter.Seq[*Task] {
+	return func(yield func(*Task) bool) {
+		for t := s.lhead; t != nil; t = t.lnext {
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+// Counters are scheduler-wide counts, for loop health figures.
+type Counters struct {
+	Live, Ready, Parked int // tasks now
+	Idle                int // idle coroutines in the pool
+	Timers              int // pending timers (Sleep and AfterFunc)
+	Spawned, Completed  uint64
+	Panics              uint64 // task functions that panicked (AfterFunc and Every ticks included)
+	Switches            uint64 // slices run
+	Coroutines          uint64 // coroutines ever created (Spawned - Coroutines = reuses, roughly)
+}
+
+// Counters returns the scheduler-wide counts. Loop-confined.
+func (s *Scheduler) Counters() Counters {
+	parked := s.nlive - s.nready
+	if s.cur != nil {
+		parked--
+	}
+	return Counters{
+		Live: s.nlive, Ready: s.nready, Parked: parked, Idle: s.nfree, Timers: len(s.heap),
+		Spawned: s.spawned, Completed: s.completed, Panics: s.panics,
+		Switches: s.switches, Coroutines: s.coroutines,
+	}
+}
+
+// Running reports the task holding the loop right now and how long its current slice has
+// been running, or ok=false when no task runs. It is the seam for a stall detector: a
+// watchdog goroutine polls it and reports a slice that runs too long (the loop itself cannot
+// notice, it is busy running the slice). elapsed never overstates the slice. It costs two
+// atomic stores per slice on the loop (three when the running task changes), counted as
+// accounting: with Config.NoAccounting it always reports ok=false. Any goroutine.
+func (s *Scheduler) Running() (id uint64, elapsed time.Duration, ok bool) {
+	start := s.runStart.Load()
+	if start == 0 {
+		return 0, 0, false
+	}
+	id = s.runID.Load() // stored before runStart: it is this slice's task
+	if s.runStart.Load() != start {
+		return 0, 0, false // the loop switched meanwhile: not stalled
+	}
+	elapsed = max(time.Since(s.base)-time.Duration(start-1), 0)
+	return id, elapsed, true
+}
+
+func (s *Scheduler) reportPanic(t *Task, v any, stack []byte) {
+	s.panics++
+	s.onPanic(t, v, stack)
+}

@@ -1,0 +1,398 @@
+package scheduler
+
+import (
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// State is where a task is in its life. See the package documentation for the transitions.
+type State uint8
+
+const (
+	// Ready: in the ready queue, waiting for Run (after Spawn, Yield or a wake).
+	Ready State = iota
+	// Running: holding the loop right now.
+	Running
+	// Parked: suspended until Wake, Cancel, a timer or a Future/Event wakes it.
+	Parked
+	// Done: its function returned or panicked; the *Task is about to be recycled.
+	Done
+)
+
+var stateNames = [...]string{Ready: "ready", Running: "running", Parked: "parked", Done: "done"}
+
+// String returns "ready", "running", "parked" or "done". Any goroutine.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Reason says why a task parked; parked time is accounted per reason.
+type Reason uint8
+
+const (
+	// ReasonOther: a Park with no more specific reason.
+	ReasonOther Reason = iota
+	// ReasonSleep: Sleep (and the wait between Every ticks).
+	ReasonSleep
+	// ReasonWait: waiting for another task (Future.Await, Event.Wait).
+	ReasonWait
+	// ReasonOffload: waiting for work running off the loop.
+	ReasonOffload
+	// ReasonWrite: waiting for output backpressure to clear.
+	ReasonWrite
+	// ReasonQueue: waiting in an admission queue.
+	ReasonQueue
+	// NumReasons is the number of reasons (the length of Stats.Parked).
+	NumReasons
+)
+
+var reasonNames = [...]string{
+	ReasonOther: "other", ReasonSleep: "sleep", ReasonWait: "wait",
+	ReasonOffload: "offload", ReasonWrite: "write", ReasonQueue: "queue",
+}
+
+// String returns the reason's lower-case name ("sleep", "wait", ...). Any goroutine.
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Stats are a task's raw scheduling counters. They are updated at every switch with the
+// monotonic clock (one read per switch edge), without allocating or locking. With
+// Config.NoAccounting only Rounds is counted.
+type Stats struct {
+	Rounds        uint64                    // slices run (times the task was resumed)
+	OnLoop        time.Duration             // total wall time of its slices (time it held the loop)
+	MaxSlice      time.Duration             // longest slice
+	SlowSlices    uint64                    // slices longer than Config.SlowSlice
+	SlowTime      time.Duration             // total time of those slices
+	QueueDelay    time.Duration             // total time spent Ready (ready -> running), first run included
+	FirstRunDelay time.Duration             // Spawn -> start of the first slice
+	Parked        [NumReasons]time.Duration // total time Parked, by reason
+	Spawned       time.Time                 // when Spawn was called (carries a monotonic reading)
+}
+
+// ParkedTotal returns the sum of Parked over all reasons. Any goroutine.
+func (st *Stats) ParkedTotal() time.Duration {
+	var d time.Duration
+	for _, p := range st.Parked {
+		d += p
+	}
+	return d
+}
+
+// Task is one cooperative task. Its function receives it and uses it to park.
+//
+// A task must not block its goroutine (channel operations, time.Sleep, mutexes held
+// elsewhere, blocking syscalls): that stalls the whole loop. It parks instead. It must not
+// call runtime.Goexit (nor testing's FailNow/Fatal): iter.Pull re-raises it on the loop
+// goroutine, which then exits. A panic is recovered and reported to Config.OnPanic.
+//
+// A *Task is recycled when its function returns: do not use it afterwards (keep a Ref or
+// a Waker instead). All methods are loop-confined unless noted.
+type Task struct {
+	s       *Scheduler
+	id      uint64
+	fn      func(*Task)
+	arg     any
+	label   string
+	err     error // sticky cancellation error (first Cancel wins)
+	wakeErr error // what the pending park returns: nil (woken) or the cancel error
+	state   State
+	reason  Reason
+	started bool // ran at least one slice
+	killed  bool // Close is unwinding it
+
+	// The coroutine serving this task. It stays attached to the Task struct while the
+	// struct sits in the idle pool, so one coroutine serves many tasks in turn.
+	resume func() (struct{}, bool)
+	stop   func()
+	yield  func(struct{}) bool
+	gid    uint64 // the coroutine's goroutine id
+
+	parkSeq uint64 // counts park attempts over the struct's whole life (never reset)
+
+	rnext        *Task // ready queue or idle pool
+	lprev, lnext *Task // list of live tasks
+	wl           *waitList
+	wprev, wnext *Task // waiter list of a Future or Event
+
+	sleep timer // the task's Sleep timer, embedded so Sleep does not allocate
+
+	// Accounting, in ns since the scheduler's epoch.
+	spawnAt, readyAt, parkedAt, sliceStart int64
+	lastWait, lastRun                      int64
+	st                                     Stats
+}
+
+// ID returns the task's id, unique for the scheduler's lifetime (ids are never reused, even
+// though Task structs are). Loop-confined.
+func (t *Task) ID() uint64 { return t.id }
+
+// Arg returns the arg passed to Spawn. Loop-confined.
+func (t *Task) Arg() any { return t.arg }
+
+// State returns the task's state. Loop-confined.
+func (t *Task) State() State { return t.state }
+
+// Err returns the error of the first Cancel, or nil if the task was not cancelled.
+// Loop-confined.
+func (t *Task) Err() error { return t.err }
+
+// SetLabel attaches a label (a route pattern, say) for accounting. Loop-confined.
+func (t *Task) SetLabel(l string) { t.label = l }
+
+// Label returns the label set by SetLabel ("" by default). Loop-confined.
+func (t *Task) Label() string { return t.label }
+
+// Scheduler returns the scheduler the task runs on. Loop-confined.
+func (t *Task) Scheduler() *Scheduler { return t.s }
+
+// Goroutine returns the id of the goroutine that runs the task's coroutine (as printed in
+// goroutine dumps, "goroutine N [...]"), or 0 before the task first ran. It lets a stats
+// page or a stall detector find the task's stack in a full dump. Loop-confined.
+func (t *Task) Goroutine() uint64 {
+	if !t.started {
+		return 0
+	}
+	return t.gid
+}
+
+// LastSlice returns how long the task waited in the ready queue before its latest slice
+// and how long its latest finished slice lasted. Inside Hooks.OnRun, wait is the current
+// slice's queue delay; inside Hooks.OnStop, run is the slice that just ended. Zero with
+// Config.NoAccounting. Loop-confined.
+func (t *Task) LastSlice() (wait, run time.Duration) {
+	return time.Duration(t.lastWait), time.Duration(t.lastRun)
+}
+
+// Stats returns the task's counters, including the interval in progress: the running slice
+// so far when called from inside the task, the current park or queue wait otherwise.
+// Loop-confined.
+func (t *Task) Stats() Stats {
+	st := t.st
+	s := t.s
+	if !s.acct {
+		return st
+	}
+	now := s.clock()
+	switch t.state {
+	case Running:
+		d := time.Duration(now - t.sliceStart)
+		st.OnLoop += d
+		st.MaxSlice = max(st.MaxSlice, d)
+	case Parked:
+		st.Parked[t.reason] += time.Duration(now - t.parkedAt)
+	case Ready:
+		st.QueueDelay += time.Duration(now - t.readyAt)
+	}
+	st.Spawned = s.base.Add(time.Duration(t.spawnAt))
+	return st
+}
+
+// Park suspends the task until Wake or Cancel. It returns nil when woken by Wake (or a
+// Waker), and the cancel error when woken by Cancel. If the task was already cancelled, it
+// returns the cancel error at once without parking. Task only: it panics if called from
+// anywhere but the task's own function.
+func (t *Task) Park(r Reason) error {
+	t.mustRun("Park")
+	if r >= NumReasons {
+		panic(fmt.Sprintf("scheduler: Park with invalid reason %d", r))
+	}
+	if err := t.beginPark(); err != nil {
+		return err
+	}
+	return t.parkNow(r)
+}
+
+// Sleep parks the task (ReasonSleep) until d has passed or the task is cancelled, and
+// returns nil or the cancel error. If the task was already cancelled it returns the error at
+// once. Wake also ends a Sleep early (it then returns nil). With d <= 0 it behaves like
+// Yield and returns Err(). Task only.
+func (t *Task) Sleep(d time.Duration) error {
+	t.mustRun("Sleep")
+	if d <= 0 {
+		if t.err != nil {
+			return t.err
+		}
+		t.Yield()
+		return t.err
+	}
+	return t.sleepUntil(t.s.clock() + int64(d))
+}
+
+// sleepUntil parks until the scheduler clock reaches when.
+func (t *Task) sleepUntil(when int64) error {
+	if err := t.beginPark(); err != nil {
+		return err
+	}
+	t.sleep.when = when
+	t.s.addTimer(&t.sleep, -1)
+	return t.parkNow(ReasonSleep)
+}
+
+// Yield puts the task at the back of the ready queue and lets the loop run the others and
+// poll I/O before the task continues (like asyncio.sleep(0)). A cancelled task still
+// yields. Task only.
+func (t *Task) Yield() {
+	t.mustRun("Yield")
+	if t.killed {
+		panic(errUnwind)
+	}
+	t.state = Ready
+	t.suspend()
+}
+
+// Waker returns a handle that wakes this task's current park if it is parked now, or else
+// its next park, and nothing else: Waker.Wake is a no-op once that park is over or the task
+// has finished. Get it right before the Park it is for and hand it to the waking side.
+// Loop-confined.
+func (t *Task) Waker() Waker {
+	seq := t.parkSeq + 1
+	if t.state == Parked {
+		seq = t.parkSeq
+	}
+	return Waker{t: t, id: t.id, seq: seq}
+}
+
+// Ref returns a reference to the task that stays safe to hold after the task finished.
+// Loop-confined.
+func (t *Task) Ref() Ref { return Ref{t: t, id: t.id} }
+
+// Waker wakes one specific park of one specific task (see Task.Waker). The zero Waker wakes
+// nothing. Loop-confined.
+type Waker struct {
+	t   *Task
+	id  uint64
+	seq uint64
+}
+
+// Wake wakes the park the Waker was made for, if the task is still in it, and reports
+// whether it did. Loop-confined.
+func (w Waker) Wake() bool {
+	t := w.t
+	if t == nil || t.id != w.id || t.parkSeq != w.seq || t.state != Parked {
+		return false
+	}
+	t.s.wake(t, nil, -1)
+	return true
+}
+
+// Ref is a reference to a task that can be kept past the task's end. The zero Ref refers
+// to no task. Loop-confined.
+type Ref struct {
+	t  *Task
+	id uint64
+}
+
+// Task returns the task, or nil if it has finished (its struct may already serve another
+// task). Loop-confined.
+func (r Ref) Task() *Task {
+	if r.t == nil || r.t.id != r.id || r.t.state == Done {
+		return nil
+	}
+	return r.t
+}
+
+// ID returns the referenced task's id (0 for the zero Ref). Any goroutine.
+func (r Ref) ID() uint64 { return r.id }
+
+// mustRun panics unless t is the running task.
+func (t *Task) mustRun(op string) {
+	if t.s.cur != t {
+		t.misuse(op)
+	}
+}
+
+func (t *Task) misuse(op string) {
+	if cur := t.s.cur; cur != nil {
+		panic(fmt.Sprintf("scheduler: Task.%s on task %d called from task %d: only a task may park or yield itself", op, t.id, cur.id))
+	}
+	panic(fmt.Sprintf("scheduler: Task.%s on task %d called from outside the task (state %s): only the task's own function may park or yield it", op, t.id, t.state))
+}
+
+// beginPark counts a park attempt and reports whether the task may park.
+func (t *Task) beginPark() error {
+	t.parkSeq++
+	if t.killed {
+		panic(errUnwind)
+	}
+	return t.err
+}
+
+// parkNow suspends the running task as Parked with reason r and returns how it was woken.
+func (t *Task) parkNow(r Reason) error {
+	t.reason = r
+	t.state = Parked
+	t.suspend()
+	err := t.wakeErr
+	t.wakeErr = nil
+	return err
+}
+
+// suspend switches from the task back to the loop.
+func (t *Task) suspend() {
+	if !t.yield(struct{}{}) || t.killed {
+		panic(errUnwind)
+	}
+}
+
+// body is the coroutine: it runs one task after another, switching back to the loop after
+// each (state Done). It returns when the coroutine is stopped.
+func (t *Task) body(yield func(struct{}) bool) {
+	t.yield = yield
+	t.gid = goroutineID()
+	for {
+		t.call()
+		t.state = Done
+		if !yield(struct{}{}) {
+			return
+		}
+	}
+}
+
+// call runs the task's function, recovering a panic inside the coroutine so that the
+// coroutine stays usable.
+func (t *Task) call() {
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		v := recover()
+		switch {
+		case v == nil:
+			// runtime.Goexit: it cannot be stopped; iter.Pull re-raises it on the loop.
+			t.s.reportPanic(t, errGoexit, debug.Stack())
+		case v == any(errUnwind):
+			// Close unwinding the task: silent.
+		default:
+			t.s.reportPanic(t, v, debug.Stack())
+		}
+	}()
+	t.fn(t)
+	ok = true
+}
+
+// unwindError is the panic value Close uses to unwind parked tasks.
+type unwindError struct{}
+
+func (*unwindError) Error() string {
+	return "scheduler: task unwound by Scheduler.Close (do not recover this panic)"
+}
+
+var errUnwind error = &unwindError{}
+
+type goexitError struct{}
+
+func (*goexitError) Error() string {
+	return "scheduler: runtime.Goexit called in a task (this stops the loop goroutine)"
+}
+
+var errGoexit error = &goexitError{}

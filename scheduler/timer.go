@@ -1,0 +1,247 @@
+package scheduler
+
+import (
+	"runtime/debug"
+	"time"
+)
+
+// timer is an entry of the loop's timer heap: a task's Sleep or an AfterFunc callback.
+type timer struct {
+	when int64  // deadline, ns since the scheduler's epoch
+	seq  uint64 // insertion order: ties fire FIFO
+	idx  int    // index in the heap, -1 when not in it
+	task *Task  // Sleep timer: the task to wake
+	fn   func() // AfterFunc timer: the callback
+}
+
+// Timer is a callback scheduled on the loop by AfterFunc. Loop-confined.
+type Timer struct {
+	s  *Scheduler
+	tm timer
+}
+
+// AfterFunc runs fn on the loop (not in a task: fn must not park) once d has passed, from
+// Run or from the timer function the scheduler posts. A panic in fn is recovered and
+// reported to Config.OnPanic with a nil task. After Close it returns a timer that never
+// fires. Loop-confined.
+func (s *Scheduler) AfterFunc(d time.Duration, fn func()) *Timer {
+	t := &Timer{s: s, tm: timer{idx: -1, fn: fn}}
+	t.Reset(d)
+	return t
+}
+
+// Stop cancels the timer in O(log n) and reports whether it was pending. Loop-confined.
+func (t *Timer) Stop() bool {
+	if t.tm.idx < 0 {
+		return false
+	}
+	t.s.delTimer(&t.tm)
+	return true
+}
+
+// Reset (re)schedules the timer to fire once d from now, and reports whether it was pending.
+// After Close it does nothing. Loop-confined.
+func (t *Timer) Reset(d time.Duration) bool {
+	active := t.Stop()
+	s := t.s
+	if s.closed {
+		return active
+	}
+	now := s.clock()
+	t.tm.when = now + int64(max(d, 0))
+	s.addTimer(&t.tm, now)
+	return active
+}
+
+// Every starts a background task that runs fn on the loop every d at a fixed rate: the
+// k-th tick is due at start + k*d, where start is the time of the call. If a tick (or the
+// loop) runs late past later deadlines, those ticks are skipped rather than run in a burst:
+// the next tick is the first deadline still in the future. fn receives the Every task
+// itself and may park. A panic in fn is reported to Config.OnPanic and the ticks go on. The
+// task ends when cancelled (Scheduler.Cancel) or at Close. It panics if d <= 0 or after
+// Close. Loop-confined.
+func (s *Scheduler) Every(d time.Duration, fn func(t *Task)) *Task {
+	if d <= 0 {
+		panic("scheduler: Every with a non-positive interval")
+	}
+	if fn == nil {
+		panic("scheduler: Every with a nil function")
+	}
+	if s.closed {
+		panic("scheduler: Spawn after Close")
+	}
+	start := s.clock()
+	return s.Spawn(func(t *Task) { s.every(t, start, int64(d), fn) }, nil)
+}
+
+func (s *Scheduler) every(t *Task, start, d int64, fn func(*Task)) {
+	next := start + d
+	for {
+		if t.sleepUntil(next) != nil || t.err != nil { // no tick once cancelled
+			return
+		}
+		s.tick(t, fn)
+		next = nextTick(next, s.clock(), d)
+	}
+}
+
+// nextTick returns the first deadline prev + k*d (k >= 1) that is after now.
+func nextTick(prev, now, d int64) int64 {
+	next := prev + d
+	if next <= now {
+		next += ((now-next)/d + 1) * d
+	}
+	return next
+}
+
+func (s *Scheduler) tick(t *Task, fn func(*Task)) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == any(errUnwind) {
+				panic(v)
+			}
+			s.reportPanic(t, v, debug.Stack())
+		}
+	}()
+	fn(t)
+}
+
+// addTimer inserts tm into the heap and arms the runtime timer if tm is the new earliest.
+// now < 0: read the clock if needed.
+func (s *Scheduler) addTimer(tm *timer, now int64) {
+	s.tseq++
+	tm.seq = s.tseq
+	tm.idx = len(s.heap)
+	s.heap = append(s.heap, tm)
+	s.up(tm.idx)
+	if tm.idx == 0 {
+		if now < 0 {
+			now = s.clock()
+		}
+		s.arm(now)
+	}
+}
+
+// delTimer removes tm (which is in the heap). The runtime timer is left armed: a spurious
+// fire is harmless.
+func (s *Scheduler) delTimer(tm *timer) {
+	i := tm.idx
+	last := len(s.heap) - 1
+	if i != last {
+		s.heap[i] = s.heap[last]
+		s.heap[i].idx = i
+	}
+	s.heap[last] = nil
+	s.heap = s.heap[:last]
+	if i != last {
+		if !s.down(i) {
+			s.up(i)
+		}
+	}
+	tm.idx = -1
+}
+
+func less(a, b *timer) bool {
+	return a.when < b.when || (a.when == b.when && a.seq < b.seq)
+}
+
+func (s *Scheduler) up(i int) {
+	h := s.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		h[i].idx, h[p].idx = i, p
+		i = p
+	}
+}
+
+func (s *Scheduler) down(i int) bool {
+	h := s.heap
+	n := len(h)
+	i0 := i
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && less(h[r], h[l]) {
+			j = r
+		}
+		if !less(h[j], h[i]) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		h[i].idx, h[j].idx = i, j
+		i = j
+	}
+	return i > i0
+}
+
+// fireDue fires the timers due at now that existed when it was called (so a callback that
+// re-adds a zero-delay timer cannot loop forever) and reports whether any callback ran.
+func (s *Scheduler) fireDue(now int64) (ranFn bool) {
+	limit := s.tseq
+	for len(s.heap) > 0 {
+		tm := s.heap[0]
+		if tm.when > now || tm.seq > limit {
+			break
+		}
+		s.delTimer(tm)
+		if t := tm.task; t != nil {
+			s.wake(t, nil, now)
+		} else {
+			s.runTimerFn(tm.fn)
+			ranFn = true
+		}
+	}
+	return ranFn
+}
+
+func (s *Scheduler) runTimerFn(fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.reportPanic(nil, v, debug.Stack())
+		}
+	}()
+	fn()
+}
+
+// arm makes sure the runtime timer fires by the earliest deadline. It runs on the loop.
+func (s *Scheduler) arm(now int64) {
+	if len(s.heap) == 0 || s.closed {
+		return
+	}
+	w := s.heap[0].when
+	if s.armed && s.armedAt <= w {
+		return
+	}
+	s.armed, s.armedAt = true, w
+	d := time.Duration(w - now)
+	if s.tmr == nil {
+		s.tmr = time.AfterFunc(d, s.timerCB)
+	} else {
+		s.tmr.Reset(d)
+	}
+}
+
+// onTimerFired runs on the runtime timer's goroutine: it hands the work to the loop.
+func (s *Scheduler) onTimerFired() { s.post(s.fireFn) }
+
+// onTimerPosted runs on the loop (posted by onTimerFired); the loop calls Run afterwards.
+func (s *Scheduler) onTimerPosted() {
+	s.armed = false
+	if s.closed || s.inRun || s.cur != nil {
+		return
+	}
+	s.inRun = true // AfterFunc callbacks may not call Run or Close
+	now := s.clock()
+	if s.fireDue(now) {
+		now = s.clock()
+	}
+	s.arm(now)
+	s.inRun = false
+}
