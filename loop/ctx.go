@@ -66,6 +66,15 @@ func (t *Task) Yield() { t.t.Yield() }
 // ID returns the task's id, unique within the server's lifetime.
 func (t *Task) ID() uint64 { return t.t.ID() }
 
+// parkFor parks the task for d with reason r (Sleep always reports ReasonSleep).
+func (t *Task) parkFor(r scheduler.Reason, d time.Duration) error {
+	wk := t.t.Waker()
+	tm := t.srv.sched.AfterFunc(d, func() { wk.Wake() })
+	err := t.t.Park(r)
+	tm.Stop()
+	return err
+}
+
 // Stats returns the task's scheduling figures so far, including the running slice.
 func (t *Task) Stats() scheduler.Stats { return t.t.Stats() }
 
@@ -492,7 +501,7 @@ func (w *Stream) Flush() error {
 	cs := c.conn
 	c.srv.flush(cs)
 	for !cs.closed && cs.gc.OutboundBuffered() > streamHighWater {
-		if err := c.Sleep(streamPoll); err != nil {
+		if err := c.parkFor(scheduler.ReasonWrite, streamPoll); err != nil {
 			return err
 		}
 	}
