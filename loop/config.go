@@ -30,6 +30,19 @@ const (
 	// keeps reading (and discarding) client bytes after its last response, so that the
 	// kernel does not answer unread bytes with a reset that could destroy that response.
 	DefaultLingerTimeout = 2 * time.Second
+
+	// DefaultWriteStallTimeout drops a client that has read nothing of its pending output
+	// for this long: 30 s outlasts any network hiccup a live client survives.
+	DefaultWriteStallTimeout = 30 * time.Second
+
+	// DefaultMaxOutputBytes bounds unsent output per connection: 4 MiB lets a fast client
+	// pipeline freely while 10,000 stalled clients cost at most 40 GiB only in the worst
+	// case of every one of them stalling mid-response with huge bodies.
+	DefaultMaxOutputBytes = 4 << 20
+
+	// DefaultMaxBufferedInput bounds unparsed pipelined input per busy connection: 4 MiB
+	// holds 10,000 typical pipelined GETs.
+	DefaultMaxBufferedInput = 4 << 20
 )
 
 // Config configures a Server. Its zero value is ready to use; each field documents its
@@ -63,6 +76,50 @@ type Config struct {
 	// value gives httpcodec's documented defaults.
 	Limits httpcodec.Config
 
+	// RequestConcurrency caps the request handlers in flight at once (running or parked).
+	// Requests past it wait in a FIFO queue of MaxQueueLength; past that they get 429 with
+	// a Retry-After derived from the measured completion rate. Routes registered with
+	// Exempt are not counted. Default 0: no limit.
+	RequestConcurrency int
+
+	// MaxQueueLength is how many requests may wait for a handler slot when
+	// RequestConcurrency is set; a waiting request holds only its parsed request, no task.
+	// Default 0: no queue, refuse at once.
+	MaxQueueLength int
+
+	// MultiThread runs each request handler in its own goroutine, in parallel, instead of
+	// as a task on the loop. Handlers then must be safe for concurrent use (shared state
+	// needs locks) but may block; the handler API, accounting and limits stay the same.
+	// Default false: single-thread mode (see docs/concurrency.md).
+	MultiThread bool
+
+	// HandlerTimeout is the longest a handler may run; then its context is cancelled
+	// (context.DeadlineExceeded) and, if it wrote nothing yet, the client gets 503 at once
+	// and the handler's later writes are dropped. Default 0: no limit (long polls are
+	// normal in game backends; set one where they are not).
+	HandlerTimeout time.Duration
+
+	// WriteStallTimeout is how long a connection's unsent output may stay without any
+	// progress (the client stopped reading) before the connection is dropped. Zero means
+	// DefaultWriteStallTimeout; negative means never.
+	WriteStallTimeout time.Duration
+
+	// MaxOutputBytes bounds the unsent output buffered for one connection: past it the
+	// server stops reading that connection's pipelined requests until the client catches
+	// up. Streams park their handler well before it (256 KiB). Zero means
+	// DefaultMaxOutputBytes.
+	MaxOutputBytes int
+
+	// MaxBufferedInput bounds the unparsed request bytes held for one connection while one
+	// of its requests is being handled (pipelining). Past it the connection is answered
+	// up to the current request and closed. Zero means DefaultMaxBufferedInput.
+	MaxBufferedInput int
+
+	// KeepFileLimit leaves RLIMIT_NOFILE as it is. By default ListenAndServe raises the
+	// soft limit to the hard limit (every connection is a file descriptor) and logs a
+	// warning when the hard limit is below 10,000.
+	KeepFileLimit bool
+
 	// Logger receives the server's logs (handler panics, timeouts, gnet errors).
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -82,6 +139,15 @@ func (c Config) withDefaults() Config {
 	if c.LingerTimeout == 0 {
 		c.LingerTimeout = DefaultLingerTimeout
 	}
+	if c.WriteStallTimeout == 0 {
+		c.WriteStallTimeout = DefaultWriteStallTimeout
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxBufferedInput == 0 {
+		c.MaxBufferedInput = DefaultMaxBufferedInput
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -95,6 +161,23 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 			return fmt.Errorf("loop: Config.Addr %q: %w", c.Addr, err)
 		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"RequestConcurrency", int64(c.RequestConcurrency)},
+		{"MaxQueueLength", int64(c.MaxQueueLength)},
+		{"HandlerTimeout", int64(c.HandlerTimeout)},
+		{"MaxOutputBytes", int64(c.MaxOutputBytes)},
+		{"MaxBufferedInput", int64(c.MaxBufferedInput)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("loop: Config.%s must not be negative, got %d", f.name, f.v)
+		}
+	}
+	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
+		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)
 	}
 	if c.Limits.MaxRequestLineBytes < 0 {
 		return fmt.Errorf("loop: Config.Limits.MaxRequestLineBytes must not be negative, got %d", c.Limits.MaxRequestLineBytes)

@@ -35,7 +35,11 @@ type conn struct {
 	deadline     int64
 	deadlineKind deadlineKind
 
+	stallOut   int   // unsent output at the last progress check
+	stallSince int64 // loop nanotime since when the unsent output has not shrunk; 0 when none
+
 	serving    bool // serve is on the stack for this connection
+	blocked    bool // too much unsent output: parsing paused until the client reads
 	dirty      bool // queued in Server.dirty
 	closeAfter bool // close once the current response is written
 	closing    bool // no more writes: the connection is being closed
@@ -88,6 +92,11 @@ func (s *Server) connClosed(cs *conn) {
 		cs.pending = nil
 	}
 	if c := cs.ctx; c != nil {
+		if !c.counted && c.queuedAt != 0 && s.unqueue(c) {
+			cs.ctx = nil // it never started: nothing else refers to it
+			s.releaseCtx(c)
+			return
+		}
 		c.Task.cancel(context.Canceled)
 	}
 }
@@ -181,6 +190,10 @@ func (s *Server) flush(cs *conn) {
 func (s *Server) serve(cs *conn) {
 	cs.serving = true
 	for !cs.closed && !cs.closing && !cs.closeAfter && cs.ctx == nil && !s.stopping {
+		if cs.gc.OutboundBuffered() >= s.cfg.MaxOutputBytes {
+			cs.blocked = true // the sweep resumes it once the client has read
+			break
+		}
 		buf, _ := cs.gc.Peek(-1)
 		if len(buf) == 0 {
 			if cs.deadlineKind != deadlineIdle {
@@ -269,12 +282,42 @@ func (s *Server) rejectRequest(cs *conn, err error) {
 
 var plainTextHeader = []httpcodec.Header{{Name: []byte("Content-Type"), Value: []byte("text/plain; charset=utf-8")}}
 
+// writeStalled tracks progress of cs's unsent output and reports whether it has made none
+// for WriteStallTimeout.
+func (s *Server) writeStalled(cs *conn, now int64) bool {
+	if s.cfg.WriteStallTimeout < 0 || cs.closed {
+		return false
+	}
+	out := cs.gc.OutboundBuffered()
+	switch {
+	case out == 0:
+		cs.stallSince = 0
+	case cs.stallSince == 0 || out < cs.stallOut:
+		cs.stallSince, cs.stallOut = now, out
+	case now-cs.stallSince > int64(s.cfg.WriteStallTimeout):
+		return true
+	default:
+		cs.stallOut = out
+	}
+	return false
+}
+
 // sweep enforces connection deadlines. It runs every sweepEvery on the loop.
 func (s *Server) sweep(now int64) {
 	for i := 0; i < len(s.conns); i++ {
 		cs := s.conns[i]
 		if cs.deadlineKind == deadlineLinger {
 			s.tryShutdownWrite(cs)
+		}
+		if s.writeStalled(cs, now) {
+			s.log.Debug("loop: client stopped reading; dropping it", "remote", cs.gc.RemoteAddr())
+			cs.closing = false
+			s.closeNow(cs)
+			continue
+		}
+		if cs.blocked && cs.gc.OutboundBuffered() < s.cfg.MaxOutputBytes/2 {
+			cs.blocked = false
+			s.markDirty(cs)
 		}
 		if cs.deadline == 0 || now < cs.deadline || cs.closed {
 			continue

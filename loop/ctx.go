@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -18,18 +19,18 @@ import (
 	"github.com/batonrt/baton/scheduler"
 )
 
-// HandlerFunc handles one request. It runs as a task on the loop: it may park (Sleep,
-// Yield, Future.Await) but must never block the thread.
+// HandlerFunc handles one request. In single-thread mode it runs as a task on the loop: it
+// may park (Sleep, Yield, Future.Await, offloaded calls) but must never block the thread.
 type HandlerFunc func(c *Ctx)
 
-// ErrClientGone is returned by writes and waits of a task whose client disconnected.
+// ErrClientGone is returned by writes of a task whose client disconnected.
 var ErrClientGone = errors.New("loop: client connection closed")
 
 // ctxPoolMax bounds the pooled request contexts kept for reuse: enough for a burst of
 // thousands of parked requests, small enough that memory returns after a spike.
 const ctxPoolMax = 4096
 
-// maxKeptArena is the largest request arena a pooled Ctx keeps.
+// maxKeptArena is the largest request arena, body or output buffer a pooled Ctx keeps.
 const maxKeptArena = 16 << 10
 
 // streamFlushBytes is how much a Stream gathers before writing to the socket.
@@ -43,109 +44,53 @@ const streamHighWater = 256 << 10
 // reports no "drained" event).
 const streamPoll = time.Millisecond
 
-// Task is the handle of the running task: a request's (embedded in Ctx) or a background
-// task's (from Server.Go or Server.Every). Loop-confined: call its methods only from the
-// task it belongs to, and not after that task's function has returned.
-type Task struct {
-	srv       *Server
-	t         *scheduler.Task
-	ctx       context.Context // created on first use
-	cancelCtx context.CancelFunc
-	err       error // why the task was cancelled, nil while it is not
-}
-
-// Sleep parks the task for d while the loop serves others. It returns nil after d, or the
-// task's cancellation error (context.Canceled when the client went away) as soon as the
-// task is cancelled.
-func (t *Task) Sleep(d time.Duration) error { return t.t.Sleep(d) }
-
-// Yield lets every other ready task and the loop's pending I/O run before this task
-// continues: call it between steps of long CPU work.
-func (t *Task) Yield() { t.t.Yield() }
-
-// ID returns the task's id, unique within the server's lifetime.
-func (t *Task) ID() uint64 { return t.t.ID() }
-
-// parkFor parks the task for d with reason r (Sleep always reports ReasonSleep).
-func (t *Task) parkFor(r scheduler.Reason, d time.Duration) error {
-	wk := t.t.Waker()
-	tm := t.srv.sched.AfterFunc(d, func() { wk.Wake() })
-	err := t.t.Park(r)
-	tm.Stop()
-	return err
-}
-
-// Stats returns the task's scheduling figures so far, including the running slice.
-func (t *Task) Stats() scheduler.Stats { return t.t.Stats() }
-
-// Server returns the server the task runs on.
-func (t *Task) Server() *Server { return t.srv }
-
-// Err returns why the task was cancelled (context.Canceled when its client disconnected),
-// or nil.
-func (t *Task) Err() error { return t.err }
-
-// Context returns a context cancelled when the task is cancelled (its client disconnected
-// or the server stopped) and, for a request, when its handler returns. Pass it to code run
-// off the loop (offloaded calls); on the loop, Sleep and Await already return early.
-func (t *Task) Context() context.Context {
-	if t.ctx == nil {
-		t.ctx, t.cancelCtx = context.WithCancel(t.srv.baseCtx)
-		if t.err != nil {
-			t.cancelCtx()
-		}
-	}
-	return t.ctx
-}
-
-// cancel records err, cancels the context if it exists and wakes the task if parked.
-func (t *Task) cancel(err error) {
-	if t.err != nil {
-		return
-	}
-	t.err = err
-	if t.cancelCtx != nil {
-		t.cancelCtx()
-	}
-	if t.t != nil && !t.srv.schedDone {
-		t.srv.sched.Cancel(t.t, err)
-	}
-}
-
-// release cancels the context at the end of the task.
-func (t *Task) release() {
-	if t.cancelCtx != nil {
-		t.cancelCtx()
-	}
-	t.ctx, t.cancelCtx, t.err, t.t = nil, nil, nil, nil
-}
-
-// task returns the scheduler task; it lets Future and Event accept both *Task and *Ctx.
-func (t *Task) task() *scheduler.Task { return t.t }
+// Response head states of a Ctx (Ctx.head). A handler's head write and the handler
+// deadline's 503 race in multi-thread mode, so the state moves by compare-and-swap.
+const (
+	headNone    int32 = iota // nothing written yet
+	headHandler              // the handler wrote the response head
+	headServer               // the server answered (deadline): the handler's writes are dropped
+)
 
 // Ctx is one request and its response. A handler receives it and may use it until it
 // returns; the server reuses it afterwards, so do not keep it (or slices it returned) past
-// that. Strings it returns are copies and may be kept. Loop-confined.
+// that. Strings it returns are copies and may be kept.
+//
+// Methods must be called from the handler's own task (or goroutine, in multi-thread mode).
 type Ctx struct {
 	Task
 
-	conn    *conn
+	conn    *conn // loop-owned: never touched by a multi-thread handler
+	route   *route
+	remote  net.Addr
 	req     httpcodec.Request // views into arena
 	arena   []byte
 	body    []byte
 	reader  bytes.Reader
 	params  router.Params
 	pattern string
-	handler HandlerFunc
 	query   url.Values
 
-	status    int
-	hdrs      []httpcodec.Header // response headers, views into hdrArena
+	out       []byte // response bytes produced by the handler, moved to the connection on the loop
+	hdrs      []httpcodec.Header
 	hdrArena  []byte
-	wrote     bool // the response head was written
-	chunked   bool // the body is being streamed with chunked coding
+	status    int
+	head      atomic.Int32 // headNone, headHandler or headServer
+	chunked   bool         // the body is being streamed with chunked coding
 	streaming bool
-	head      bool // HEAD request: no body is sent
+	aborted   bool // a panic cut a streamed body short: the connection must close
+	isHead    bool // HEAD request: no body is sent
+	closeConn bool // the response says Connection: close
+	mustClose bool // decided at dispatch: the connection closes after this response
+
+	// Loop-owned bookkeeping.
+	acceptedAt int64 // loop nanotime when the head was parsed
+	queuedAt   int64 // loop nanotime when it entered the admission queue, 0 if never
+	queueWait  time.Duration
+	counted    bool // holds an admission slot
+	deadline   *scheduler.Timer
+	deadlineFn func()
+	flushCh    chan int // multi-thread Stream.Flush replies
 }
 
 func (s *Server) acquireCtx(cs *conn) *Ctx {
@@ -157,101 +102,44 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 	} else {
 		c = &Ctx{}
 		c.Task.srv = s
+		c.deadlineFn = func() { s.handlerDeadline(c) }
 	}
 	c.conn = cs
+	c.remote = cs.gc.RemoteAddr()
 	return c
 }
 
 func (s *Server) releaseCtx(c *Ctx) {
 	c.Task.release()
-	c.conn, c.handler, c.pattern, c.query = nil, nil, "", nil
+	c.conn, c.route, c.remote, c.pattern, c.query = nil, nil, nil, "", nil
 	c.req.Reset()
 	c.params.Reset()
 	c.reader.Reset(nil)
-	c.body = c.body[:0]
-	if cap(c.body) > maxKeptArena {
-		c.body = nil
-	}
-	if cap(c.arena) > maxKeptArena {
-		c.arena = nil
-	}
+	c.body = trimKept(c.body)
+	c.arena = trimKept(c.arena)
+	c.out = trimKept(c.out)
 	c.hdrs, c.hdrArena = c.hdrs[:0], c.hdrArena[:0]
-	c.status, c.wrote, c.chunked, c.streaming, c.head = 0, false, false, false, false
-	if len(s.ctxFree) < ctxPoolMax {
+	c.status = 0
+	c.head.Store(headNone)
+	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
+	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
+	if len(s.ctxFree) < ctxPoolMax && !s.cfg.MultiThread {
 		s.ctxFree = append(s.ctxFree, c)
 	}
 }
 
-// dispatch routes c and starts its task, or answers 404/405 at once.
-func (s *Server) dispatch(cs *conn, c *Ctx) {
-	cs.deadline, cs.deadlineKind = 0, deadlineNone
-	c.head = bytesEqualString(c.req.Method, "HEAD")
-	if s.draining {
-		s.drained.RejectedDuring++
-		cs.closeAfter = true
-		s.inlineResponse(cs, c, 503, "")
-		return
+func trimKept(b []byte) []byte {
+	if cap(b) > maxKeptArena {
+		return nil
 	}
-	h, pattern, res, allow := s.router.Lookup(unsafeString(c.req.Method), unsafeString(c.req.Path), &c.params)
-	switch res {
-	case router.Found:
-	case router.MethodNotAllowed:
-		s.inlineResponse(cs, c, 405, allow)
-		return
-	default:
-		s.inlineResponse(cs, c, 404, "")
-		return
-	}
-	c.handler, c.pattern = h, pattern
-	cs.ctx = c
-	s.inflight++
-	c.Task.t = s.sched.Spawn(s.runTaskFn, c)
-	c.Task.t.SetLabel(pattern)
-}
-
-// inlineResponse answers c without running a task.
-func (s *Server) inlineResponse(cs *conn, c *Ctx, status int, allow string) {
-	cs.ctx = c
-	if allow != "" {
-		c.SetHeader("Allow", allow)
-	}
-	c.String(status, httpcodec.StatusText(status)+"\n")
-	cs.ctx = nil
-	if !c.req.KeepAlive {
-		cs.closeAfter = true
-	}
-	s.releaseCtx(c)
-}
-
-// runTask is the body of every request task.
-func (s *Server) runTask(t *scheduler.Task) {
-	c := t.Arg().(*Ctx)
-	c.handler(c)
-	s.finishRequest(c)
-}
-
-// finishRequest completes c's response, frees it and lets its connection move on.
-func (s *Server) finishRequest(c *Ctx) {
-	cs := c.conn
-	if !c.wrote {
-		c.Bytes(200, "", nil)
-	} else if c.chunked && !cs.closed {
-		cs.out = httpcodec.AppendFinalChunk(cs.out)
-	}
-	if !c.req.KeepAlive || (c.streaming && !c.chunked) {
-		cs.closeAfter = true
-	}
-	cs.ctx = nil
-	s.inflight--
-	s.releaseCtx(c)
-	s.markDirty(cs)
+	return b[:0]
 }
 
 // Method returns the request method, e.g. "GET".
 func (c *Ctx) Method() string {
 	m := c.req.Method
 	for _, k := range commonMethods {
-		if bytesEqualString(m, k) {
+		if string(m) == k {
 			return k
 		}
 	}
@@ -269,7 +157,7 @@ func (c *Ctx) RawQuery() string { return string(c.req.RawQuery) }
 // Query returns the first value of the query parameter name, or "".
 func (c *Ctx) Query(name string) string {
 	if c.query == nil {
-		c.query, _ = url.ParseQuery(unsafeString(c.req.RawQuery))
+		c.query, _ = url.ParseQuery(string(c.req.RawQuery))
 	}
 	return c.query.Get(name)
 }
@@ -314,19 +202,20 @@ func (c *Ctx) BodyReader() io.Reader {
 }
 
 // RemoteAddr returns the client's address.
-func (c *Ctx) RemoteAddr() net.Addr { return c.conn.gc.RemoteAddr() }
+func (c *Ctx) RemoteAddr() net.Addr { return c.remote }
 
 // SetHeader sets response header name to value, replacing earlier values. It panics if the
-// name is not a valid token or the value contains CR, LF or NUL (header injection), or if
-// the response head was already written.
+// name is not a valid token, the value contains CR, LF or NUL (header injection), the
+// header is one the server writes (Content-Length, Transfer-Encoding, Connection, Date),
+// or the response head was already written.
 func (c *Ctx) SetHeader(name, value string) {
 	c.delHeader(name)
 	c.AddHeader(name, value)
 }
 
-// AddHeader adds a value for response header name; panics like SetHeader.
+// AddHeader adds a value for response header name; it panics like SetHeader.
 func (c *Ctx) AddHeader(name, value string) {
-	if c.wrote {
+	if c.head.Load() == headHandler {
 		panic("loop: header " + name + " set after the response head was written")
 	}
 	if !httpcodec.ValidHeaderName(unsafeBytes(name)) || !httpcodec.ValidHeaderValue(unsafeBytes(value)) {
@@ -336,6 +225,18 @@ func (c *Ctx) AddHeader(name, value string) {
 		panic("loop: response header " + name + " is set by the server")
 	}
 	c.addHeader(name, value)
+}
+
+// addHeader appends a header without validation, for values already checked or set by
+// the server.
+func (c *Ctx) addHeader(name, value string) {
+	start := len(c.hdrArena)
+	c.hdrArena = append(c.hdrArena, name...)
+	c.hdrArena = append(c.hdrArena, value...)
+	c.hdrs = append(c.hdrs, httpcodec.Header{
+		Name:  c.hdrArena[start : start+len(name) : start+len(name)],
+		Value: c.hdrArena[start+len(name) : len(c.hdrArena) : len(c.hdrArena)],
+	})
 }
 
 func (c *Ctx) delHeader(name string) {
@@ -364,8 +265,9 @@ func reservedHeader(name string) bool {
 		strings.EqualFold(name, "Connection") || strings.EqualFold(name, "Date")
 }
 
-// Written reports whether the response head has been written.
-func (c *Ctx) Written() bool { return c.wrote }
+// Written reports whether the response head has been written (by the handler, or by the
+// server when the handler's deadline passed).
+func (c *Ctx) Written() bool { return c.head.Load() != headNone }
 
 // String answers with status and a text/plain body.
 func (c *Ctx) String(status int, body string) {
@@ -393,64 +295,54 @@ func (c *Ctx) JSON(status int, v any) {
 // NoContent answers 204 with no body.
 func (c *Ctx) NoContent() { c.respond(204, "", nil) }
 
-// respond writes a complete response. It panics if the response was already written.
+// respond writes a complete response. It panics if the handler already wrote one; it does
+// nothing if the server already answered for the handler (deadline).
 func (c *Ctx) respond(status int, contentType string, body []byte) {
 	cl := int64(len(body))
 	if status == 204 || status == 304 || status < 200 {
 		cl = -1
 		body = nil
 	}
-	c.writeHead(status, contentType, cl, false)
-	if !c.head && !c.conn.closed {
-		c.conn.out = append(c.conn.out, body...)
+	if !c.writeHead(status, contentType, cl, false) {
+		return
+	}
+	if !c.isHead {
+		c.out = append(c.out, body...)
 	}
 }
 
-// writeHead appends the status line and headers to the connection's output.
-func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chunked bool) {
-	if c.wrote {
-		panic("loop: response already written")
-	}
+// writeHead appends the status line and headers to the response output. It reports false
+// (and writes nothing) when the server already answered for this handler.
+func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chunked bool) bool {
 	if status < 100 || status > 999 {
 		panic("loop: invalid status code " + strconv.Itoa(status))
 	}
-	c.wrote, c.status = true, status
-	cs := c.conn
+	if !c.head.CompareAndSwap(headNone, headHandler) {
+		if c.head.Load() == headServer {
+			return false
+		}
+		panic("loop: response already written")
+	}
+	c.status = status
 	if contentType != "" && !c.hasHeader("Content-Type") {
 		c.addHeader("Content-Type", contentType)
 	}
-	closeConn := !c.req.KeepAlive || cs.closeAfter || c.srv.draining || (contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304)
-	if closeConn {
-		cs.closeAfter = true
-	}
-	if cs.closed {
-		return
-	}
+	bodyByClose := contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304
+	c.closeConn = !c.req.KeepAlive || c.mustClose || c.srv.drainingFlag.Load() || bodyByClose
 	h := httpcodec.ResponseHead{
 		Status:        status,
 		Headers:       c.hdrs,
 		ContentLength: contentLength,
 		Chunked:       chunked,
-		Close:         closeConn,
-		KeepAlive10:   !closeConn && c.req.ProtoMinor == 0,
-		Date:          c.srv.date.Bytes(),
+		Close:         c.closeConn,
+		KeepAlive10:   !c.closeConn && c.req.ProtoMinor == 0,
+		Date:          *c.srv.dateBytes.Load(),
 	}
 	var err error
-	if cs.out, err = httpcodec.AppendResponseHead(cs.out, &h); err != nil {
+	if c.out, err = httpcodec.AppendResponseHead(c.out, &h); err != nil {
 		panic("loop: " + err.Error()) // headers are validated when set: unreachable
 	}
-}
-
-// addHeader appends a header without validation, for values already checked or set by
-// the server.
-func (c *Ctx) addHeader(name, value string) {
-	start := len(c.hdrArena)
-	c.hdrArena = append(c.hdrArena, name...)
-	c.hdrArena = append(c.hdrArena, value...)
-	c.hdrs = append(c.hdrs, httpcodec.Header{
-		Name:  c.hdrArena[start : start+len(name) : start+len(name)],
-		Value: c.hdrArena[start+len(name) : len(c.hdrArena) : len(c.hdrArena)],
-	})
+	return true
 }
 
 // Stream starts a streamed response with status and contentType and returns its writer.
@@ -458,13 +350,14 @@ func (c *Ctx) addHeader(name, value string) {
 // the connection. The response ends when the handler returns.
 func (c *Ctx) Stream(status int, contentType string) *Stream {
 	chunked := c.req.ProtoMinor >= 1
-	c.writeHead(status, contentType, -1, chunked)
-	c.streaming, c.chunked = true, chunked
+	if c.writeHead(status, contentType, -1, chunked) {
+		c.streaming, c.chunked = true, chunked
+	}
 	return &Stream{c: c}
 }
 
-// Stream writes a response body in pieces. Loop-confined: use it only from the handler
-// that created it, before the handler returns.
+// Stream writes a response body in pieces. Use it only from the handler that created it,
+// before the handler returns.
 type Stream struct{ c *Ctx }
 
 // Write appends p to the response. When enough output has gathered it is written to the
@@ -473,19 +366,21 @@ type Stream struct{ c *Ctx }
 // client has disconnected.
 func (w *Stream) Write(p []byte) (int, error) {
 	c := w.c
-	cs := c.conn
-	if cs.closed {
+	if !c.streaming {
+		return len(p), nil // the server answered for the handler (deadline): drop
+	}
+	if err := c.Err(); errors.Is(err, context.Canceled) {
 		return 0, ErrClientGone
 	}
-	if len(p) == 0 || c.head {
+	if len(p) == 0 || c.isHead {
 		return len(p), nil
 	}
 	if c.chunked {
-		cs.out = httpcodec.AppendChunk(cs.out, p)
+		c.out = httpcodec.AppendChunk(c.out, p)
 	} else {
-		cs.out = append(cs.out, p...)
+		c.out = append(c.out, p...)
 	}
-	if len(cs.out) >= streamFlushBytes {
+	if len(c.out) >= streamFlushBytes {
 		if err := w.Flush(); err != nil {
 			return 0, err
 		}
@@ -498,8 +393,15 @@ func (w *Stream) Write(p []byte) (int, error) {
 // cancellation error.
 func (w *Stream) Flush() error {
 	c := w.c
-	cs := c.conn
-	c.srv.flush(cs)
+	if !c.streaming {
+		return nil
+	}
+	if c.Task.g != nil {
+		return c.flushFromGoroutine()
+	}
+	cs, s := c.conn, c.srv
+	s.deliver(c)
+	s.flush(cs)
 	for !cs.closed && cs.gc.OutboundBuffered() > streamHighWater {
 		if err := c.parkFor(scheduler.ReasonWrite, streamPoll); err != nil {
 			return err
@@ -511,7 +413,49 @@ func (w *Stream) Flush() error {
 	return nil
 }
 
-func bytesEqualString(b []byte, s string) bool { return string(b) == s }
+// flushFromGoroutine hands the gathered output to the loop and waits, like Flush does on
+// the loop, until the socket's backlog is under the high-water mark.
+func (c *Ctx) flushFromGoroutine() error {
+	if c.flushCh == nil {
+		c.flushCh = make(chan int, 1)
+	}
+	for {
+		data := c.out
+		c.out = nil // ownership moves to the loop
+		if err := c.srv.Post(func() { c.srv.flushForGoroutine(c, data) }); err != nil {
+			return ErrClientGone
+		}
+		var backlog int
+		select {
+		case backlog = <-c.flushCh:
+		case <-c.Context().Done():
+			return context.Cause(c.Context())
+		}
+		if backlog < 0 {
+			return ErrClientGone
+		}
+		if backlog <= streamHighWater {
+			return nil
+		}
+		if err := c.parkFor(scheduler.ReasonWrite, streamPoll); err != nil {
+			return err
+		}
+	}
+}
+
+// flushForGoroutine runs on the loop for flushFromGoroutine.
+func (s *Server) flushForGoroutine(c *Ctx, data []byte) {
+	cs := c.conn
+	backlog := -1
+	if cs != nil && !cs.closed {
+		cs.out = append(cs.out, data...)
+		s.flush(cs)
+		if !cs.closed {
+			backlog = cs.gc.OutboundBuffered()
+		}
+	}
+	c.flushCh <- backlog
+}
 
 // unsafeBytes views s as bytes for read-only use.
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -45,7 +45,7 @@ const (
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	router router.Router[HandlerFunc]
+	router router.Router[*route]
 	sched  *scheduler.Scheduler
 	door   door
 	epoch  time.Time
@@ -55,7 +55,14 @@ type Server struct {
 	dirty      []*conn // connections with output to write or requests to parse
 	ctxFree    []*Ctx  // pooled request contexts
 	date       httpcodec.Date
-	inflight   int // request tasks spawned and not yet finished
+	inflight   int // request handlers started and not yet finished
+	active     int // of those, the ones holding an admission slot
+	queue      []*Ctx
+	rejected   uint64 // requests refused with 429
+	// Completion rate for Retry-After.
+	completions, rateCount uint64
+	rateAt                 int64
+	drainRate              float64 // completions per second, exponentially weighted
 	draining   bool
 	stopping   bool // the next door run stops the engine
 	pumpPosted bool
@@ -71,6 +78,9 @@ type Server struct {
 	shutdownOnce sync.Once
 
 	// Safe for concurrent use.
+	drainingFlag atomic.Bool             // draining, readable by multi-thread handlers
+	dateBytes    atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
+	mtWG         sync.WaitGroup         // multi-thread handler goroutines
 	state    atomic.Int32
 	addr     atomic.Pointer[net.TCPAddr]
 	ready    chan struct{} // closed when the loop is reachable
@@ -85,10 +95,11 @@ type Server struct {
 // DrainReport says what a graceful shutdown drained. It is filled on the loop and can be
 // read with Server.DrainReport once ListenAndServe has returned.
 type DrainReport struct {
-	InFlight        int  // request tasks running or parked when Shutdown began
+	InFlight        int  // request handlers running or parked when Shutdown began
+	Queued          int  // requests waiting for admission when Shutdown began
 	ClosedIdle      int  // idle connections closed when Shutdown began
 	RejectedDuring  int  // requests answered 503 while draining
-	ForcedTasks     int  // request tasks still unfinished when the deadline forced the stop
+	ForcedTasks     int  // requests still unfinished (running or queued) when the deadline forced the stop
 	DeadlineReached bool // the Shutdown context ended before the drain finished
 }
 
@@ -118,7 +129,14 @@ func New(cfg Config) *Server {
 		OnPanic: s.onTaskPanic,
 	})
 	s.date.Update(time.Now())
+	s.publishDate()
 	return s
+}
+
+// publishDate makes the loop's current Date value readable by every goroutine.
+func (s *Server) publishDate() {
+	b := append([]byte(nil), s.date.Bytes()...)
+	s.dateBytes.Store(&b)
 }
 
 // sweepInterval is how often the loop checks connection deadlines: a quarter of the
@@ -137,16 +155,21 @@ func sweepInterval(cfg Config) time.Duration {
 // Handle registers h for pattern: "[METHOD ]/path", where a segment "{name}" matches one
 // path segment (read it with Ctx.PathValue) and a final "{name...}" matches the rest of the
 // path. Without a method the route matches every method; GET routes also serve HEAD.
+// Options such as Exempt change how the route is served.
 // It panics on a malformed or duplicate pattern, or after ListenAndServe was called.
 // Call it before ListenAndServe, from one goroutine.
-func (s *Server) Handle(pattern string, h HandlerFunc) {
+func (s *Server) Handle(pattern string, h HandlerFunc, opts ...RouteOption) {
 	if h == nil {
 		panic("loop: Handle: nil handler for " + pattern)
 	}
 	if s.state.Load() != stateNew {
 		panic("loop: Handle called after ListenAndServe")
 	}
-	if err := s.router.Add(pattern, h); err != nil {
+	r := &route{h: h, pattern: pattern}
+	for _, o := range opts {
+		o(r)
+	}
+	if err := s.router.Add(pattern, r); err != nil {
 		panic(fmt.Sprintf("loop: Handle(%q): %v", pattern, err))
 	}
 }
@@ -229,6 +252,9 @@ func (s *Server) ListenAndServe() error {
 		return ErrServerStarted
 	}
 	defer close(s.done)
+	if !s.cfg.KeepFileLimit {
+		raiseFileLimit(s.log)
+	}
 	opts := []gnet.Option{
 		gnet.WithNumEventLoop(1),
 		gnet.WithMulticore(false),
@@ -243,6 +269,7 @@ func (s *Server) ListenAndServe() error {
 	s.state.Store(stateStopped)
 	s.door.close()
 	s.cancel()
+	s.mtWG.Wait() // multi-thread handlers still running see their context cancelled
 	if fd := s.ctlPeer.Swap(-1); fd >= 0 {
 		_ = unix.Close(int(fd))
 	}
@@ -348,7 +375,7 @@ func (s *Server) pump() {
 	if more {
 		s.postPump()
 	}
-	if s.draining && s.inflight == 0 && !s.stopping {
+	if s.draining && s.inflight == 0 && len(s.queue) == 0 && !s.stopping {
 		s.requestStop()
 	}
 }
@@ -379,7 +406,7 @@ func (s *Server) requestStop() {
 		return
 	}
 	s.stopping = true
-	s.drained.ForcedTasks = s.inflight
+	s.drained.ForcedTasks = s.inflight + len(s.queue)
 	s.door.post(s.pumpFn)
 }
 
@@ -402,7 +429,9 @@ func (s *Server) beginDrain() {
 		return
 	}
 	s.draining = true
+	s.drainingFlag.Store(true)
 	s.drained.InFlight = s.inflight
+	s.drained.Queued = len(s.queue)
 	for _, cs := range s.conns {
 		if cs.ctx == nil && !cs.inBody && cs.gc.InboundBuffered() == 0 {
 			s.drained.ClosedIdle++
@@ -416,7 +445,10 @@ func (s *Server) beginDrain() {
 // housekeepTick refreshes the Date header and enforces connection deadlines.
 func (s *Server) housekeepTick() {
 	s.date.Update(time.Now())
-	s.sweep(s.nanotime())
+	s.publishDate()
+	now := s.nanotime()
+	s.updateDrainRate(now)
+	s.sweep(now)
 	if !s.schedDone {
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
 	}
@@ -424,16 +456,13 @@ func (s *Server) housekeepTick() {
 
 // onTaskPanic turns a handler panic into a logged error and, if possible, a 500.
 func (s *Server) onTaskPanic(t *scheduler.Task, v any, stack []byte) {
+	if t == nil {
+		s.log.Error("loop: timer callback panicked", "panic", v, "stack", string(stack))
+		return
+	}
 	switch a := t.Arg().(type) {
 	case *Ctx:
-		s.log.Error("loop: handler panicked", "route", a.pattern, "method", a.Method(), "path", string(a.req.Path),
-			"task", t.ID(), "panic", v, "stack", string(stack))
-		a.conn.closeAfter = a.conn.closeAfter || a.wrote // a half-written response cannot be framed
-		if !a.wrote {
-			a.hdrs = a.hdrs[:0]
-			a.Bytes(500, "text/plain; charset=utf-8", []byte("500 Internal Server Error\n"))
-		}
-		s.finishRequest(a)
+		s.handlerPanicked(a, t.ID(), v, stack)
 	default:
 		s.log.Error("loop: background task panicked", "task", t.ID(), "label", t.Label(), "panic", v, "stack", string(stack))
 	}
@@ -553,6 +582,18 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	if s.stopping {
 		return gnet.None
+	}
+	if cs.ctx != nil || cs.inBody {
+		if cs.ctx != nil && gc.InboundBuffered() > s.cfg.MaxBufferedInput {
+			// Pipelined input beyond the bound: answer what is in flight, then close.
+			s.log.Debug("loop: too much pipelined input; closing after the current response", "remote", gc.RemoteAddr())
+			_, _ = gc.Discard(-1)
+			cs.closeAfter = true
+			return gnet.None
+		}
+		if cs.ctx != nil {
+			return gnet.None // parsed when the current request finishes
+		}
 	}
 	s.serve(cs)
 	s.pump()
