@@ -190,7 +190,7 @@ func (s *Server) flush(cs *conn) {
 func (s *Server) serve(cs *conn) {
 	cs.serving = true
 	for !cs.closed && !cs.closing && !cs.closeAfter && cs.ctx == nil && !s.stopping {
-		if cs.gc.OutboundBuffered() >= s.cfg.MaxOutputBytes {
+		if cs.gc.OutboundBuffered()+len(cs.out) >= s.cfg.MaxOutputBytes {
 			cs.blocked = true // the sweep resumes it once the client has read
 			break
 		}
@@ -315,7 +315,7 @@ func (s *Server) sweep(now int64) {
 			s.closeNow(cs)
 			continue
 		}
-		if cs.blocked && cs.gc.OutboundBuffered() < s.cfg.MaxOutputBytes/2 {
+		if cs.blocked && !cs.closing && cs.gc.OutboundBuffered() < s.cfg.MaxOutputBytes/2 {
 			cs.blocked = false
 			s.markDirty(cs)
 		}

@@ -23,10 +23,10 @@ type Future[T any] struct {
 	// Multi-thread mode.
 	srv      *Server
 	mu       sync.Mutex
-	done     chan struct{}      // closed on Resolve
-	v        T                  // guarded by mu until done is closed, read-only afterwards
-	err      error              // likewise
-	resolved bool               // guarded by mu
+	done     chan struct{}     // closed on Resolve
+	v        T                 // guarded by mu until done is closed, read-only afterwards
+	err      error             // likewise
+	resolved bool              // guarded by mu
 	wakers   []scheduler.Waker // loop tasks (Go, Every) parked on it; guarded by mu
 }
 

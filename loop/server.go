@@ -51,26 +51,26 @@ type Server struct {
 	epoch  time.Time
 
 	// Loop-owned state.
-	conns      []*conn // open client connections, each knowing its index
-	dirty      []*conn // connections with output to write or requests to parse
-	ctxFree    []*Ctx  // pooled request contexts
-	date       httpcodec.Date
-	inflight   int // request handlers started and not yet finished
-	active     int // of those, the ones holding an admission slot
-	queue      []*Ctx
-	rejected   uint64 // requests refused with 429
+	conns    []*conn // open client connections, each knowing its index
+	dirty    []*conn // connections with output to write or requests to parse
+	ctxFree  []*Ctx  // pooled request contexts
+	date     httpcodec.Date
+	inflight int // request handlers started and not yet finished
+	active   int // of those, the ones holding an admission slot
+	queue    []*Ctx
+	rejected uint64 // requests refused with 429
 	// Completion rate for Retry-After.
 	completions, rateCount uint64
 	rateAt                 int64
 	drainRate              float64 // completions per second, exponentially weighted
-	draining   bool
-	stopping   bool // the next door run stops the engine
-	pumpPosted bool
-	schedDone  bool // the scheduler has been closed
-	housekeep  *scheduler.Timer
-	sweepEvery time.Duration
-	control    gnet.Conn
-	drained    DrainReport
+	draining               bool
+	stopping               bool // the next door run stops the engine
+	pumpPosted             bool
+	schedDone              bool // the scheduler has been closed
+	housekeep              *scheduler.Timer
+	sweepEvery             time.Duration
+	control                gnet.Conn
+	drained                DrainReport
 
 	runTaskFn    func(*scheduler.Task)
 	housekeepFn  func()
@@ -78,18 +78,18 @@ type Server struct {
 	shutdownOnce sync.Once
 
 	// Safe for concurrent use.
-	drainingFlag atomic.Bool             // draining, readable by multi-thread handlers
+	drainingFlag atomic.Bool            // draining, readable by multi-thread handlers
 	dateBytes    atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
 	mtWG         sync.WaitGroup         // multi-thread handler goroutines
-	state    atomic.Int32
-	addr     atomic.Pointer[net.TCPAddr]
-	ready    chan struct{} // closed when the loop is reachable
-	done     chan struct{} // closed when ListenAndServe returns
-	eng      atomic.Pointer[gnet.Engine]
-	ctlPeer  atomic.Int64 // our end of the control socket pair (fd), -1 when none
-	tickOnce sync.Once
-	baseCtx  context.Context
-	cancel   context.CancelFunc
+	state        atomic.Int32
+	addr         atomic.Pointer[net.TCPAddr]
+	ready        chan struct{} // closed when the loop is reachable
+	done         chan struct{} // closed when ListenAndServe returns
+	eng          atomic.Pointer[gnet.Engine]
+	ctlPeer      atomic.Int64 // our end of the control socket pair (fd), -1 when none
+	tickOnce     sync.Once
+	baseCtx      context.Context
+	cancel       context.CancelFunc
 }
 
 // DrainReport says what a graceful shutdown drained. It is filled on the loop and can be

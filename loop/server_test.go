@@ -16,8 +16,62 @@ import (
 	"github.com/batonrt/baton/scheduler"
 )
 
-func TestBasicRoutes(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+// mode is one of the two threading modes; the HTTP suite runs in both.
+type mode struct {
+	name  string
+	multi bool
+}
+
+var modes = []mode{{"single-thread", false}, {"multi-thread", true}}
+
+// cfg returns c in this mode.
+func (m mode) cfg(c Config) Config {
+	c.MultiThread = m.multi
+	return c
+}
+
+// TestHTTPSuite runs the HTTP behaviour suite in single-thread and multi-thread mode.
+func TestHTTPSuite(t *testing.T) {
+	suite := []struct {
+		name string
+		fn   func(*testing.T, mode)
+	}{
+		{"BasicRoutes", testBasicRoutes},
+		{"PipelinedInOrderWithParkedHandlers", testPipelinedInOrderWithParkedHandlers},
+		{"ThousandConnectionsPipelining", testThousandConnectionsPipelining},
+		{"ParkedTasksDoNotBlockOthers", testParkedTasksDoNotBlockOthers},
+		{"HandlerPanicBecomes500", testHandlerPanicBecomes500},
+		{"ClientDisconnectCancelsParkedTask", testClientDisconnectCancelsParkedTask},
+		{"LateWriteNeverReachesAnotherClient", testLateWriteNeverReachesAnotherClient},
+		{"SlowlorisIsClosedOthersServed", testSlowlorisIsClosedOthersServed},
+		{"IdleTimeoutClosesConnection", testIdleTimeoutClosesConnection},
+		{"MalformedRequestGets400AndOthersUnharmed", testMalformedRequestGets400AndOthersUnharmed},
+		{"ConnectionSemantics", testConnectionSemantics},
+		{"StreamChunked", testStreamChunked},
+		{"BackgroundTasksAndPost", testBackgroundTasksAndPost},
+		{"FutureBetweenTasks", testFutureBetweenTasks},
+		{"GracefulShutdownAnswersInFlight", testGracefulShutdownAnswersInFlight},
+		{"ShutdownDeadlineUnwindsParkedTasks", testShutdownDeadlineUnwindsParkedTasks},
+		{"StreamBackpressure", testStreamBackpressure},
+		{"AdmissionLimitAndQueue", testAdmissionLimitAndQueue},
+		{"AdmissionQueuedClientLeaves", testAdmissionQueuedClientLeaves},
+		{"HandlerTimeoutAnswers503", testHandlerTimeoutAnswers503},
+		{"ClientNeverReads", testClientNeverReads},
+		{"ManySlowloris", testManySlowloris},
+		{"TenThousandPipelined", testTenThousandPipelined},
+		{"AbruptCloseAndHugeClaims", testAbruptCloseAndHugeClaims},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			for _, tc := range suite {
+				t.Run(tc.name, func(t *testing.T) { tc.fn(t, m) })
+			}
+		})
+	}
+}
+
+func testBasicRoutes(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /hello", func(c *Ctx) { c.String(200, "Hello, World!") })
 		s.Handle("GET /users/{id}", func(c *Ctx) { c.String(200, "user "+c.PathValue("id")+" q="+c.Query("q")) })
 		s.Handle("POST /echo", func(c *Ctx) {
@@ -106,8 +160,8 @@ func TestBasicRoutes(t *testing.T) {
 	}
 }
 
-func TestPipelinedInOrderWithParkedHandlers(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+func testPipelinedInOrderWithParkedHandlers(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /n/{i}", func(c *Ctx) {
 			i, _ := strconv.Atoi(c.PathValue("i"))
 			if i%3 == 0 {
@@ -133,9 +187,9 @@ func TestPipelinedInOrderWithParkedHandlers(t *testing.T) {
 
 // 1,000 concurrent keep-alive connections, each pipelining 20 requests, all answered
 // correctly and in order.
-func TestThousandConnectionsPipelining(t *testing.T) {
+func testThousandConnectionsPipelining(t *testing.T, m mode) {
 	const conns, perConn = 1000, 20
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /c/{conn}/{i}", func(c *Ctx) {
 			c.String(200, c.PathValue("conn")+":"+c.PathValue("i"))
 		})
@@ -198,7 +252,7 @@ func TestLockFreeSharedState(t *testing.T) {
 	const conns, perConn = 50, 40
 	counts := map[string]int{}
 	total := 0
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	_, addr := startServer(t, Config{}, func(s *Server) { // single-thread mode only: no lock
 		s.Handle("POST /inc/{key}", func(c *Ctx) {
 			k := c.PathValue("key")
 			v := counts[k]
@@ -241,18 +295,18 @@ func TestLockFreeSharedState(t *testing.T) {
 
 // With 500 tasks parked in Sleep(200ms), a fast request on another connection is answered
 // while they are all still parked.
-func TestParkedTasksDoNotBlockOthers(t *testing.T) {
+func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 	const sleepers = 500
-	parked, woke := 0, 0
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	var parked, woke atomic.Int32 // atomics: the suite also runs in multi-thread mode
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /sleep", func(c *Ctx) {
-			parked++
+			parked.Add(1)
 			_ = c.Sleep(200 * time.Millisecond)
-			parked--
-			woke++
+			parked.Add(-1)
+			woke.Add(1)
 			c.String(200, "slept")
 		})
-		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked, woke)) })
+		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked.Load(), woke.Load())) })
 	})
 	clients := make([]*client, sleepers)
 	for i := range clients {
@@ -286,8 +340,8 @@ func TestParkedTasksDoNotBlockOthers(t *testing.T) {
 	}
 }
 
-func TestHandlerPanicBecomes500(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+func testHandlerPanicBecomes500(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /boom", func(c *Ctx) { panic("boom") })
 		s.Handle("GET /boom-parked", func(c *Ctx) {
 			_ = c.Sleep(time.Millisecond)
@@ -316,10 +370,10 @@ func TestHandlerPanicBecomes500(t *testing.T) {
 
 // A client that disconnects while its task is parked cancels the task's context, wakes the
 // task with context.Canceled, and the task's later write goes nowhere.
-func TestClientDisconnectCancelsParkedTask(t *testing.T) {
+func testClientDisconnectCancelsParkedTask(t *testing.T, m mode) {
 	parkedc := make(chan struct{}, 1)
 	result := make(chan string, 1)
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /wait", func(c *Ctx) {
 			ctx := c.Context()
 			parkedc <- struct{}{}
@@ -350,20 +404,20 @@ func TestClientDisconnectCancelsParkedTask(t *testing.T) {
 
 // A late write from a task whose client left must never reach a new client that got the
 // same file descriptor.
-func TestLateWriteNeverReachesAnotherClient(t *testing.T) {
+func testLateWriteNeverReachesAnotherClient(t *testing.T, m mode) {
 	parkedc := make(chan struct{}, 16)
-	bArrived := false
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	var bArrived atomic.Bool
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /late", func(c *Ctx) {
-			bArrived = false
+			bArrived.Store(false)
 			parkedc <- struct{}{}
-			for !bArrived { // ignores cancellation on purpose: keeps going until B is here
+			for !bArrived.Load() { // ignores cancellation on purpose: keeps going until B is here
 				c.Yield()
 			}
 			c.String(200, "SECRET-FOR-A")
 		})
 		s.Handle("GET /b", func(c *Ctx) {
-			bArrived = true
+			bArrived.Store(true)
 			_ = c.Sleep(50 * time.Millisecond)
 			c.String(200, "for-b")
 		})
@@ -389,8 +443,8 @@ func TestLateWriteNeverReachesAnotherClient(t *testing.T) {
 	}
 }
 
-func TestSlowlorisIsClosedOthersServed(t *testing.T) {
-	_, addr := startServer(t, Config{ReadHeaderTimeout: 300 * time.Millisecond}, func(s *Server) {
+func testSlowlorisIsClosedOthersServed(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{ReadHeaderTimeout: 300 * time.Millisecond}), func(s *Server) {
 		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
 	})
 	slow := dial(t, addr)
@@ -422,8 +476,8 @@ func TestSlowlorisIsClosedOthersServed(t *testing.T) {
 	mustStatus(t, resp, 200)
 }
 
-func TestIdleTimeoutClosesConnection(t *testing.T) {
-	_, addr := startServer(t, Config{IdleTimeout: 200 * time.Millisecond}, func(s *Server) {
+func testIdleTimeoutClosesConnection(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{IdleTimeout: 200 * time.Millisecond}), func(s *Server) {
 		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
 	})
 	c := dial(t, addr)
@@ -432,8 +486,8 @@ func TestIdleTimeoutClosesConnection(t *testing.T) {
 	c.expectClosed(5 * time.Second)
 }
 
-func TestMalformedRequestGets400AndOthersUnharmed(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+func testMalformedRequestGets400AndOthersUnharmed(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
 	})
 	other := dial(t, addr)
@@ -468,8 +522,8 @@ func TestMalformedRequestGets400AndOthersUnharmed(t *testing.T) {
 	mustStatus(t, resp, 505)
 }
 
-func TestConnectionSemantics(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+func testConnectionSemantics(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
 		s.Handle("POST /up", func(c *Ctx) { c.String(200, strconv.Itoa(len(c.Body()))) })
 	})
@@ -520,7 +574,7 @@ func TestConnectionSemantics(t *testing.T) {
 	}
 
 	// A declared body over the limit is refused before it is sent.
-	s2, addr2 := startServer(t, Config{}, nil)
+	s2, addr2 := startServer(t, m.cfg(Config{}), nil)
 	_ = s2
 	c = dial(t, addr2)
 	c.send("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n")
@@ -528,8 +582,8 @@ func TestConnectionSemantics(t *testing.T) {
 	mustStatus(t, resp, 413)
 }
 
-func TestStreamChunked(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+func testStreamChunked(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /stream", func(c *Ctx) {
 			w := c.Stream(200, "text/plain")
 			for i := 0; i < 5; i++ {
@@ -553,16 +607,17 @@ func TestStreamChunked(t *testing.T) {
 	mustStatus(t, resp, 200)
 }
 
-func TestBackgroundTasksAndPost(t *testing.T) {
-	ticks := 0
-	fromGo := ""
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		s.Every(5*time.Millisecond, func(t *Task) { ticks++ })
+func testBackgroundTasksAndPost(t *testing.T, m mode) {
+	var ticks atomic.Int32
+	var fromGo atomic.Value
+	fromGo.Store("")
+	s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+		s.Every(5*time.Millisecond, func(t *Task) { ticks.Add(1) })
 		s.Go(func(t *Task) {
 			_ = t.Sleep(time.Millisecond)
-			fromGo = "ran"
+			fromGo.Store("ran")
 		})
-		s.Handle("GET /state", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %s", ticks, fromGo)) })
+		s.Handle("GET /state", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %s", ticks.Load(), fromGo.Load())) })
 	})
 	// Post from another goroutine: the only door into the loop.
 	var posted atomic.Int32
@@ -594,14 +649,17 @@ func TestBackgroundTasksAndPost(t *testing.T) {
 	}
 }
 
-func TestFutureBetweenTasks(t *testing.T) {
+func testFutureBetweenTasks(t *testing.T, m mode) {
+	var mu sync.Mutex // uncontended in single-thread mode; needed in multi-thread mode
 	var waiting *Future[string]
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /match/wait", func(c *Ctx) {
+			mu.Lock()
 			if waiting == nil {
 				waiting = NewFuture[string](c.Server())
 			}
 			f := waiting
+			mu.Unlock()
 			v, err := f.Await(c)
 			if err != nil {
 				c.String(499, err.Error())
@@ -610,20 +668,23 @@ func TestFutureBetweenTasks(t *testing.T) {
 			c.String(200, v)
 		})
 		s.Handle("GET /match/make", func(c *Ctx) {
-			if waiting == nil {
+			mu.Lock()
+			f := waiting
+			waiting = nil
+			mu.Unlock()
+			if f == nil {
 				c.String(409, "nobody waiting")
 				return
 			}
-			waiting.Resolve("matched", nil)
-			waiting = nil
+			f.Resolve("matched", nil)
 			c.String(200, "ok")
 		})
 	})
 	w := dial(t, addr)
 	w.send("GET /match/wait HTTP/1.1\r\nHost: x\r\n\r\n")
-	m := dial(t, addr)
+	mk := dial(t, addr)
 	for {
-		resp, _ := m.get("/match/make")
+		resp, _ := mk.get("/match/make")
 		if resp.StatusCode == 200 {
 			break
 		}
@@ -637,14 +698,13 @@ func TestFutureBetweenTasks(t *testing.T) {
 
 // Graceful shutdown with work in flight: every accepted request is answered, later ones
 // get 503, ListenAndServe returns ErrServerClosed, no goroutine is left.
-func TestGracefulShutdownAnswersInFlight(t *testing.T) {
+func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 	const n = 50
-	parked := 0
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	var parked atomic.Int32
+	s := New(m.cfg(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)}))
 	allParked := make(chan struct{})
 	s.Handle("GET /slow", func(c *Ctx) {
-		parked++
-		if parked == n {
+		if parked.Add(1) == n {
 			close(allParked)
 		}
 		_ = c.Sleep(300 * time.Millisecond)
@@ -697,13 +757,19 @@ func TestGracefulShutdownAnswersInFlight(t *testing.T) {
 	}
 }
 
-func TestShutdownDeadlineUnwindsParkedTasks(t *testing.T) {
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+func testShutdownDeadlineUnwindsParkedTasks(t *testing.T, m mode) {
+	s := New(m.cfg(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)}))
 	parked := make(chan struct{}, 1)
 	unwound := make(chan struct{}, 1)
 	s.Handle("GET /forever", func(c *Ctx) {
 		defer func() { unwound <- struct{}{} }()
 		parked <- struct{}{}
+		if m.multi {
+			// A goroutine cannot be unwound: a multi-thread handler must honour its context.
+			for c.Sleep(time.Hour) == nil {
+			}
+			return
+		}
 		for {
 			c.Task.t.Sleep(time.Hour) //nolint:errcheck // ignores cancellation on purpose
 		}
@@ -748,10 +814,10 @@ func TestConfigValidate(t *testing.T) {
 
 // A client that stops reading makes a streaming handler park on write backpressure
 // instead of buffering without bound; once the client reads, the whole body arrives.
-func TestStreamBackpressure(t *testing.T) {
+func testStreamBackpressure(t *testing.T, m mode) {
 	const total = 8 << 20
 	parkedWrite := make(chan time.Duration, 1)
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /big", func(c *Ctx) {
 			w := c.Stream(200, "application/octet-stream")
 			chunk := []byte(strings.Repeat("z", 64<<10))

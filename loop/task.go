@@ -32,6 +32,10 @@ type Task struct {
 // cancelled.
 func (t *Task) Sleep(d time.Duration) error {
 	if t.g != nil {
+		if d <= 0 {
+			t.g.yield()
+			return t.Err()
+		}
 		return t.g.block(t.Context(), scheduler.ReasonSleep, d, nil)
 	}
 	return t.t.Sleep(d)

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -8,16 +9,16 @@ import (
 // A task that yields in a loop until another request arrives must not keep the loop from
 // polling I/O: the other request is accepted, parsed and run between its yields.
 func TestYieldingTaskDoesNotStarveIO(t *testing.T) {
-	flag := false
+	var flag atomic.Bool
 	_, addr := startServer(t, Config{}, func(s *Server) {
 		s.Handle("GET /a", func(c *Ctx) {
-			for !flag {
+			for !flag.Load() {
 				c.Yield()
 			}
 			c.String(200, "a")
 		})
 		s.Handle("GET /b", func(c *Ctx) {
-			flag = true
+			flag.Store(true)
 			_ = c.Sleep(50 * time.Millisecond)
 			c.String(200, "b")
 		})

@@ -3,10 +3,15 @@
 // built from state shared by every handler without locks.
 //
 //	go run ./examples/hello -addr 127.0.0.1:8080
+//
+// It reads the BATON_* environment (see loop.FromEnv), e.g. BATON_USE_SINGLE_THREAD=false
+// for multi-thread mode, and drains gracefully on SIGINT or SIGTERM.
 package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"flag"
 	"log/slog"
 	"os"
@@ -22,7 +27,12 @@ func main() {
 	lock := flag.Bool("lock-os-thread", false, "lock the event loop to its OS thread")
 	flag.Parse()
 
-	srv := loop.New(loop.Config{Addr: *addr, LockOSThread: *lock})
+	cfg, err := loop.FromEnv(loop.Config{Addr: *addr, LockOSThread: *lock})
+	if err != nil {
+		slog.Error("hello: configuration", "err", err)
+		os.Exit(2)
+	}
+	srv := loop.New(cfg)
 	hits := 0 // shared by every handler: one runs at a time, so no mutex
 	srv.Handle("GET /", func(c *loop.Ctx) {
 		c.String(200, "Hello, World!")
@@ -48,8 +58,9 @@ func main() {
 			slog.Info("hello: serving", "addr", "http://"+a.String()+"/")
 		}
 	}()
-	if err := srv.ListenAndServe(); err != nil && err != loop.ErrServerClosed {
+	if err := srv.ListenAndServe(); !errors.Is(err, loop.ErrServerClosed) {
 		slog.Error("hello", "err", err)
 		os.Exit(1)
 	}
+	slog.Info("hello: stopped", "drained", fmt.Sprintf("%+v", srv.DrainReport()))
 }

@@ -1,0 +1,68 @@
+package loop
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestFromEnvLayers(t *testing.T) {
+	base := Config{RequestConcurrency: 7, MaxQueueLength: 3, HandlerTimeout: time.Second}
+	cfg, err := fromLookup(base, envMap(map[string]string{
+		"BATON_DEFAULT_REQUEST_CONCURRENCY": "100", // deployment default
+		"BATON_REQUEST_CONCURRENCY":         "10",  // the application's own wins
+		"BATON_DEFAULT_MAX_QUEUE_LENGTH":    "20",  // only the default: it applies
+		"BATON_DEFAULT_USE_SINGLE_THREAD":   "true",
+		"BATON_USE_SINGLE_THREAD":           "false",
+		"BATON_IDLE_TIMEOUT":                "90s",
+		"BATON_DEFAULT_MAX_BODY_BYTES":      "1024",
+		"BATON_HANDLER_TIMEOUT":             " ", // empty counts as unset
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RequestConcurrency != 10 || cfg.MaxQueueLength != 20 || !cfg.MultiThread ||
+		cfg.IdleTimeout != 90*time.Second || cfg.Limits.MaxBodyBytes != 1024 || cfg.HandlerTimeout != time.Second {
+		t.Fatalf("got %+v", cfg)
+	}
+	// Nothing set: the code's values stay.
+	cfg, err = fromLookup(base, envMap(nil))
+	if err != nil || cfg.RequestConcurrency != 7 || cfg.MaxQueueLength != 3 || cfg.MultiThread {
+		t.Fatalf("got %+v, %v", cfg, err)
+	}
+}
+
+func TestFromEnvErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BATON_REQUEST_CONCURRENCY": "lots"}, `BATON_REQUEST_CONCURRENCY="lots": not an integer`},
+		{map[string]string{"BATON_DEFAULT_MAX_QUEUE_LENGTH": "-1"}, `BATON_DEFAULT_MAX_QUEUE_LENGTH="-1": must be at least 0`},
+		{map[string]string{"BATON_USE_SINGLE_THREAD": "maybe"}, `BATON_USE_SINGLE_THREAD="maybe": not a boolean`},
+		{map[string]string{"BATON_IDLE_TIMEOUT": "10"}, `BATON_IDLE_TIMEOUT="10": not a duration`},
+		{map[string]string{"BATON_HANDLER_TIMEOUT": "-1s"}, `BATON_HANDLER_TIMEOUT="-1s": must not be negative`},
+		{map[string]string{"BATON_MAX_BODY_BYTES": "0"}, `BATON_MAX_BODY_BYTES="0": must be at least 1`},
+		{map[string]string{"BATON_MAX_QUEUE_LENGTH": "5"}, `Config.MaxQueueLength (5) needs Config.RequestConcurrency`},
+	} {
+		_, err := fromLookup(Config{}, envMap(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestFromEnvReadsProcessEnvironment(t *testing.T) {
+	t.Setenv("BATON_DEFAULT_REQUEST_CONCURRENCY", "42")
+	cfg, err := FromEnv(Config{})
+	if err != nil || cfg.RequestConcurrency != 42 {
+		t.Fatalf("got %d, %v", cfg.RequestConcurrency, err)
+	}
+}
