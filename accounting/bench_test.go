@@ -1,0 +1,88 @@
+package accounting
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+func BenchmarkRouteFinishAt(b *testing.B) {
+	r := NewRoutes(Config{Epoch: epoch})
+	rt := r.Route("GET /bench")
+	s := sampleTask()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Age = time.Duration(i&1023) * time.Microsecond
+		rt.FinishAt(&s, int64(i)*1000) // 1 µs apart: rotates every 10^7 requests
+	}
+}
+
+func BenchmarkRouteFinish(b *testing.B) {
+	r := NewRoutes(Config{})
+	rt := r.Route("GET /bench")
+	s := sampleTask()
+	b.ReportAllocs()
+	for b.Loop() {
+		rt.Finish(&s) // reads the clock itself
+	}
+}
+
+func BenchmarkLoopSlice(b *testing.B) {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		l.Slice(time.Duration(i&1023)*time.Microsecond, 3*time.Microsecond)
+	}
+}
+
+func BenchmarkLoopBusy(b *testing.B) {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	b.ReportAllocs()
+	for i := int64(0); b.Loop(); i++ {
+		l.Busy(i*10000, i*10000+5000)
+	}
+}
+
+func BenchmarkRingAdd(b *testing.B) {
+	r := NewRing(0)
+	s := sampleTask()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Add(&s)
+	}
+}
+
+func BenchmarkCurrentSet(b *testing.B) {
+	var c Current
+	route := "GET /bench"
+	b.ReportAllocs()
+	for i := uint64(0); b.Loop(); i++ {
+		c.Set(i, 7, &route)
+	}
+}
+
+func BenchmarkAppendServerTiming(b *testing.B) {
+	s := sampleTask()
+	buf := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendServerTiming(buf[:0], &s)
+	}
+}
+
+func BenchmarkThreadCPU(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ThreadCPU()
+	}
+}
+
+// BenchmarkTimeNow is the reference: one monotonic clock read (vDSO).
+func BenchmarkTimeNow(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = time.Now()
+	}
+}

@@ -1,0 +1,105 @@
+package accounting
+
+import "time"
+
+// Defaults. Each is used when the corresponding Config or WatchdogConfig field is zero.
+const (
+	// DefaultRecentWindow is the length of one window of the per-route "recent" view. Ten
+	// seconds holds enough requests at modest rates for a meaningful p99, yet a regression
+	// shows within seconds; the recent view spans one to two windows (see Route).
+	DefaultRecentWindow = 10 * time.Second
+
+	// DefaultHistogramMax is the largest value a histogram tracks; larger values are
+	// recorded as this value (the exact maximum is still kept beside the histogram). A
+	// request held for an hour is a stream or a bug, its exact length no longer matters,
+	// and each doubling of the range costs one more bucket row.
+	DefaultHistogramMax = time.Hour
+
+	// DefaultHistogramDigits is the number of significant decimal digits of the HDR
+	// histograms: 2 gives 1% relative error, enough to tell p99 from p999, at about 37 KiB
+	// per histogram over 1 ns..1 h (3 digits would cost about 8 times as much; a route
+	// keeps 12 histograms).
+	DefaultHistogramDigits = 2
+
+	// DefaultRingSize is the number of recently finished tasks a Ring keeps: a few seconds
+	// of traffic on a busy server, enough to still see a short request that was slow, and
+	// small enough (about 100 KiB of TaskSample values) to render in one page.
+	DefaultRingSize = 256
+
+	// DefaultStallThreshold is how long a slice may hold the loop before the Watchdog calls
+	// it a stall: 100 ms is far beyond any healthy slice (they take microseconds) and below
+	// what a user notices as a hang.
+	DefaultStallThreshold = 100 * time.Millisecond
+
+	// DefaultStallPollDivisor divides the threshold to give the default poll interval: the
+	// watchdog notices a stall at most threshold/4 late and its final observed duration is
+	// at most that short of the truth, for four cheap probe calls per threshold.
+	DefaultStallPollDivisor = 4
+
+	// DefaultStallLogEvery rate-limits stall log lines: at most one per second, so a loop
+	// that stalls continuously cannot flood the log (every stall is still counted).
+	DefaultStallLogEvery = time.Second
+
+	// minStallPoll is the shortest poll interval a tiny threshold can give: each poll
+	// wakes a goroutine, and a stall shorter than a millisecond is not worth a core.
+	minStallPoll = time.Millisecond
+)
+
+// Loop windows.
+const (
+	// loopRingSeconds is the number of one-second buckets a Loop keeps: the 60 complete
+	// seconds of the longest window, the current second, and spare slots; a power of two so
+	// the index is a mask.
+	loopRingSeconds = 64
+
+	// SwitchRateWindow is the window over which LoopSnapshot.SwitchRate counts switches:
+	// the middle utilisation window, long enough to smooth bursts, short enough to follow
+	// load changes.
+	SwitchRateWindow = 10 * time.Second
+)
+
+// UtilisationWindows are the windows of LoopSnapshot.Utilisation, in order: utilisation
+// over the last 1, 10 and 60 complete seconds.
+var UtilisationWindows = [3]time.Duration{time.Second, 10 * time.Second, time.Minute}
+
+// Config configures the loop-confined recorders (Routes and Loop). The zero value is
+// ready to use.
+type Config struct {
+	// Epoch is the origin of the int64 nanosecond timestamps passed to the hot-path
+	// methods (Route.FinishAt, Loop.Busy): pass the scheduler's Epoch so its clock readings
+	// can be used directly. Zero: the time NewRoutes or NewLoop is called (so give both
+	// the same Epoch if you compare their timestamps).
+	Epoch time.Time
+
+	// RecentWindow is the length of one window of the per-route recent view (default
+	// DefaultRecentWindow).
+	RecentWindow time.Duration
+
+	// HistogramMax is the largest value histograms track (default DefaultHistogramMax).
+	HistogramMax time.Duration
+
+	// HistogramDigits is the histograms' significant decimal digits, 1 to 5 (default
+	// DefaultHistogramDigits).
+	HistogramDigits int
+}
+
+// withDefaults fills zero fields; now is the Epoch when none is given.
+func (c Config) withDefaults(now time.Time) Config {
+	if c.Epoch.IsZero() {
+		c.Epoch = now
+	}
+	if c.RecentWindow <= 0 {
+		c.RecentWindow = DefaultRecentWindow
+	}
+	if c.HistogramMax <= 0 {
+		c.HistogramMax = DefaultHistogramMax
+	}
+	if c.HistogramDigits <= 0 {
+		c.HistogramDigits = DefaultHistogramDigits
+	}
+	c.HistogramDigits = min(c.HistogramDigits, 5)
+	return c
+}
+
+// since returns t as nanoseconds since epoch (monotonic when both carry a reading).
+func since(epoch, t time.Time) int64 { return int64(t.Sub(epoch)) }

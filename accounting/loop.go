@@ -1,0 +1,214 @@
+package accounting
+
+import "time"
+
+const nsPerSec = int64(time.Second)
+
+// Loop records the health of the event loop: how busy it is, how long ready tasks wait,
+// how deep the ready queue gets, how often it switches and how many tasks live. Its
+// recording methods neither lock nor allocate. Loop-confined: call only from the loop
+// goroutine.
+//
+// Busy time is kept in one-second buckets (a ring of 64) indexed by the second since
+// Config.Epoch, so utilisation over the last 1, 10 and 60 complete seconds is the busy time
+// in those buckets over the elapsed time they cover.
+type Loop struct {
+	cfg     Config
+	start   int64 // NewLoop's now, ns since Epoch
+	secs    [loopRingSeconds]secBucket
+	busy    int64  // total busy ns
+	pending uint64 // switches since the last Busy, not yet in a bucket
+
+	switches  uint64
+	lag       hist // ready -> running wait per slice
+	slice     hist // run time per slice
+	readyNow  int
+	readyMax  int
+	started   uint64
+	completed uint64
+
+	watchdog *Watchdog
+}
+
+// secBucket is one second of the loop: which second it is, busy ns and switches in it.
+type secBucket struct {
+	sec      int64
+	busy     int64
+	switches uint64
+}
+
+// NewLoop returns a loop recorder that starts at now (its uptime origin; also the Epoch
+// when cfg.Epoch is zero). Any goroutine (the recorder then belongs to the loop).
+func NewLoop(cfg Config, now time.Time) *Loop {
+	cfg = cfg.withDefaults(now)
+	l := &Loop{cfg: cfg, start: since(cfg.Epoch, now), lag: newHist(cfg), slice: newHist(cfg)}
+	for i := range l.secs {
+		l.secs[i].sec = -1 // no second yet
+	}
+	return l
+}
+
+// Epoch returns the origin of the nanosecond timestamps Busy takes. Loop-confined.
+func (l *Loop) Epoch() time.Time { return l.cfg.Epoch }
+
+// AttachWatchdog makes Snapshot include w's stall figures (nil detaches). Loop-confined.
+func (l *Loop) AttachWatchdog(w *Watchdog) { l.watchdog = w }
+
+// Busy records a busy interval of the loop, [start, end) in ns since Config.Epoch: the loop
+// ran a gnet callback or a door batch (and the tasks run from it). Idle is the rest, the
+// time in epoll. Switches counted by Slice since the previous Busy are attributed to the
+// second in which this interval ends. It does not allocate. Loop-confined.
+func (l *Loop) Busy(start, end int64) {
+	if end <= start {
+		return
+	}
+	l.busy += end - start
+	start = max(start, end-loopRingSeconds*nsPerSec, 0) // older parts would fall off the ring
+	for t := start; t < end; {
+		sec := t / nsPerSec
+		seg := min(end, (sec+1)*nsPerSec)
+		l.bucket(sec).busy += seg - t
+		t = seg
+	}
+	if l.pending != 0 {
+		l.bucket(max(end-1, 0) / nsPerSec).switches += l.pending
+		l.pending = 0
+	}
+}
+
+// bucket returns the bucket of second sec, clearing it if it held an older second.
+func (l *Loop) bucket(sec int64) *secBucket {
+	b := &l.secs[sec&(loopRingSeconds-1)]
+	if b.sec != sec {
+		*b = secBucket{sec: sec}
+	}
+	return b
+}
+
+// Slice records that one task slice ran: the switch count, the time the task waited ready
+// before it (the loop lag) and the slice's length. It does not allocate. Loop-confined.
+func (l *Loop) Slice(wait, run time.Duration) {
+	l.switches++
+	l.pending++
+	l.lag.record(int64(wait))
+	l.slice.record(int64(run))
+}
+
+// ReadyDepth records a sample of the ready-queue depth: the current value and the maximum.
+// Loop-confined.
+func (l *Loop) ReadyDepth(n int) {
+	l.readyNow = n
+	l.readyMax = max(l.readyMax, n)
+}
+
+// TaskStarted records that a task was spawned (live + 1). Loop-confined.
+func (l *Loop) TaskStarted() { l.started++ }
+
+// TaskFinished records that a task finished (live - 1, completed + 1). Loop-confined.
+func (l *Loop) TaskFinished() { l.completed++ }
+
+// Snapshot returns the loop's figures at now. It allocates (and, when a watchdog is
+// attached, takes its mutex briefly). Loop-confined.
+func (l *Loop) Snapshot(now time.Time) LoopSnapshot {
+	ns := since(l.cfg.Epoch, now)
+	s := LoopSnapshot{
+		Uptime:        time.Duration(max(ns-l.start, 0)),
+		BusyTotal:     time.Duration(l.busy),
+		Lag:           l.lag.summary(),
+		Slices:        l.slice.summary(),
+		ReadyDepth:    l.readyNow,
+		ReadyDepthMax: l.readyMax,
+		Switches:      l.switches,
+		TasksStarted:  l.started,
+		TasksDone:     l.completed,
+	}
+	for i, w := range UtilisationWindows {
+		busy, _, elapsed := l.window(ns, int64(w/time.Second))
+		s.Utilisation[i] = Window{Length: w, Busy: time.Duration(busy), Elapsed: time.Duration(elapsed)}
+	}
+	_, sw, elapsed := l.window(ns, int64(SwitchRateWindow/time.Second))
+	s.SwitchRate = SwitchRate{Switches: sw, Elapsed: time.Duration(elapsed)}
+	if l.watchdog != nil {
+		st := l.watchdog.Stats()
+		s.Stalls = &st
+	}
+	return s
+}
+
+// window sums the last n complete seconds before now: busy ns, switches, and the elapsed
+// ns they cover (less when the loop started within them).
+func (l *Loop) window(now, n int64) (busy int64, switches uint64, elapsed int64) {
+	cur := now / nsPerSec // the current, incomplete second
+	from := max((cur-n)*nsPerSec, l.start)
+	to := cur * nsPerSec
+	if to <= from {
+		return 0, 0, 0
+	}
+	for sec := cur - n; sec < cur; sec++ {
+		if sec < 0 {
+			continue
+		}
+		if b := &l.secs[sec&(loopRingSeconds-1)]; b.sec == sec {
+			busy += b.busy
+			switches += b.switches
+		}
+	}
+	return min(busy, to-from), switches, to - from
+}
+
+// LoopSnapshot is the loop's figures at one instant. Plain data.
+type LoopSnapshot struct {
+	Uptime    time.Duration // since NewLoop
+	BusyTotal time.Duration // busy time since NewLoop
+
+	// Utilisation over the last 1, 10 and 60 complete seconds (UtilisationWindows).
+	Utilisation [3]Window
+
+	Lag    Summary // time a task waited ready before each slice (ready -> running)
+	Slices Summary // length of each slice
+
+	ReadyDepth    int // ready-queue depth at the last sample
+	ReadyDepthMax int // largest sampled ready-queue depth
+
+	Switches   uint64     // slices run since NewLoop
+	SwitchRate SwitchRate // switches over the last SwitchRateWindow complete seconds
+
+	TasksStarted uint64 // tasks spawned
+	TasksDone    uint64 // tasks finished
+
+	// Stalls are the watchdog's figures, nil when no watchdog is attached.
+	Stalls *StallStats
+}
+
+// LiveTasks returns TasksStarted - TasksDone. Any goroutine.
+func (s *LoopSnapshot) LiveTasks() int64 { return int64(s.TasksStarted - s.TasksDone) }
+
+// Window is the loop's busy time over one utilisation window. Plain data.
+type Window struct {
+	Length  time.Duration // the window's nominal length
+	Busy    time.Duration // busy time in it
+	Elapsed time.Duration // time it covers (less than Length just after start)
+}
+
+// Utilisation returns Busy/Elapsed, between 0 and 1 (0 when Elapsed is 0). Any goroutine.
+func (w Window) Utilisation() float64 {
+	if w.Elapsed <= 0 {
+		return 0
+	}
+	return float64(w.Busy) / float64(w.Elapsed)
+}
+
+// SwitchRate counts switches over a window. Plain data.
+type SwitchRate struct {
+	Switches uint64        // switches in the window
+	Elapsed  time.Duration // time the window covers
+}
+
+// PerSecond returns Switches/Elapsed in switches per second (0 when Elapsed is 0). Any
+// goroutine.
+func (r SwitchRate) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Switches) / r.Elapsed.Seconds()
+}

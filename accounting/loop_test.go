@@ -1,0 +1,140 @@
+package accounting
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second)
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %v, want %v ± %v", what, got, want, tol)
+	}
+}
+
+func TestLoopUtilisationWindows(t *testing.T) {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	// 10 s at 30%: three 100 ms busy intervals per second.
+	for s := range int64(10) {
+		for k := range int64(3) {
+			start := s*sec + k*300*int64(time.Millisecond)
+			l.Busy(start, start+100*int64(time.Millisecond))
+		}
+	}
+	snap := l.Snapshot(at(10*time.Second + 500*time.Millisecond))
+	for i, u := range snap.Utilisation {
+		near(t, UtilisationWindows[i].String(), u.Utilisation(), 0.3, 1e-9)
+	}
+	if snap.Utilisation[2].Elapsed != 10*time.Second || snap.Utilisation[1].Elapsed != 10*time.Second || snap.Utilisation[0].Elapsed != time.Second {
+		t.Errorf("elapsed %v", snap.Utilisation)
+	}
+	if snap.BusyTotal != 3*time.Second || snap.Uptime != 10500*time.Millisecond {
+		t.Errorf("busy total %v uptime %v", snap.BusyTotal, snap.Uptime)
+	}
+
+	// 20 more seconds idle, then 1 s fully busy: the 1 s window sees 100%, the 10 s window
+	// 10%, the 60 s window (31 s elapsed) 4/31.
+	l.Busy(30*sec, 31*sec)
+	snap = l.Snapshot(at(31*time.Second + time.Millisecond))
+	near(t, "1s", snap.Utilisation[0].Utilisation(), 1, 1e-9)
+	near(t, "10s", snap.Utilisation[1].Utilisation(), 0.1, 1e-9)
+	near(t, "60s", snap.Utilisation[2].Utilisation(), 4.0/31, 1e-9)
+
+	// 100 s later, the old seconds have left every window.
+	snap = l.Snapshot(at(131 * time.Second))
+	for i, u := range snap.Utilisation {
+		if u.Utilisation() != 0 || u.Elapsed != UtilisationWindows[i] {
+			t.Errorf("window %d after idle: %+v", i, u)
+		}
+	}
+}
+
+func TestLoopBusySplitsSeconds(t *testing.T) {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	l.Busy(900*int64(time.Millisecond), 1200*int64(time.Millisecond)) // 0.1 s in second 0, 0.2 s in second 1
+	snap := l.Snapshot(at(2 * time.Second))
+	near(t, "second 1", snap.Utilisation[0].Utilisation(), 0.2, 1e-9)
+	near(t, "seconds 0-1", snap.Utilisation[1].Utilisation(), 0.15, 1e-9)
+
+	// A 100 s stall: busy total counts it whole; the ring keeps its last 64 s.
+	l.Busy(10*sec, 110*sec)
+	snap = l.Snapshot(at(110*time.Second + 1))
+	if snap.BusyTotal != 100*time.Second+300*time.Millisecond {
+		t.Errorf("busy total %v", snap.BusyTotal)
+	}
+	for i, u := range snap.Utilisation {
+		near(t, "after stall "+UtilisationWindows[i].String(), u.Utilisation(), 1, 1e-9)
+	}
+	l.Busy(5, 5) // empty: ignored
+	l.Busy(7, 3) // reversed: ignored
+	if got := l.Snapshot(at(110 * time.Second)).BusyTotal; got != snap.BusyTotal {
+		t.Errorf("empty intervals changed busy total to %v", got)
+	}
+}
+
+func TestLoopStartsMidSecond(t *testing.T) {
+	start := 2*time.Second + 500*time.Millisecond
+	l := NewLoop(Config{Epoch: epoch}, at(start))
+	snap := l.Snapshot(at(start + 100*time.Millisecond))
+	for _, u := range snap.Utilisation {
+		if u.Elapsed != 0 || u.Utilisation() != 0 {
+			t.Errorf("no complete second yet: %+v", u)
+		}
+	}
+	l.Busy(int64(start), int64(start+250*time.Millisecond))
+	snap = l.Snapshot(at(3*time.Second + time.Millisecond))
+	near(t, "half second", snap.Utilisation[0].Utilisation(), 0.5, 1e-9)
+	if snap.Utilisation[2].Elapsed != 500*time.Millisecond {
+		t.Errorf("elapsed %v", snap.Utilisation[2].Elapsed)
+	}
+}
+
+func TestLoopEpochDefaultsToNow(t *testing.T) {
+	now := time.Now()
+	l := NewLoop(Config{}, now)
+	if !l.Epoch().Equal(now) {
+		t.Errorf("epoch %v, want %v", l.Epoch(), now)
+	}
+}
+
+func TestLoopSlicesAndCounts(t *testing.T) {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	for s := range int64(10) {
+		for i := range 50 {
+			l.Slice(time.Duration(i+1)*time.Microsecond, 2*time.Microsecond)
+		}
+		l.Busy(s*sec, s*sec+1000) // switches go to the second this interval ends in
+	}
+	for range 7 {
+		l.Slice(time.Millisecond, time.Microsecond) // pending, not in a second yet
+	}
+	for _, n := range []int{3, 9, 2} {
+		l.ReadyDepth(n)
+	}
+	for range 5 {
+		l.TaskStarted()
+	}
+	l.TaskFinished()
+	l.TaskFinished()
+	snap := l.Snapshot(at(10*time.Second + 1))
+	if snap.Switches != 507 {
+		t.Errorf("switches %d", snap.Switches)
+	}
+	near(t, "switches/s", snap.SwitchRate.PerSecond(), 50, 1e-9)
+	if snap.Lag.Count != 507 || snap.Lag.Max != time.Millisecond || snap.Slices.Count != 507 || snap.Slices.Max != 2*time.Microsecond {
+		t.Errorf("lag %+v slices %+v", snap.Lag, snap.Slices)
+	}
+	near(t, "lag p50 (µs)", float64(snap.Lag.P50)/1e3, 26, 0.26) // 254th of 507: 10 each of 1..50 µs, then 7 of 1 ms
+	if snap.ReadyDepth != 2 || snap.ReadyDepthMax != 9 {
+		t.Errorf("ready depth %d max %d", snap.ReadyDepth, snap.ReadyDepthMax)
+	}
+	if snap.LiveTasks() != 3 || snap.TasksDone != 2 || snap.TasksStarted != 5 {
+		t.Errorf("tasks %+v", snap)
+	}
+	if snap.Stalls != nil {
+		t.Error("stalls without a watchdog")
+	}
+}

@@ -1,0 +1,248 @@
+package accounting
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+var summarySchema = map[string]string{
+	"count": tInt, "mean_seconds": tNum, "p50_seconds": tNum, "p90_seconds": tNum,
+	"p99_seconds": tNum, "p999_seconds": tNum, "max_seconds": tNum,
+}
+
+func renderJSON(t *testing.T, write func(*bytes.Buffer) error) map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return decodeObject(t, buf.Bytes())
+}
+
+func testTasksSnapshot() TasksSnapshot {
+	a, b := sampleTask(), sampleTask()
+	b.ID, b.Kind, b.Route, b.Method, b.Path, b.State, b.ParkReason = 8, KindBackground, "", "", "", "running", ""
+	b.OnLoop, b.CPU, b.CPUMeasured, b.Goroutine, b.Stack = time.Second, 900*time.Millisecond, true, 5, "goroutine 5 [running]:\nmain.hog()"
+	done := sampleTask()
+	done.ID, done.State, done.ParkReason, done.Status = 3, "done", "", 503
+	live := []TaskSample{a, b}
+	SortTasks(live)
+	return TasksSnapshot{Live: live, Finished: []TaskSample{done}, FinishedTotal: 40}
+}
+
+func TestTasksJSONSchema(t *testing.T) {
+	snap := testTasksSnapshot()
+	m := renderJSON(t, func(b *bytes.Buffer) error { return WriteTasksJSON(b, snap) })
+	checkSchema(t, "tasks", m, map[string]string{"live_count": tInt, "finished_total": tInt, "live": tArr, "finished": tArr}, true)
+	live := m["live"].([]any)
+	if len(live) != 2 || m["live_count"] != 2.0 || m["finished_total"] != 40.0 {
+		t.Fatalf("tasks doc %v", m)
+	}
+	for _, x := range append(live, m["finished"].([]any)...) {
+		checkSchema(t, "task", x.(map[string]any), taskSchema, true)
+	}
+	first := live[0].(map[string]any)
+	if first["id"] != 8.0 || first["cpu_seconds"] != 0.9 || !strings.Contains(first["stack"].(string), "main.hog") {
+		t.Errorf("first live task %v", first)
+	}
+	// TaskSample.MarshalJSON and TaskJSON give the same encoding as the endpoint.
+	one, _ := json.Marshal(snap.Live[0])
+	if got := decodeObject(t, one); got["id"] != 8.0 || got["on_loop_seconds"] != 1.0 {
+		t.Errorf("MarshalJSON %v", got)
+	}
+}
+
+func testRoutes() []RouteSnapshot {
+	r := NewRoutes(Config{Epoch: epoch})
+	rt := r.Route("GET /users/{id}")
+	for i := range 100 {
+		rt.Start()
+		rt.FinishAt(&TaskSample{Age: time.Duration(i) * time.Millisecond, OnLoop: time.Microsecond, Status: 200 + 300*(i%10/9)}, int64(time.Second))
+	}
+	rt.Start()
+	r.Route("POST /login")
+	return r.Snapshot(at(2 * time.Second))
+}
+
+func TestRoutesJSONSchema(t *testing.T) {
+	m := renderJSON(t, func(b *bytes.Buffer) error { return WriteRoutesJSON(b, testRoutes()) })
+	checkSchema(t, "routes", m, map[string]string{"routes": tArr}, true)
+	routes := m["routes"].([]any)
+	if len(routes) != 2 {
+		t.Fatalf("%d routes", len(routes))
+	}
+	for _, x := range routes {
+		rm := x.(map[string]any)
+		checkSchema(t, "route", rm, map[string]string{
+			"route": tStr, "count": tInt, "errors": tInt, "client_errors": tInt, "in_flight": tInt,
+			"recent": tObj, "latency": tObj, "on_loop": tObj, "queue_delay": tObj, "parked": tObj,
+		}, true)
+		checkSchema(t, "recent", rm["recent"].(map[string]any), map[string]string{
+			"count": tInt, "errors": tInt, "client_errors": tInt, "span_seconds": tNum, "requests_per_second": tNum,
+		}, true)
+		for _, h := range []string{"latency", "on_loop", "queue_delay", "parked"} {
+			hm := rm[h].(map[string]any)
+			checkSchema(t, h, hm, map[string]string{"cumulative": tObj, "recent": tObj}, true)
+			checkSchema(t, h+".cumulative", hm["cumulative"].(map[string]any), summarySchema, true)
+			checkSchema(t, h+".recent", hm["recent"].(map[string]any), summarySchema, true)
+		}
+	}
+	users := routes[0].(map[string]any) // sorted by key
+	if users["route"] != "GET /users/{id}" || users["count"] != 100.0 || users["errors"] != 10.0 || users["in_flight"] != 1.0 {
+		t.Errorf("route %v", users)
+	}
+	if mx := users["latency"].(map[string]any)["cumulative"].(map[string]any)["max_seconds"]; mx != 0.099 {
+		t.Errorf("latency max %v", mx)
+	}
+}
+
+func testLoopSnapshot(withStalls bool) LoopSnapshot {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	for s := range int64(5) {
+		l.Slice(time.Microsecond, 3*time.Microsecond)
+		l.Busy(s*sec, s*sec+sec/4)
+	}
+	l.ReadyDepth(4)
+	l.TaskStarted()
+	if withStalls {
+		f := newFakeWatchdog(time.Nanosecond)
+		f.slice(1)
+		f.advance(200 * time.Millisecond)
+		f.idle()
+		f.advance(time.Millisecond)
+		l.AttachWatchdog(f.Watchdog)
+	}
+	return l.Snapshot(at(5*time.Second + 1))
+}
+
+var loopSchema = map[string]string{
+	"uptime_seconds": tNum, "busy_seconds_total": tNum, "utilisation_1s": tNum,
+	"utilisation_10s": tNum, "utilisation_60s": tNum, "lag": tObj, "slices": tObj,
+	"ready_depth": tInt, "ready_depth_max": tInt, "switches_total": tInt,
+	"switches_per_second": tNum, "live_tasks": tInt, "tasks_started": tInt,
+	"completed_tasks": tInt, "stalls": tObj,
+}
+
+func TestLoopJSONSchema(t *testing.T) {
+	m := renderJSON(t, func(b *bytes.Buffer) error { return WriteLoopJSON(b, testLoopSnapshot(true)) })
+	checkSchema(t, "loop", m, loopSchema, true)
+	checkSchema(t, "lag", m["lag"].(map[string]any), summarySchema, true)
+	checkSchema(t, "slices", m["slices"].(map[string]any), summarySchema, true)
+	stalls := m["stalls"].(map[string]any)
+	checkSchema(t, "stalls", stalls, map[string]string{
+		"threshold_seconds": tNum, "count": tInt, "logged": tInt, "suppressed": tInt,
+		"durations": tObj, "in_progress": tBool, "current_task": tInt, "current_elapsed_seconds": tNum,
+	}, true)
+	checkSchema(t, "stalls.durations", stalls["durations"].(map[string]any), summarySchema, true)
+	if m["utilisation_1s"] != 0.25 || m["ready_depth_max"] != 4.0 || m["live_tasks"] != 1.0 || stalls["count"] != 1.0 {
+		t.Errorf("loop doc %v", m)
+	}
+
+	m = renderJSON(t, func(b *bytes.Buffer) error { return WriteLoopJSON(b, testLoopSnapshot(false)) })
+	if v, ok := m["stalls"]; !ok || v != nil {
+		t.Errorf("stalls without a watchdog: %v, %v (want null)", v, ok)
+	}
+}
+
+// TestDocDefinesEveryField checks that docs/accounting.md names every JSON field the
+// package emits (as `field`).
+func TestDocDefinesEveryField(t *testing.T) {
+	doc, err := os.ReadFile("../docs/accounting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				keys[k] = true
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	snap := testTasksSnapshot()
+	walk(renderJSON(t, func(b *bytes.Buffer) error { return WriteTasksJSON(b, snap) }))
+	walk(renderJSON(t, func(b *bytes.Buffer) error { return WriteRoutesJSON(b, testRoutes()) }))
+	walk(renderJSON(t, func(b *bytes.Buffer) error { return WriteLoopJSON(b, testLoopSnapshot(true)) }))
+	var missing []string
+	for k := range keys {
+		if !bytes.Contains(doc, []byte("`"+k+"`")) {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("docs/accounting.md does not define %v", missing)
+	}
+}
+
+func renderText(t *testing.T, write func(*bytes.Buffer) error) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestTextViews(t *testing.T) {
+	snap := testTasksSnapshot()
+	tasks := renderText(t, func(b *bytes.Buffer) error { return WriteTasksText(b, snap) })
+	routes := renderText(t, func(b *bytes.Buffer) error { return WriteRoutesText(b, testRoutes()) })
+	loop := renderText(t, func(b *bytes.Buffer) error { return WriteLoopText(b, testLoopSnapshot(true)) })
+	for _, c := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"tasks", tasks, append(strings.Split(taskColumns, "\t"),
+			"LIVE", "RECENTLY FINISHED", "GET /users/{id} /users/3", "background", "1000.000", "900.000",
+			"--- task 8", "main.hog", "503")},
+		{"routes", routes, append(strings.Split(routeColumns, "\t"), "GET /users/{id}", "POST /login")},
+		{"loop", loop, []string{"utilisation", "1s", "10s", "60s", "25.0%", "ready queue", "switches",
+			"lag (ready->run)", "slice length", "stalls", "P99", "P999", "MAX", "1 ended, 1 logged"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.text, w) {
+				t.Errorf("%s view lacks %q:\n%s", c.name, w, c.text)
+			}
+		}
+	}
+	// The live table lists the hog first (sorted by on-loop time).
+	if strings.Index(tasks, "background") > strings.Index(tasks, "GET /users/{id}") {
+		t.Errorf("live tasks not in on-loop order:\n%s", tasks)
+	}
+	if testing.Verbose() {
+		t.Logf("\n%s\n%s\n%s", tasks, routes, loop)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
+
+func TestWriteErrors(t *testing.T) {
+	snap := testTasksSnapshot()
+	for name, err := range map[string]error{
+		"tasks json":  WriteTasksJSON(failWriter{}, snap),
+		"tasks text":  WriteTasksText(failWriter{}, snap),
+		"routes json": WriteRoutesJSON(failWriter{}, testRoutes()),
+		"routes text": WriteRoutesText(failWriter{}, testRoutes()),
+		"loop json":   WriteLoopJSON(failWriter{}, testLoopSnapshot(false)),
+		"loop text":   WriteLoopText(failWriter{}, testLoopSnapshot(false)),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error from a failing writer", name)
+		}
+	}
+}

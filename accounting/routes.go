@@ -1,0 +1,259 @@
+package accounting
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Route metrics, the index of each per-route histogram.
+const (
+	metLatency    = iota // TaskSample.Age at the end: total latency
+	metOnLoop            // TaskSample.OnLoop
+	metQueueDelay        // TaskSample.QueueDelay
+	metParked            // TaskSample.ParkedTotal()
+	numMetrics
+)
+
+// Routes is the registry of per-route recorders. Loop-confined: call only from the loop
+// goroutine.
+//
+// Memory: each route keeps 12 HDR histograms (4 figures, each cumulative and in two recent
+// windows), about 37 KiB each with the defaults, so about 450 KiB per route.
+type Routes struct {
+	cfg     Config
+	byKey   map[string]*Route
+	scratch hist // for merging the two recent windows in Snapshot
+}
+
+// NewRoutes returns an empty registry. Any goroutine (the registry then belongs to the
+// loop).
+func NewRoutes(cfg Config) *Routes {
+	cfg = cfg.withDefaults(time.Now())
+	return &Routes{cfg: cfg, byKey: make(map[string]*Route), scratch: newHist(cfg)}
+}
+
+// Epoch returns the origin of the nanosecond timestamps FinishAt takes. Loop-confined.
+func (r *Routes) Epoch() time.Time { return r.cfg.Epoch }
+
+// Len returns the number of routes. Loop-confined.
+func (r *Routes) Len() int { return len(r.byKey) }
+
+// Route returns the recorder for key (method + pattern, e.g. "GET /users/{id}"), creating
+// it on first use. Creation allocates (about 450 KiB, see Routes); later calls with the
+// same key do not. Loop-confined.
+func (r *Routes) Route(key string) *Route {
+	if rt := r.byKey[key]; rt != nil {
+		return rt
+	}
+	rt := &Route{r: r, key: key, winNo: math.MinInt64} // no window yet
+	for i := range rt.cum {
+		rt.cum[i] = newHist(r.cfg)
+		rt.win[0].h[i] = newHist(r.cfg)
+		rt.win[1].h[i] = newHist(r.cfg)
+	}
+	r.byKey[key] = rt
+	return rt
+}
+
+// Snapshot returns every route's figures at now, sorted by key. It rotates stale recent
+// windows first and allocates. Loop-confined.
+func (r *Routes) Snapshot(now time.Time) []RouteSnapshot {
+	ns := since(r.cfg.Epoch, now)
+	out := make([]RouteSnapshot, 0, len(r.byKey))
+	for _, rt := range r.byKey {
+		out = append(out, rt.snapshot(ns))
+	}
+	slices.SortFunc(out, func(a, b RouteSnapshot) int {
+		switch {
+		case a.Route < b.Route:
+			return -1
+		case a.Route > b.Route:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (r *Routes) now() int64 { return int64(time.Since(r.cfg.Epoch)) }
+
+// windowOf returns the number of the recent window holding ns: windows are
+// [k*RecentWindow, (k+1)*RecentWindow) since Epoch.
+func (r *Routes) windowOf(ns int64) int64 {
+	w := int64(r.cfg.RecentWindow)
+	if ns < 0 {
+		return (ns - w + 1) / w
+	}
+	return ns / w
+}
+
+// Route records the requests of one route. Loop-confined: call only from the loop
+// goroutine.
+//
+// Each figure is kept twice: cumulative (since the route was created) and recent. Time
+// since Config.Epoch is cut into windows of Config.RecentWindow, [k*W, (k+1)*W); the route
+// keeps the current window and the one before it, and the recent view at time t in window
+// k holds the requests that finished in windows k-1 and k, that is in [(k-1)*W, t]: between
+// one and two windows of history (RouteSnapshot.RecentSpan says how much). Windows rotate
+// lazily, at the first Finish or Snapshot in a later window: the older histogram set is
+// reset and becomes the current one (both are reset after a gap of two windows or more).
+type Route struct {
+	r        *Routes
+	key      string
+	count    uint64
+	errors   uint64
+	client   uint64
+	inFlight int64
+	cum      [numMetrics]hist
+	win      [2]window
+	cur      int   // index of the current window in win
+	winNo    int64 // number of the current window (math.MinInt64 before the first)
+}
+
+type window struct {
+	h      [numMetrics]hist
+	count  uint64
+	errors uint64
+	client uint64
+}
+
+func (w *window) reset() {
+	for i := range w.h {
+		w.h[i].reset()
+	}
+	w.count, w.errors, w.client = 0, 0, 0
+}
+
+// Key returns the route's key. Any goroutine (it never changes).
+func (rt *Route) Key() string { return rt.key }
+
+// KeyRef returns a pointer to the route's key that stays valid and unchanged for the
+// route's life, for Current.Set. Any goroutine.
+func (rt *Route) KeyRef() *string { return &rt.key }
+
+// Start records that a request for this route started (in-flight + 1). Loop-confined.
+func (rt *Route) Start() { rt.inFlight++ }
+
+// Finish records the end of a request of this route, reading the clock for the recent
+// window; see FinishAt. It does not allocate. Loop-confined.
+func (rt *Route) Finish(s *TaskSample) { rt.FinishAt(s, rt.r.now()) }
+
+// FinishAt records the end of a request of this route at now (ns since Config.Epoch): the
+// count, an error if s.Status >= 500 or a client error if 400 <= s.Status < 500, in-flight
+// - 1, and s.Age (latency), s.OnLoop, s.QueueDelay and s.ParkedTotal() into the cumulative
+// and the recent histograms. It neither allocates nor locks, rotation included.
+// Loop-confined.
+func (rt *Route) FinishAt(s *TaskSample, now int64) {
+	rt.rotate(now)
+	w := &rt.win[rt.cur]
+	rt.count++
+	w.count++
+	switch {
+	case s.Status >= 500:
+		rt.errors++
+		w.errors++
+	case s.Status >= 400:
+		rt.client++
+		w.client++
+	}
+	rt.inFlight--
+	vals := [numMetrics]int64{
+		metLatency:    int64(s.Age),
+		metOnLoop:     int64(s.OnLoop),
+		metQueueDelay: int64(s.QueueDelay),
+		metParked:     int64(s.ParkedTotal()),
+	}
+	for i, v := range vals {
+		rt.cum[i].record(v)
+		w.h[i].record(v)
+	}
+}
+
+// rotate makes win[cur] the window holding now.
+func (rt *Route) rotate(now int64) {
+	k := rt.r.windowOf(now)
+	switch {
+	case k <= rt.winNo:
+		return // same window (or a clock reading from the past: keep it in the current)
+	case k == rt.winNo+1:
+		rt.cur ^= 1
+		rt.win[rt.cur].reset()
+	default:
+		rt.win[0].reset()
+		rt.win[1].reset()
+	}
+	rt.winNo = k
+}
+
+func (rt *Route) snapshot(now int64) RouteSnapshot {
+	rt.rotate(now)
+	cur, prev := &rt.win[rt.cur], &rt.win[rt.cur^1]
+	w := int64(rt.r.cfg.RecentWindow)
+	span := now - max((rt.winNo-1)*w, 0) // the view starts at the previous window, or the epoch
+	s := RouteSnapshot{
+		Route: rt.key, Count: rt.count, Errors: rt.errors, ClientErrors: rt.client,
+		InFlight: rt.inFlight,
+		Recent: RecentCounts{
+			Count:        cur.count + prev.count,
+			Errors:       cur.errors + prev.errors,
+			ClientErrors: cur.client + prev.client,
+			Span:         time.Duration(max(span, 0)),
+		},
+	}
+	pairs := [numMetrics]*SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
+	for i, p := range pairs {
+		p.Cumulative = rt.cum[i].summary()
+		mergeInto(&rt.r.scratch, &prev.h[i], &cur.h[i])
+		p.Recent = rt.r.scratch.summary()
+	}
+	return s
+}
+
+// RouteSnapshot is one route's figures. Plain data.
+type RouteSnapshot struct {
+	Route        string // method + pattern
+	Count        uint64 // requests finished
+	Errors       uint64 // finished with status >= 500
+	ClientErrors uint64 // finished with status 400..499
+	InFlight     int64  // started and not finished
+
+	// Recent counts the requests that finished in the recent view (see Route).
+	Recent RecentCounts
+
+	Latency    SummaryPair // total latency (accept to end), TaskSample.Age
+	OnLoop     SummaryPair // time holding the loop per request
+	QueueDelay SummaryPair // time ready but not running per request
+	Parked     SummaryPair // time parked per request, all reasons
+}
+
+// RecentCounts are a route's counts over its recent view. Plain data.
+type RecentCounts struct {
+	Count        uint64        // requests finished in the recent view
+	Errors       uint64        // of which with status >= 500
+	ClientErrors uint64        // of which with status 400..499
+	Span         time.Duration // time the recent view covers: from the previous window's start (or Config.Epoch, if later) to the snapshot
+}
+
+// ErrorRatio returns Errors/Count (0 when Count is 0). Any goroutine.
+func (c RecentCounts) ErrorRatio() float64 {
+	if c.Count == 0 {
+		return 0
+	}
+	return float64(c.Errors) / float64(c.Count)
+}
+
+// PerSecond returns Count/Span in requests per second (0 when Span is 0). Any goroutine.
+func (c RecentCounts) PerSecond() float64 {
+	if c.Span <= 0 {
+		return 0
+	}
+	return float64(c.Count) / c.Span.Seconds()
+}
+
+// SummaryPair is a figure's distribution since the start and over the recent view. Plain
+// data.
+type SummaryPair struct {
+	Cumulative Summary
+	Recent     Summary
+}

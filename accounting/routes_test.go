@@ -1,0 +1,163 @@
+package accounting
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return epoch.Add(d) }
+
+func TestRouteCounts(t *testing.T) {
+	r := NewRoutes(Config{Epoch: epoch})
+	a := r.Route("GET /a")
+	if r.Route("GET /a") != a {
+		t.Fatal("Route did not return the existing route")
+	}
+	b := r.Route("DELETE /b")
+	for _, st := range []int{200, 204, 404, 429, 500, 503, 0} {
+		a.Start()
+		a.FinishAt(&TaskSample{Status: st, Age: time.Millisecond}, int64(time.Second))
+	}
+	a.Start()
+	a.Start()
+	b.Start()
+	snaps := r.Snapshot(at(2 * time.Second))
+	if len(snaps) != 2 || snaps[0].Route != "DELETE /b" || snaps[1].Route != "GET /a" {
+		t.Fatalf("snapshots not sorted by key: %+v", snaps)
+	}
+	s := snaps[1]
+	if s.Count != 7 || s.Errors != 2 || s.ClientErrors != 2 || s.InFlight != 2 {
+		t.Errorf("count %d errors %d client %d in-flight %d, want 7 2 2 2", s.Count, s.Errors, s.ClientErrors, s.InFlight)
+	}
+	if s.Recent.Count != 7 || s.Recent.Errors != 2 || s.Recent.ClientErrors != 2 {
+		t.Errorf("recent %+v", s.Recent)
+	}
+	if snaps[0].InFlight != 1 || snaps[0].Count != 0 {
+		t.Errorf("b: %+v", snaps[0])
+	}
+	if r.Len() != 2 || a.Key() != "GET /a" || *a.KeyRef() != "GET /a" {
+		t.Error("Len/Key/KeyRef")
+	}
+}
+
+func TestRouteHistograms(t *testing.T) {
+	r := NewRoutes(Config{Epoch: epoch})
+	rt := r.Route("GET /h")
+	var sum time.Duration
+	for i := 1; i <= 1000; i++ {
+		d := time.Duration(i) * time.Millisecond
+		sum += d
+		s := TaskSample{Age: d, OnLoop: d / 10, QueueDelay: d / 100}
+		s.Parked[ParkSleep] = d / 2
+		s.Parked[ParkOffload] = d / 4
+		rt.FinishAt(&s, int64(time.Second))
+	}
+	snap := r.Snapshot(at(time.Second))[0]
+	check := func(name string, got Summary, scale float64) {
+		t.Helper()
+		near := func(q string, v time.Duration, want float64) {
+			t.Helper()
+			w := want * scale * float64(time.Millisecond)
+			if math.Abs(float64(v)-w) > 0.011*w {
+				t.Errorf("%s %s = %v, want %v ± 1%%", name, q, v, time.Duration(w))
+			}
+		}
+		if got.Count != 1000 {
+			t.Errorf("%s count %d", name, got.Count)
+		}
+		near("p50", got.P50, 500)
+		near("p90", got.P90, 900)
+		near("p99", got.P99, 990)
+		near("p999", got.P999, 999)
+		if want := time.Duration(1000 * scale * float64(time.Millisecond)); got.Max != want {
+			t.Errorf("%s max %v, want exactly %v", name, got.Max, want)
+		}
+		if want := time.Duration(float64(sum) * scale / 1000); got.Mean() != want {
+			t.Errorf("%s mean %v, want exactly %v", name, got.Mean(), want)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		p     SummaryPair
+		scale float64
+	}{{"latency", snap.Latency, 1}, {"on_loop", snap.OnLoop, 0.1}, {"queue", snap.QueueDelay, 0.01}, {"parked", snap.Parked, 0.75}} {
+		check(c.name+" cumulative", c.p.Cumulative, c.scale)
+		check(c.name+" recent", c.p.Recent, c.scale)
+	}
+}
+
+func TestRouteHistogramClamp(t *testing.T) {
+	r := NewRoutes(Config{Epoch: epoch, HistogramMax: time.Second})
+	rt := r.Route("GET /long")
+	rt.FinishAt(&TaskSample{Age: time.Hour, OnLoop: -5}, 0)
+	s := r.Snapshot(epoch)[0]
+	if s.Latency.Cumulative.Max != time.Hour || s.Latency.Cumulative.P99 > time.Hour || s.Latency.Cumulative.P99 < time.Second {
+		t.Errorf("clamped value: %+v", s.Latency.Cumulative)
+	}
+	if s.OnLoop.Cumulative.Max != 0 || s.OnLoop.Cumulative.Count != 1 {
+		t.Errorf("negative value: %+v", s.OnLoop.Cumulative)
+	}
+}
+
+func TestRouteRecentRotation(t *testing.T) {
+	const w = 10 * time.Second
+	r := NewRoutes(Config{Epoch: epoch, RecentWindow: w})
+	rt := r.Route("GET /r")
+	finish := func(age time.Duration, when time.Duration) {
+		rt.FinishAt(&TaskSample{Age: age, Status: 500}, int64(when))
+	}
+	finish(10*time.Millisecond, 1*time.Second)  // window 0
+	finish(20*time.Millisecond, 12*time.Second) // window 1
+	steps := []struct {
+		now        time.Duration
+		count      uint64
+		max        time.Duration
+		span       time.Duration
+		cumulative uint64
+	}{
+		{15 * time.Second, 2, 20 * time.Millisecond, 15 * time.Second, 2}, // windows 0 and 1
+		{19 * time.Second, 2, 20 * time.Millisecond, 19 * time.Second, 2},
+		{25 * time.Second, 1, 20 * time.Millisecond, 15 * time.Second, 2}, // windows 1 and 2
+		{35 * time.Second, 0, 0, 15 * time.Second, 2},                     // windows 2 and 3
+		{95 * time.Second, 0, 0, 15 * time.Second, 2},                     // a long gap
+	}
+	for _, st := range steps {
+		s := r.Snapshot(epoch.Add(st.now))[0]
+		rl := s.Latency.Recent
+		if rl.Count != st.count || rl.Max != st.max || s.Recent.Count != st.count || s.Recent.Errors != st.count {
+			t.Errorf("at %v: recent count %d (counts %+v) max %v, want %d, %v", st.now, rl.Count, s.Recent, rl.Max, st.count, st.max)
+		}
+		if s.Recent.Span != st.span {
+			t.Errorf("at %v: span %v, want %v", st.now, s.Recent.Span, st.span)
+		}
+		if s.Latency.Cumulative.Count != st.cumulative || s.Count != st.cumulative {
+			t.Errorf("at %v: cumulative %d", st.now, s.Latency.Cumulative.Count)
+		}
+	}
+	// After the gap, a new request is the only one in the recent view.
+	finish(30*time.Millisecond, 96*time.Second)
+	s := r.Snapshot(epoch.Add(101 * time.Second))[0]
+	if s.Latency.Recent.Count != 1 || s.Latency.Recent.Max != 30*time.Millisecond || s.Latency.Cumulative.Count != 3 {
+		t.Errorf("after gap: %+v", s.Latency)
+	}
+	if got := s.Recent.PerSecond(); math.Abs(got-1.0/11) > 1e-9 {
+		t.Errorf("PerSecond %v", got)
+	}
+	if got := s.Recent.ErrorRatio(); got != 1 {
+		t.Errorf("ErrorRatio %v", got)
+	}
+}
+
+func TestRouteFinishReadsClock(t *testing.T) {
+	r := NewRoutes(Config{})
+	rt := r.Route("GET /")
+	rt.Start()
+	rt.Finish(&TaskSample{Age: time.Millisecond})
+	s := r.Snapshot(time.Now())[0]
+	if s.Count != 1 || s.Latency.Recent.Count != 1 || s.InFlight != 0 {
+		t.Errorf("%+v", s)
+	}
+}

@@ -1,0 +1,199 @@
+package accounting
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Park reasons: the index into TaskSample.Parked. Same order as the scheduler's Reason.
+const (
+	ParkOther   = iota // a park with no more specific reason
+	ParkSleep          // Sleep (and the wait between Every ticks)
+	ParkWait           // waiting for another task (Future, Event)
+	ParkOffload        // waiting for work running off the loop
+	ParkWrite          // waiting for output backpressure to clear
+	ParkQueue          // waiting in an admission queue
+	// NumParkReasons is the number of park reasons (the length of TaskSample.Parked).
+	NumParkReasons
+)
+
+// ParkReasonNames are the reasons' names, as used in JSON (parked_by_reason_seconds) and
+// in TaskSample.ParkReason. Read-only.
+var ParkReasonNames = [NumParkReasons]string{"other", "sleep", "wait", "offload", "write", "queue"}
+
+// Task kinds (TaskSample.Kind).
+const (
+	KindRequest    = "request"    // a request's handler
+	KindBackground = "background" // a task started with Server.Go or Server.Every
+)
+
+// TaskSample is one task's figures at one instant, plain data: the loop fills it from the
+// scheduler's Stats and its own state. Strings are shared, never copied, so storing a
+// TaskSample does not allocate. Owned by whoever holds the value.
+type TaskSample struct {
+	ID         uint64 // task id, unique for the server's lifetime
+	Kind       string // KindRequest or KindBackground
+	Route      string // method + pattern, e.g. "GET /users/{id}"; "" for background tasks
+	Method     string // request only
+	Path       string // request only
+	State      string // "ready", "running", "parked" or "done"
+	ParkReason string // while parked: one of ParkReasonNames
+	Goroutine  uint64 // the coroutine's goroutine id (as in stack dumps), 0 before it ran
+
+	Rounds        uint64        // slices run (times the task was resumed)
+	OnLoop        time.Duration // total wall time of its slices: the time it held the loop
+	MaxSlice      time.Duration // its longest slice
+	SlowSlices    uint64        // slices longer than the scheduler's slow-slice threshold
+	SlowTime      time.Duration // total time of those slices
+	QueueDelay    time.Duration // total time ready but not running (first run included)
+	FirstRunDelay time.Duration // accept (request) or spawn (background) to first slice
+
+	// Parked is the total time parked, by reason (index with the Park* constants).
+	Parked [NumParkReasons]time.Duration
+
+	CPU         time.Duration // loop-thread CPU time over its slices (when CPUMeasured)
+	CPUMeasured bool          // CPU was measured; false: CPU is unknown (JSON null)
+
+	// Age is the time since accept (request) or spawn (background); for a finished task,
+	// its total latency.
+	Age    time.Duration
+	Status int    // response status once known, 0 before
+	Stack  string // goroutine stack, only when asked for
+}
+
+// ParkedTotal returns the sum of Parked over all reasons. Any goroutine.
+func (s *TaskSample) ParkedTotal() time.Duration {
+	var d time.Duration
+	for _, p := range s.Parked {
+		d += p
+	}
+	return d
+}
+
+// MeanSlice returns OnLoop/Rounds, the task's mean slice length (0 before it ran). Any
+// goroutine.
+func (s *TaskSample) MeanSlice() time.Duration {
+	if s.Rounds == 0 {
+		return 0
+	}
+	return s.OnLoop / time.Duration(s.Rounds)
+}
+
+// MarshalJSON encodes the sample as its TaskRecord. Any goroutine.
+func (s TaskSample) MarshalJSON() ([]byte, error) {
+	return marshalJSON(TaskJSON(&s))
+}
+
+// TaskRecord is the JSON form of a TaskSample: durations in seconds (float64, fields
+// ending in _seconds), counts as integers, snake_case names. docs/accounting.md defines
+// every field. Plain data.
+type TaskRecord struct {
+	ID             uint64         `json:"id"`
+	Kind           string         `json:"kind"`
+	Route          string         `json:"route"`
+	Method         string         `json:"method"`
+	Path           string         `json:"path"`
+	State          string         `json:"state"`
+	ParkReason     string         `json:"park_reason"`
+	Goroutine      uint64         `json:"goroutine"`
+	Rounds         uint64         `json:"rounds"`
+	OnLoop         float64        `json:"on_loop_seconds"`
+	MaxSlice       float64        `json:"max_slice_seconds"`
+	MeanSlice      float64        `json:"mean_slice_seconds"`
+	SlowSlices     uint64         `json:"slow_slices"`
+	Slow           float64        `json:"slow_seconds"`
+	QueueDelay     float64        `json:"queue_delay_seconds"`
+	FirstRunDelay  float64        `json:"first_run_delay_seconds"`
+	Parked         float64        `json:"parked_seconds"`
+	ParkedByReason ParkedByReason `json:"parked_by_reason_seconds"`
+	CPU            *float64       `json:"cpu_seconds"` // null when not measured
+	Age            float64        `json:"age_seconds"`
+	Status         int            `json:"status"`
+	Stack          string         `json:"stack,omitempty"`
+}
+
+// ParkedByReason is TaskSample.Parked in seconds, one field per ParkReasonNames entry.
+// Plain data.
+type ParkedByReason struct {
+	Other   float64 `json:"other"`
+	Sleep   float64 `json:"sleep"`
+	Wait    float64 `json:"wait"`
+	Offload float64 `json:"offload"`
+	Write   float64 `json:"write"`
+	Queue   float64 `json:"queue"`
+}
+
+// TaskJSON returns the JSON form of s, for embedding in another response (a demo endpoint
+// answering with its own task's figures) or for json.Marshal. Any goroutine.
+func TaskJSON(s *TaskSample) TaskRecord {
+	r := TaskRecord{
+		ID: s.ID, Kind: s.Kind, Route: s.Route, Method: s.Method, Path: s.Path,
+		State: s.State, ParkReason: s.ParkReason, Goroutine: s.Goroutine,
+		Rounds:        s.Rounds,
+		OnLoop:        s.OnLoop.Seconds(),
+		MaxSlice:      s.MaxSlice.Seconds(),
+		MeanSlice:     s.MeanSlice().Seconds(),
+		SlowSlices:    s.SlowSlices,
+		Slow:          s.SlowTime.Seconds(),
+		QueueDelay:    s.QueueDelay.Seconds(),
+		FirstRunDelay: s.FirstRunDelay.Seconds(),
+		Parked:        s.ParkedTotal().Seconds(),
+		ParkedByReason: ParkedByReason{
+			Other:   s.Parked[ParkOther].Seconds(),
+			Sleep:   s.Parked[ParkSleep].Seconds(),
+			Wait:    s.Parked[ParkWait].Seconds(),
+			Offload: s.Parked[ParkOffload].Seconds(),
+			Write:   s.Parked[ParkWrite].Seconds(),
+			Queue:   s.Parked[ParkQueue].Seconds(),
+		},
+		Age:    s.Age.Seconds(),
+		Status: s.Status,
+		Stack:  s.Stack,
+	}
+	if s.CPUMeasured {
+		cpu := s.CPU.Seconds()
+		r.CPU = &cpu
+	}
+	return r
+}
+
+// SortTasks sorts tasks by OnLoop, longest first (ties by ID), the order of
+// TasksSnapshot.Live. Any goroutine (it sorts ts in place).
+func SortTasks(ts []TaskSample) {
+	slices.SortFunc(ts, func(a, b TaskSample) int {
+		if c := cmp.Compare(b.OnLoop, a.OnLoop); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// AppendServerTiming appends a Server-Timing header value for one request to dst and
+// returns the extended buffer:
+//
+//	onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200, cpu;dur=0.101
+//
+// Durations are in milliseconds (as the Server-Timing specification says) with three
+// decimals; cpu is present only when CPUMeasured. It does not allocate when dst has room
+// (about 80 bytes). Any goroutine.
+func AppendServerTiming(dst []byte, s *TaskSample) []byte {
+	dst = appendTiming(dst, "onloop;dur=", s.OnLoop)
+	dst = appendTiming(dst, ", queue;dur=", s.QueueDelay)
+	dst = appendTiming(dst, ", parked;dur=", s.ParkedTotal())
+	if s.CPUMeasured {
+		dst = appendTiming(dst, ", cpu;dur=", s.CPU)
+	}
+	return dst
+}
+
+// appendTiming appends name and d in milliseconds with three decimals (rounded to the
+// microsecond), formatted as integers: cheaper than strconv.AppendFloat and exact.
+func appendTiming(dst []byte, name string, d time.Duration) []byte {
+	dst = append(dst, name...)
+	us := (max(d, 0) + time.Microsecond/2) / time.Microsecond
+	dst = strconv.AppendInt(dst, int64(us/1000), 10)
+	frac := us % 1000
+	return append(dst, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+}
