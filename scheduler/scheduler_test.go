@@ -825,7 +825,7 @@ func TestStatsAndHooks(t *testing.T) {
 		t.Fatalf("state %s", task.State())
 	}
 	st := task.Stats()
-	if st.Parked[ReasonSleep] < 2*time.Millisecond || st.Rounds != 3 || st.OnLoop <= 0 || st.Spawned.IsZero() {
+	if st.Parked[ReasonSleep] < 1900*time.Microsecond || st.Rounds != 3 || st.OnLoop <= 0 || st.Spawned.IsZero() {
 		t.Fatalf("stats %+v", st)
 	}
 	g := task.Goroutine()
@@ -926,5 +926,28 @@ func TestStringers(t *testing.T) {
 	if Parked.String() != "parked" || State(9).String() != "State(9)" ||
 		ReasonOffload.String() != "offload" || Reason(99).String() != "Reason(99)" {
 		t.Fatal("String")
+	}
+}
+
+// A timer that fires late because the loop was busy counts the lateness as queue delay
+// (the task was ready from its deadline on), not as a longer sleep.
+func TestLateTimerIsQueueDelay(t *testing.T) {
+	s := newSync(t, Config{})
+	var st Stats
+	s.Go(func(t *Task) {
+		_ = t.Sleep(time.Millisecond)
+		st = t.Stats()
+	})
+	runAll(s)                         // the task parks in Sleep
+	time.Sleep(60 * time.Millisecond) // the loop is "busy" long past the deadline
+	runAll(s)                         // fires the timer and runs the task
+	if st.Rounds != 2 {
+		t.Fatalf("rounds %d", st.Rounds)
+	}
+	if p := st.Parked[ReasonSleep]; p < 900*time.Microsecond || p > 30*time.Millisecond {
+		t.Fatalf("parked %v, want about the 1 ms asked for", p)
+	}
+	if st.QueueDelay < 50*time.Millisecond {
+		t.Fatalf("queue delay %v, want the ~59 ms the timer was late", st.QueueDelay)
 	}
 }

@@ -72,7 +72,7 @@ type Stats struct {
 	MaxSlice      time.Duration             // longest slice
 	SlowSlices    uint64                    // slices longer than Config.SlowSlice
 	SlowTime      time.Duration             // total time of those slices
-	QueueDelay    time.Duration             // total time spent Ready (ready -> running), first run included
+	QueueDelay    time.Duration             // total time spent Ready (ready -> running), first run included; a Sleep is Ready from its deadline, so a late timer counts here
 	FirstRunDelay time.Duration             // Spawn -> start of the first slice
 	Parked        [NumReasons]time.Duration // total time Parked, by reason
 	Spawned       time.Time                 // when Spawn was called (carries a monotonic reading)

@@ -192,7 +192,9 @@ func (s *Scheduler) fireDue(now int64) (ranFn bool) {
 		}
 		s.delTimer(tm)
 		if t := tm.task; t != nil {
-			s.wake(t, nil, now)
+			// The task was ready from the deadline on: a timer fired late (the loop was
+			// busy) shows as queue delay, not as a longer sleep.
+			s.wake(t, nil, max(tm.when, t.parkedAt))
 		} else {
 			s.runTimerFn(tm.fn)
 			ranFn = true
