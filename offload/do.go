@@ -1,0 +1,118 @@
+package offload
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Caller is what a handler gives the pool: its context, its route key, its pool and a way
+// to park it. *loop.Ctx implements it for handlers on the loop; NewGoCaller gives one for
+// code in ordinary goroutines.
+type Caller interface {
+	// Context is cancelled when the client goes away, the handler's deadline passes or the
+	// server stops. The offloaded function's context derives from it.
+	Context() context.Context
+	// OffloadKey names the route for lane prediction, e.g. "GET /users/{id}" (method and
+	// pattern, never the raw path).
+	OffloadKey() string
+	// OffloadPool returns the pool that serves this caller (the server's pool). It must not
+	// be nil.
+	OffloadPool() *Pool
+	// Suspend prepares one park of the caller. It returns resume, safe for concurrent use,
+	// callable from any goroutine, at most once meaningfully (later calls are no-ops); and
+	// park, which the caller calls once on its own task/goroutine: it blocks that task
+	// (single-thread: parks the coroutine; multi-thread: blocks the goroutine) until resume
+	// has been called or the caller is cancelled, returning nil or the cancellation error.
+	// why says what the caller waits for (for accounting).
+	Suspend(why Wait) (resume func(), park func() error)
+}
+
+// Wait says what a parked caller waits for.
+type Wait uint8
+
+const (
+	// WaitToken: queued for a pool or lane token, or for a gate.
+	WaitToken Wait = iota
+	// WaitResult: its function is running in the pool.
+	WaitResult
+)
+
+// String returns "token" or "result". Any goroutine.
+func (w Wait) String() string {
+	switch w {
+	case WaitToken:
+		return "token"
+	case WaitResult:
+		return "result"
+	}
+	return fmt.Sprintf("Wait(%d)", uint8(w))
+}
+
+// Option changes one call of Do, Copy or CopySeq.
+type Option struct {
+	timeout time.Duration
+}
+
+type options struct {
+	timeout time.Duration
+}
+
+func collect(opts []Option) (o options) {
+	for _, op := range opts {
+		if op.timeout > 0 {
+			o.timeout = op.timeout
+		}
+	}
+	return o
+}
+
+// Timeout bounds one call, queueing included: the function's context gets a deadline d
+// from now, and when it passes Do returns context.DeadlineExceeded at once (a function
+// that ignores its context keeps its token until it returns). Any goroutine.
+func Timeout(d time.Duration) Option { return Option{timeout: d} }
+
+// result is the typed half of a call.
+type result[T any] struct {
+	call
+	fn  func(ctx context.Context) (T, error)
+	v   T
+	err error
+}
+
+func (r *result[T]) exec(ctx context.Context) { r.v, r.err = r.fn(ctx) }
+
+// Do runs fn in c's pool with a context derived from c.Context() and parks c until fn
+// returns, then returns fn's results.
+//
+// The call waits for a token of the lane its route is predicted to need (FIFO, parked
+// with Suspend(WaitToken); ErrQueueFull when the lane's queue is full), then runs on a
+// worker while c is parked with Suspend(WaitResult). If fn panics, Do returns a
+// *PanicError wrapping ErrPanicked with the stack. If c is cancelled (its park returns an
+// error) Do returns that error at once and cancels fn's context; the token stays taken
+// until fn really returns, and fn's results are then dropped. With Timeout, the same
+// happens when the call's deadline passes (context.DeadlineExceeded). After Close, Do
+// returns ErrClosed; called from inside an offloaded function it returns ErrNested.
+//
+// Call it from c's own task or goroutine (the one that may park). fn runs on another
+// goroutine: it must not use c (nor anything loop-confined) and must never wait for the
+// loop; see docs/deadlocks.md.
+func Do[T any](c Caller, fn func(ctx context.Context) (T, error), opts ...Option) (T, error) {
+	var zero T
+	p := c.OffloadPool()
+	if p == nil {
+		panic("offload: Caller.OffloadPool returned nil")
+	}
+	r := &result[T]{fn: fn}
+	r.job = r
+	if err := p.begin(c, &r.call, collect(opts)); err != nil {
+		return zero, err
+	}
+	if err := p.wait(c, &r.call); err != nil {
+		return zero, err
+	}
+	if r.perr != nil {
+		return zero, r.perr
+	}
+	return r.v, r.err
+}

@@ -1,0 +1,886 @@
+package offload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Errors returned by the pool and gates. Compare with errors.Is.
+var (
+	// ErrQueueFull: the call's lane already has Config.MaxWaiting calls waiting for a token.
+	// The handler should answer 503 with Retry-After.
+	ErrQueueFull = errors.New("offload: queue full")
+	// ErrPanicked is wrapped by the *PanicError that Do returns when the function panics.
+	ErrPanicked = errors.New("offload: function panicked")
+	// ErrClosed: the pool was closed (Close) before the call could start.
+	ErrClosed = errors.New("offload: pool closed")
+	// ErrNested: Do, Enter, Copy or CopySeq was called from inside an offloaded function
+	// (with a Caller whose Context carries the pool marker, or with a Caller that is already
+	// waiting in the pool). Waiting on the pool from the pool can deadlock: see
+	// docs/deadlocks.md.
+	ErrNested = errors.New("offload: nested offload from an offloaded function")
+	// ErrGateQueueFull: Gate.Enter found the gate full and its queue at maxQueue.
+	ErrGateQueueFull = errors.New("offload: gate queue full")
+)
+
+// errGoexit is the error of a call whose function called runtime.Goexit.
+var errGoexit = fmt.Errorf("%w: runtime.Goexit called in an offloaded function", ErrPanicked)
+
+// PanicError is the error Do returns when the offloaded function panicked. It wraps
+// ErrPanicked; Error includes the panic value and the worker's stack.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the stack of the panicking worker goroutine (debug.Stack)
+}
+
+// Error returns "offload: function panicked: VALUE" followed by the stack. Any goroutine.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("%s: %v\n\n%s", ErrPanicked.Error(), e.Value, e.Stack)
+}
+
+// Unwrap returns ErrPanicked. Any goroutine.
+func (e *PanicError) Unwrap() error { return ErrPanicked }
+
+// Defaults; docs/offload.md explains each with Little's law.
+const (
+	// DefaultTokens is the default Config.Tokens. Tokens held = arrival rate x time held:
+	// 64 tokens carry 6,400 calls/s of 10 ms each, or 64,000 of 1 ms, with no queueing,
+	// about 2-3x what one loop typically offloads, while staying below the connection
+	// limit of a typical database (Postgres defaults to 100) so a burst cannot crush it.
+	DefaultTokens = 64
+	// DefaultMaxWaiting is the default Config.MaxWaiting, per lane: 1,024 waiting calls is
+	// 16 service times of a full 64-token lane, past which waiting longer is worse for the
+	// client than a quick 503.
+	DefaultMaxWaiting = 1024
+	// DefaultIdleTimeout is the default Config.IdleTimeout: a new worker goroutine costs
+	// about 1 us, so idle ones are kept only to ride out bursts, 10 s, then exit.
+	DefaultIdleTimeout = 10 * time.Second
+	// DefaultPromoteAfter is the default Config.PromoteAfter: 50 ms is 10-50x a typical
+	// indexed query, and the longest a route unknown to be slow holds a fast token before
+	// mid-flight learning moves the route to the slow lane.
+	DefaultPromoteAfter = 50 * time.Millisecond
+	// DefaultDemoteBelow is the default Config.DemoteBelow: 10 ms, a factor 5 under
+	// PromoteAfter, so a route near a threshold does not flip at every sample.
+	DefaultDemoteBelow = 10 * time.Millisecond
+	// DefaultHalfLife is the default Config.HalfLife: without samples the estimate halves
+	// every minute, so a slow route that stopped being called is treated as unknown
+	// (fast) after a few minutes.
+	DefaultHalfLife = time.Minute
+	// DefaultMaxKeys is the default Config.MaxKeys: 10,000 routes (about 1 MB) is far more
+	// than any server's route table; a bound protects against keys built from raw paths.
+	DefaultMaxKeys = 10000
+	// sampleWeight is how far one sample moves the estimate (EWMA alpha).
+	sampleWeight = 0.25
+)
+
+// Config configures a Pool. The zero value gives the defaults.
+type Config struct {
+	// Tokens is the number of functions that may run at once (the pool's bound), fast and
+	// slow lanes together. Default DefaultTokens.
+	Tokens int
+
+	// SlowTokens is the slow lane's share of Tokens. Default Tokens/4 (at least 1): fast
+	// calls are most calls but hold a token briefly, slow ones hold it 100x longer, so a
+	// quarter of the pool carries the usual slow traffic while a slow flood can never take
+	// more than a quarter. Values >= Tokens are cut to Tokens-1.
+	SlowTokens int
+
+	// NoLanes turns the lanes off: every call uses one FIFO queue and all the tokens. The
+	// predictor still learns (Stats shows what it would choose).
+	NoLanes bool
+
+	// MaxWaiting bounds each lane's queue of calls waiting for a token; one more gets
+	// ErrQueueFull. Default DefaultMaxWaiting. Negative: no queue (a call that finds no
+	// token gets ErrQueueFull at once).
+	MaxWaiting int
+
+	// IdleTimeout is how long an idle worker goroutine waits for work before it exits.
+	// At most Tokens workers exist. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+
+	// PromoteAfter: a route whose estimated run time rises above it moves to the slow
+	// lane, and a call running longer than it moves its route at once (mid-flight).
+	// Default DefaultPromoteAfter.
+	PromoteAfter time.Duration
+
+	// DemoteBelow: a slow route whose estimate falls below it returns to the fast lane.
+	// Must be below PromoteAfter (hysteresis); default DefaultDemoteBelow, or
+	// PromoteAfter/5 if that is not below PromoteAfter.
+	DemoteBelow time.Duration
+
+	// HalfLife: the estimate of a route halves every HalfLife without samples, so an idle
+	// slow route drifts back to fast. Default DefaultHalfLife.
+	HalfLife time.Duration
+
+	// MaxKeys bounds the predictor's routes (least recently used are dropped).
+	// Default DefaultMaxKeys.
+	MaxKeys int
+
+	// SlowKeys are routes that always use the slow lane: exact keys ("GET /export"), or
+	// prefixes ending in '*' ("GET /reports/*").
+	SlowKeys []string
+}
+
+// Lane is a class of tokens: fast or slow.
+type Lane uint8
+
+const (
+	// LaneFast serves routes not known to be slow (unknown routes start here).
+	LaneFast Lane = iota
+	// LaneSlow serves routes predicted or configured to be slow.
+	LaneSlow
+	// NumLanes is the number of lanes (the length of Stats.Lanes).
+	NumLanes
+)
+
+// String returns "fast" or "slow". Any goroutine.
+func (l Lane) String() string {
+	switch l {
+	case LaneFast:
+		return "fast"
+	case LaneSlow:
+		return "slow"
+	}
+	return fmt.Sprintf("Lane(%d)", uint8(l))
+}
+
+// Pool runs blocking functions on at most Tokens reused goroutines. Create it with New and
+// stop it with Close. All methods are safe for concurrent use.
+type Pool struct {
+	// Immutable after New.
+	tokens      int
+	lanesOn     bool
+	maxWaiting  int
+	idleTimeout time.Duration
+	promote     time.Duration
+	now         func() time.Time                        // time.Now; tests substitute a fake clock
+	afterFunc   func(d time.Duration, f func()) stopper // time.AfterFunc; tests substitute
+
+	mu         sync.Mutex
+	closed     bool
+	doneClosed bool
+	lanes      [NumLanes]laneState
+	idle       []*worker // LIFO: the most recently idle worker is reused first
+	workers    int
+	running    callList
+	inflight   map[Caller]*call // Callers waiting in this pool (nested detection)
+	nested     uint64
+	pred       predictor
+	quit       chan struct{} // closed by Close: idle workers exit
+	done       chan struct{} // closed when closed and no worker is left
+}
+
+type laneState struct {
+	tokens, inUse int
+	q             callList // waiting for a token, FIFO
+	started       uint64
+	completed     uint64
+	rejected      uint64
+	cancelled     uint64
+	timedOut      uint64
+	panicked      uint64
+	migratedIn    uint64
+	wait, run     hist
+}
+
+// New returns a pool configured by cfg (zero fields take the defaults). Any goroutine.
+func New(cfg Config) *Pool {
+	p := &Pool{
+		tokens:      cfg.Tokens,
+		lanesOn:     !cfg.NoLanes,
+		maxWaiting:  cfg.MaxWaiting,
+		idleTimeout: cfg.IdleTimeout,
+		promote:     cfg.PromoteAfter,
+		now:         time.Now,
+		afterFunc:   realAfterFunc,
+		inflight:    make(map[Caller]*call),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	if p.tokens <= 0 {
+		p.tokens = DefaultTokens
+	}
+	if p.maxWaiting == 0 {
+		p.maxWaiting = DefaultMaxWaiting
+	} else if p.maxWaiting < 0 {
+		p.maxWaiting = 0
+	}
+	if p.idleTimeout <= 0 {
+		p.idleTimeout = DefaultIdleTimeout
+	}
+	if p.promote <= 0 {
+		p.promote = DefaultPromoteAfter
+	}
+	demote := cfg.DemoteBelow
+	if demote <= 0 {
+		demote = DefaultDemoteBelow
+	}
+	if demote >= p.promote {
+		demote = p.promote / 5
+	}
+	halfLife := cfg.HalfLife
+	if halfLife <= 0 {
+		halfLife = DefaultHalfLife
+	}
+	maxKeys := cfg.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	slow := cfg.SlowTokens
+	if p.tokens < 2 {
+		p.lanesOn = false // one token cannot be split
+	}
+	if p.lanesOn {
+		if slow <= 0 {
+			slow = max(1, p.tokens/4)
+		}
+		slow = min(slow, p.tokens-1)
+		p.lanes[LaneFast].tokens = p.tokens - slow
+		p.lanes[LaneSlow].tokens = slow
+	} else {
+		p.lanes[LaneFast].tokens = p.tokens
+	}
+	for i := range p.lanes {
+		p.lanes[i].wait.init()
+		p.lanes[i].run.init()
+	}
+	p.pred.init(maxKeys, p.promote, demote, halfLife, cfg.SlowKeys)
+	return p
+}
+
+// Close stops the pool: calls not started yet (new ones and queued ones) get ErrClosed,
+// and Close waits until every running function has returned and every worker goroutine
+// has exited, or until ctx is done. In the latter case it cancels the contexts of the
+// functions still running and returns ctx's error; their workers exit when they return.
+// Idempotent. Any goroutine except the loop: it blocks (call it from the server's
+// shutdown path).
+func (p *Pool) Close(ctx context.Context) error {
+	var rs resumes
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.quit)
+		for i := range p.lanes {
+			q := &p.lanes[i].q
+			for cl := q.head; cl != nil; {
+				next := cl.next
+				if !cl.detached {
+					q.remove(cl)
+					cl.state = stDone
+					cl.closedOut = true
+					rs.take(cl)
+				}
+				cl = next
+			}
+		}
+		p.maybeDoneLocked()
+	}
+	p.mu.Unlock()
+	rs.run()
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+	}
+	var cancels []context.CancelFunc
+	p.mu.Lock()
+	for cl := p.running.head; cl != nil; cl = cl.next {
+		cancels = append(cancels, cl.cancel)
+	}
+	p.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+	return ctx.Err()
+}
+
+// maybeDoneLocked closes done once the pool is closed and no worker is left.
+func (p *Pool) maybeDoneLocked() {
+	if p.closed && p.workers == 0 && !p.doneClosed {
+		p.doneClosed = true
+		close(p.done)
+	}
+}
+
+// callState is where a call is; guarded by Pool.mu.
+type callState uint8
+
+const (
+	stQueued  callState = iota // waiting for a token
+	stRunning                  // holds a token; its function runs on a worker
+	stDone                     // finished, or left the queue (cancelled, closed, timed out)
+)
+
+// job is the typed part of a call: it runs the function and keeps its result.
+type job interface{ exec(ctx context.Context) }
+
+// call is one offloaded function from admission to completion.
+type call struct {
+	p        *Pool
+	job      job
+	wctx     workCtx
+	cancel   context.CancelFunc
+	stopAF   func() bool // stops the per-call deadline watcher, if any
+	key      *keyEntry
+	keyStr   string
+	detached bool // no caller waits (CopySeq cleanup)
+
+	// Guarded by p.mu.
+	state      callState
+	lane       Lane
+	abandoned  bool // the caller left (cancelled, timed out); the result is dropped
+	timedOut   bool
+	closedOut  bool
+	skipped    bool    // dropped from the queue because its context was done
+	resume     func()  // resume of the caller's current park, nil if none registered
+	mid        stopper // mid-flight learning timer
+	enq, start time.Time
+	prev, next *call
+
+	// Written by the worker before it takes p.mu to finish the call; read by the caller
+	// after it saw stDone under p.mu.
+	perr error
+}
+
+// workCtx is the context an offloaded function receives: the caller's context (with a
+// cancel, and a deadline if the call has one) plus the pool marker.
+type workCtx struct {
+	context.Context
+	p *Pool
+}
+
+type markerKey struct{}
+
+// Value returns the pool for the marker key and defers to the parent otherwise.
+func (w *workCtx) Value(k any) any {
+	if k == (markerKey{}) {
+		return w.p
+	}
+	return w.Context.Value(k)
+}
+
+// InPool reports whether ctx is (or derives from) the context of an offloaded function,
+// that is whether code holding ctx runs in a pool worker and must not wait for a pool or
+// a gate. Any goroutine.
+func InPool(ctx context.Context) bool { return ctx.Value(markerKey{}) != nil }
+
+// callList is an intrusive FIFO of calls (a lane queue or the running list).
+type callList struct {
+	head, tail *call
+	n          int
+}
+
+func (l *callList) push(c *call) {
+	c.prev, c.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.n++
+}
+
+func (l *callList) remove(c *call) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next = nil, nil
+	l.n--
+}
+
+func (l *callList) pop() *call {
+	c := l.head
+	if c != nil {
+		l.remove(c)
+	}
+	return c
+}
+
+// resumes gathers resume functions to call once p.mu is released.
+type resumes struct {
+	small [4]func()
+	fs    []func()
+}
+
+// take moves cl's registered resume (if any) into rs.
+func (rs *resumes) take(cl *call) {
+	if r := cl.resume; r != nil {
+		cl.resume = nil
+		rs.add(r)
+	}
+}
+
+func (rs *resumes) add(r func()) {
+	if rs.fs == nil {
+		rs.fs = rs.small[:0]
+	}
+	rs.fs = append(rs.fs, r)
+}
+
+func (rs *resumes) run() {
+	for _, r := range rs.fs {
+		r()
+	}
+}
+
+// hashable reports whether c can be a map key (its dynamic type is comparable).
+func hashable(c Caller) bool { return reflect.TypeOf(c).Comparable() }
+
+// admit registers cl for caller c (nil for a detached call) and either starts it at once
+// or queues it. p.mu must be held. It returns the error that ends the call early.
+func (p *Pool) admitLocked(c Caller, cl *call, rs *resumes) error {
+	if p.closed {
+		return ErrClosed
+	}
+	now := p.now()
+	e := p.pred.get(cl.keyStr, now)
+	cl.key = e
+	e.calls++
+	slow := p.pred.slowLocked(p, e, now, rs)
+	lane := LaneFast
+	if slow && p.lanesOn {
+		lane = LaneSlow
+	}
+	cl.lane = lane
+	cl.enq = now
+	ls := &p.lanes[lane]
+	switch {
+	case ls.inUse < ls.tokens && ls.q.n == 0:
+		ls.inUse++
+		p.startLocked(cl, now, rs, nil)
+	case ls.q.n >= p.maxWaiting && !cl.detached:
+		ls.rejected++
+		return ErrQueueFull
+	default:
+		cl.state = stQueued
+		ls.q.push(cl)
+	}
+	if c != nil && hashable(c) {
+		p.inflight[c] = cl
+	}
+	return nil
+}
+
+// startLocked makes cl running (its token is already counted in inUse) and hands it to a
+// worker: w itself if w is not nil (the caller then runs it), else an idle or new worker.
+// The caller's WaitToken park, if registered, is resumed so that it parks again for the
+// result.
+func (p *Pool) startLocked(cl *call, now time.Time, rs *resumes, w *worker) {
+	ls := &p.lanes[cl.lane]
+	cl.state = stRunning
+	cl.start = now
+	ls.started++
+	ls.wait.record(now.Sub(cl.enq))
+	p.running.push(cl)
+	if e := cl.key; e != nil && !e.slow && !e.dead {
+		cl.mid = p.afterFunc(p.promote, cl.midFlight)
+	}
+	rs.take(cl)
+	if w == nil {
+		p.dispatchLocked(cl)
+	}
+}
+
+// dispatchLocked gives cl to an idle worker or starts a new one.
+func (p *Pool) dispatchLocked(cl *call) {
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		w.ch <- cl // buffered and empty while the worker is idle: never blocks
+		return
+	}
+	p.workers++
+	w := &worker{p: p, ch: make(chan *call, 1)}
+	go w.loop(cl)
+}
+
+// pumpLocked starts queued calls of lane l while it has free tokens.
+func (p *Pool) pumpLocked(l Lane, now time.Time, rs *resumes) {
+	ls := &p.lanes[l]
+	for ls.inUse < ls.tokens {
+		cl := p.popLocked(l, rs)
+		if cl == nil {
+			return
+		}
+		ls.inUse++
+		p.startLocked(cl, now, rs, nil)
+	}
+}
+
+// popLocked returns the first waiter of lane l whose context is not done yet. Waiters
+// whose caller went away meanwhile (not yet noticed by the caller) are dropped on the way
+// and their callers resumed: a token never goes to a function that would only return
+// its context's error.
+func (p *Pool) popLocked(l Lane, rs *resumes) *call {
+	ls := &p.lanes[l]
+	for {
+		cl := ls.q.pop()
+		if cl == nil || cl.detached || cl.wctx.Err() == nil {
+			return cl
+		}
+		cl.state = stDone
+		cl.skipped = true
+		if !cl.timedOut {
+			ls.cancelled++
+		}
+		rs.take(cl)
+	}
+}
+
+// abandonLocked is called when the caller of cl leaves before the result: a queued call
+// leaves its queue, a running one is marked so that its result is dropped (its token is
+// released only when the function returns).
+func (p *Pool) abandonLocked(cl *call) {
+	switch cl.state {
+	case stQueued:
+		p.lanes[cl.lane].q.remove(cl)
+		cl.state = stDone
+		if !cl.timedOut {
+			p.lanes[cl.lane].cancelled++
+		}
+	case stRunning:
+		if !cl.abandoned && !cl.timedOut {
+			p.lanes[cl.lane].cancelled++
+		}
+		cl.abandoned = true
+	}
+}
+
+// stopper is a timer that can be stopped (*time.Timer).
+type stopper interface{ Stop() bool }
+
+func realAfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+// midFlight runs on a timer goroutine PromoteAfter after cl started: if cl is still
+// running, its route is slow and moves to the slow lane now.
+func (cl *call) midFlight() {
+	p := cl.p
+	var rs resumes
+	p.mu.Lock()
+	if cl.state == stRunning && cl.mid != nil {
+		now := p.now()
+		p.pred.promoteLocked(p, cl.key, now, now.Sub(cl.start), &rs)
+	}
+	p.mu.Unlock()
+	rs.run()
+}
+
+// onDeadline runs (context.AfterFunc) when the call's context is done: if the call's own
+// deadline passed, the caller is resumed and its Do returns context.DeadlineExceeded at
+// once, as for a cancelled caller.
+func (cl *call) onDeadline() {
+	if !errors.Is(cl.wctx.Err(), context.DeadlineExceeded) {
+		return // the caller was cancelled: its park returns on its own
+	}
+	p := cl.p
+	var rs resumes
+	p.mu.Lock()
+	if cl.state != stDone && !cl.abandoned && !cl.timedOut {
+		cl.timedOut = true
+		p.lanes[cl.lane].timedOut++
+		rs.take(cl)
+	}
+	p.mu.Unlock()
+	rs.run()
+}
+
+// worker is one pool goroutine. It runs calls one after another; between calls it waits
+// idle for up to IdleTimeout.
+type worker struct {
+	p  *Pool
+	ch chan *call
+}
+
+func (w *worker) loop(cl *call) {
+	p := w.p
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	for cl != nil {
+		w.exec(cl)
+		next, stay := p.finish(cl, w, false)
+		if next != nil {
+			cl = next
+			continue
+		}
+		if !stay {
+			return
+		}
+		cl = w.idle(&idle)
+	}
+}
+
+// idle waits for the next call; it returns nil when the worker should exit.
+func (w *worker) idle(tp **time.Timer) *call {
+	p := w.p
+	if *tp == nil {
+		*tp = time.NewTimer(p.idleTimeout)
+	} else {
+		(*tp).Reset(p.idleTimeout)
+	}
+	select {
+	case cl := <-w.ch:
+		(*tp).Stop()
+		return cl
+	case <-(*tp).C:
+	case <-p.quit:
+	}
+	p.mu.Lock()
+	for i, x := range p.idle {
+		if x == w {
+			copy(p.idle[i:], p.idle[i+1:])
+			p.idle[len(p.idle)-1] = nil
+			p.idle = p.idle[:len(p.idle)-1]
+			p.workers--
+			p.maybeDoneLocked()
+			p.mu.Unlock()
+			return nil
+		}
+	}
+	p.mu.Unlock()
+	return <-w.ch // a dispatch took us off the idle list and sent a call
+}
+
+// exec runs cl's function, turning a panic into cl.perr. If the function calls
+// runtime.Goexit, exec finishes the call with errGoexit and the worker goroutine exits
+// (Goexit cannot be stopped); exec then never returns.
+func (w *worker) exec(cl *call) {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		if v := recover(); v != nil {
+			cl.perr = &PanicError{Value: v, Stack: debug.Stack()}
+			return
+		}
+		cl.perr = errGoexit
+		w.p.finish(cl, w, true)
+	}()
+	cl.job.exec(&cl.wctx)
+	normal = true
+}
+
+// finish records cl's completion, releases its token (handing it to the lane's next
+// waiter, which w then runs, unless exiting) and resumes cl's caller. It reports the next
+// call for w, or whether w should stay (idle) rather than exit.
+func (p *Pool) finish(cl *call, w *worker, exiting bool) (next *call, stay bool) {
+	var rs resumes
+	p.mu.Lock()
+	now := p.now()
+	ls := &p.lanes[cl.lane]
+	d := now.Sub(cl.start)
+	ls.run.record(d)
+	ls.completed++
+	if cl.perr != nil {
+		ls.panicked++
+	}
+	if cl.mid != nil {
+		cl.mid.Stop()
+		cl.mid = nil
+	}
+	p.running.remove(cl)
+	cl.state = stDone
+	rs.take(cl)
+	// A function cut short by cancellation ran at least d: a lower bound, used only if it
+	// raises the estimate.
+	censored := cl.abandoned || cl.wctx.Err() != nil
+	p.pred.observeLocked(p, cl.key, now, d, censored, &rs)
+	if h := p.popLocked(cl.lane, &rs); h != nil {
+		if exiting {
+			p.startLocked(h, now, &rs, nil)
+		} else {
+			p.startLocked(h, now, &rs, w)
+			next = h
+		}
+	} else {
+		ls.inUse--
+	}
+	switch {
+	case next != nil:
+	case exiting || p.closed:
+		p.workers--
+		p.maybeDoneLocked()
+	default:
+		p.idle = append(p.idle, w)
+		stay = true
+	}
+	p.mu.Unlock()
+	if cl.stopAF != nil {
+		cl.stopAF()
+	}
+	cl.cancel()
+	rs.run()
+	return next, stay
+}
+
+// begin prepares and admits a call of fn for caller c: nested detection, the function's
+// context, admission. On error the call is over.
+func (p *Pool) begin(c Caller, cl *call, o options) error {
+	parent := c.Context()
+	if InPool(parent) {
+		p.mu.Lock()
+		p.nested++
+		p.mu.Unlock()
+		return ErrNested
+	}
+	if parent.Err() != nil {
+		return context.Cause(parent)
+	}
+	cl.p = p
+	cl.keyStr = c.OffloadKey()
+	var ctx context.Context
+	if o.timeout > 0 {
+		ctx, cl.cancel = context.WithTimeout(parent, o.timeout)
+	} else {
+		ctx, cl.cancel = context.WithCancel(parent)
+	}
+	cl.wctx = workCtx{Context: ctx, p: p}
+	if o.timeout > 0 {
+		// Registered before admission: finish reads stopAF once the call is admitted.
+		cl.stopAF = context.AfterFunc(ctx, cl.onDeadline)
+	}
+	var rs resumes
+	p.mu.Lock()
+	if hashable(c) {
+		if _, dup := p.inflight[c]; dup {
+			p.nested++
+			p.mu.Unlock()
+			cl.cancel()
+			return ErrNested
+		}
+	}
+	err := p.admitLocked(c, cl, &rs)
+	p.mu.Unlock()
+	rs.run()
+	if err != nil {
+		cl.cancel()
+		return err
+	}
+	return nil
+}
+
+// wait parks c until cl is done, or returns early when c is cancelled, the call's own
+// deadline passes or the pool closes. It unregisters c from the in-flight set.
+func (p *Pool) wait(c Caller, cl *call) error {
+	for {
+		p.mu.Lock()
+		cl.resume = nil
+		if err, over := p.overLocked(c, cl); over {
+			p.mu.Unlock()
+			if err != nil && cl.state != stRunning {
+				cl.cancel() // never ran, or left the queue
+			}
+			return err
+		}
+		why := WaitResult
+		if cl.state == stQueued {
+			why = WaitToken
+		}
+		p.mu.Unlock()
+
+		resume, park := c.Suspend(why)
+
+		p.mu.Lock()
+		immediate := cl.state == stDone || cl.timedOut || cl.closedOut || cl.skipped ||
+			(why == WaitToken) != (cl.state == stQueued)
+		if !immediate {
+			cl.resume = resume
+		}
+		p.mu.Unlock()
+		if immediate {
+			resume() // the state moved on meanwhile: make this park return at once
+		}
+		if err := park(); err != nil {
+			p.mu.Lock()
+			cl.resume = nil
+			if cl.state == stDone && !cl.closedOut && !cl.timedOut && !cl.skipped {
+				p.unregisterLocked(c, cl)
+				p.mu.Unlock()
+				return nil // the result arrived anyway
+			}
+			p.abandonLocked(cl)
+			p.unregisterLocked(c, cl)
+			p.mu.Unlock()
+			cl.cancel()
+			return err
+		}
+	}
+}
+
+// overLocked reports whether the call is over for its caller and with what error.
+func (p *Pool) overLocked(c Caller, cl *call) (error, bool) {
+	switch {
+	case cl.closedOut:
+		p.unregisterLocked(c, cl)
+		return ErrClosed, true
+	case cl.skipped:
+		p.unregisterLocked(c, cl)
+		return context.Cause(&cl.wctx), true
+	case cl.timedOut:
+		p.abandonLocked(cl)
+		p.unregisterLocked(c, cl)
+		return context.DeadlineExceeded, true
+	case cl.state == stDone:
+		p.unregisterLocked(c, cl)
+		return nil, true
+	}
+	return nil, false
+}
+
+// waiting reports whether c is waiting in the pool right now (p may be nil).
+func (p *Pool) waiting(c Caller) bool {
+	if p == nil || !hashable(c) {
+		return false
+	}
+	p.mu.Lock()
+	_, ok := p.inflight[c]
+	p.mu.Unlock()
+	return ok
+}
+
+func (p *Pool) unregisterLocked(c Caller, cl *call) {
+	if c != nil && hashable(c) && p.inflight[c] == cl {
+		delete(p.inflight, c)
+	}
+}
+
+// detach runs fn in the pool with no caller waiting for it (CopySeq's cleanup). It is
+// admitted to the lane of key past the queue bound; on a closed pool it runs on a plain
+// goroutine.
+func (p *Pool) detach(key string, fn func()) {
+	cl := &call{p: p, job: detachedJob(fn), keyStr: key, detached: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	cl.cancel = cancel
+	cl.wctx = workCtx{Context: ctx, p: p}
+	var rs resumes
+	p.mu.Lock()
+	err := p.admitLocked(nil, cl, &rs)
+	p.mu.Unlock()
+	rs.run()
+	if err != nil {
+		cancel()
+		go fn()
+	}
+}
+
+type detachedJob func()
+
+func (f detachedJob) exec(context.Context) { f() }
