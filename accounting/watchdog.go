@@ -280,8 +280,8 @@ type Current struct {
 // that stays valid and unchanged, such as Route.KeyRef; nil for none). It returns at once
 // when id is already published. Any goroutine.
 func (c *Current) Set(id, goid uint64, route *string) {
-	if c.id.Load() == id && c.seq.Load()&1 == 0 {
-		return
+	if c.id.Load() == id && c.goid.Load() == goid && c.seq.Load()&1 == 0 {
+		return // the same task resumed: nothing changed
 	}
 	var s uint64
 	for {

@@ -20,9 +20,11 @@ import (
 func BenchmarkPlaintext(b *testing.B) {
 	for _, lock := range []bool{false, true} {
 		for _, depth := range []int{1, 16} {
-			b.Run(fmt.Sprintf("lock=%v/conns=16/depth=%d", lock, depth), func(b *testing.B) {
-				benchPlaintext(b, Config{LockOSThread: lock}, 16, depth)
-			})
+			for _, acct := range []bool{true, false} {
+				b.Run(fmt.Sprintf("lock=%v/conns=16/depth=%d/accounting=%v", lock, depth, acct), func(b *testing.B) {
+					benchPlaintext(b, Config{LockOSThread: lock, NoAccounting: !acct}, 16, depth)
+				})
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/offload"
 )
 
 // Defaults used where a Config field is zero.
@@ -30,6 +31,11 @@ const (
 	// keeps reading (and discarding) client bytes after its last response, so that the
 	// kernel does not answer unread bytes with a reset that could destroy that response.
 	DefaultLingerTimeout = 2 * time.Second
+
+	// DefaultStallThreshold reports a task that holds the loop for 100 ms: every other
+	// request waits that long behind it, far beyond any latency budget of an interactive
+	// game backend, yet rare enough that logging each one (rate-limited) is affordable.
+	DefaultStallThreshold = 100 * time.Millisecond
 
 	// DefaultWriteStallTimeout drops a client that has read nothing of its pending output
 	// for this long: 30 s outlasts any network hiccup a live client survives.
@@ -120,6 +126,30 @@ type Config struct {
 	// warning when the hard limit is below 10,000.
 	KeepFileLimit bool
 
+	// Offload configures the pool that runs blocking work off the loop (offload.Do with a
+	// Ctx): tokens, lanes, predictor. Its zero value gives the offload package's defaults.
+	Offload offload.Config
+
+	// NoAccounting turns per-task, per-route and loop accounting off: no clock reads at
+	// task switches, no histograms, no stall detector, no stats endpoints. Default false:
+	// accounting is on (its cost is measured by BenchmarkPlaintext/accounting=off).
+	NoAccounting bool
+
+	// StallThreshold is how long one task slice may hold the loop before the stall
+	// detector logs it (task id, route, time so far and the task's stack) and counts it.
+	// Zero means DefaultStallThreshold; negative turns the detector off.
+	StallThreshold time.Duration
+
+	// ServerTiming adds a Server-Timing header to every response with the request's
+	// on-loop, queue and parked time so far (milliseconds). Default false.
+	ServerTiming bool
+
+	// CPUClock reads the loop thread's CPU clock at every slice start and end so tasks
+	// report CPU time beside on-loop wall time. It needs LockOSThread (otherwise the
+	// thread changes under the loop) and costs about 0.5 us per slice, which is why it is
+	// off by default.
+	CPUClock bool
+
 	// Logger receives the server's logs (handler panics, timeouts, gnet errors).
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -138,6 +168,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LingerTimeout == 0 {
 		c.LingerTimeout = DefaultLingerTimeout
+	}
+	if c.StallThreshold == 0 {
+		c.StallThreshold = DefaultStallThreshold
 	}
 	if c.WriteStallTimeout == 0 {
 		c.WriteStallTimeout = DefaultWriteStallTimeout
@@ -171,6 +204,8 @@ func (c Config) Validate() error {
 		{"HandlerTimeout", int64(c.HandlerTimeout)},
 		{"MaxOutputBytes", int64(c.MaxOutputBytes)},
 		{"MaxBufferedInput", int64(c.MaxBufferedInput)},
+		{"Offload.Tokens", int64(c.Offload.Tokens)},
+		{"Offload.SlowTokens", int64(c.Offload.SlowTokens)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("loop: Config.%s must not be negative, got %d", f.name, f.v)

@@ -90,7 +90,9 @@ type Ctx struct {
 	counted    bool // holds an admission slot
 	deadline   *scheduler.Timer
 	deadlineFn func()
-	flushCh    chan int // multi-thread Stream.Flush replies
+	flushCh    chan int      // multi-thread Stream.Flush replies
+	cpu        time.Duration // loop-thread CPU over its slices (Config.CPUClock)
+	cpuStart   time.Duration
 }
 
 func (s *Server) acquireCtx(cs *conn) *Ctx {
@@ -123,6 +125,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.head.Store(headNone)
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
+	c.cpu, c.cpuStart = 0, 0
 	if len(s.ctxFree) < ctxPoolMax && !s.cfg.MultiThread {
 		s.ctxFree = append(s.ctxFree, c)
 	}
@@ -326,6 +329,9 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 	c.status = status
 	if contentType != "" && !c.hasHeader("Content-Type") {
 		c.addHeader("Content-Type", contentType)
+	}
+	if c.srv.cfg.ServerTiming && c.route != nil {
+		c.appendServerTiming()
 	}
 	bodyByClose := contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304
 	c.closeConn = !c.req.KeepAlive || c.mustClose || c.srv.drainingFlag.Load() || bodyByClose

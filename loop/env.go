@@ -25,6 +25,10 @@ const (
 	EnvMaxHeaderBytes     = "MAX_HEADER_BYTES"    // Config.Limits.MaxHeaderBytes, integer > 0
 	EnvMaxOutputBytes     = "MAX_OUTPUT_BYTES"    // Config.MaxOutputBytes, integer > 0
 	EnvMaxBufferedInput   = "MAX_BUFFERED_INPUT"  // Config.MaxBufferedInput, integer > 0
+	EnvOffloadTokens      = "OFFLOAD_TOKENS"      // Config.Offload.Tokens, integer > 0
+	EnvOffloadSlowTokens  = "OFFLOAD_SLOW_TOKENS" // Config.Offload.SlowTokens, integer > 0
+	EnvOffloadLanes       = "OFFLOAD_LANES"       // !Config.Offload.NoLanes, boolean
+	EnvStallThreshold     = "STALL_THRESHOLD"     // Config.StallThreshold, duration; negative: off
 )
 
 // envPrefix and envDefaultPrefix name the two layers.
@@ -61,6 +65,13 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 	e.int(EnvMaxHeaderBytes, 1, &cfg.Limits.MaxHeaderBytes)
 	e.int(EnvMaxOutputBytes, 1, &cfg.MaxOutputBytes)
 	e.int(EnvMaxBufferedInput, 1, &cfg.MaxBufferedInput)
+	e.int(EnvOffloadTokens, 1, &cfg.Offload.Tokens)
+	e.int(EnvOffloadSlowTokens, 1, &cfg.Offload.SlowTokens)
+	var lanes bool
+	if e.bool(EnvOffloadLanes, &lanes) {
+		cfg.Offload.NoLanes = !lanes
+	}
+	e.duration(EnvStallThreshold, true, &cfg.StallThreshold)
 	if e.err != nil {
 		return cfg, e.err
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/scheduler"
@@ -16,6 +17,7 @@ type route struct {
 	h       HandlerFunc
 	pattern string
 	exempt  bool // not subject to admission control (RequestConcurrency)
+	acct    *accounting.Route
 }
 
 // RouteOption changes how a route registered with Handle is served.
@@ -76,6 +78,10 @@ func (s *Server) dispatch(cs *conn, c *Ctx) {
 // start runs c's handler: as a task on the loop, or in a goroutine in multi-thread mode.
 func (s *Server) start(c *Ctx) {
 	s.inflight++
+	if c.route.acct != nil {
+		c.route.acct.Start()
+		s.acct.loop.TaskStarted()
+	}
 	if c.queuedAt != 0 {
 		c.queueWait = time.Duration(s.nanotime() - c.queuedAt)
 	}
@@ -96,6 +102,7 @@ func (s *Server) start(c *Ctx) {
 // runTask is the body of every request task in single-thread mode.
 func (s *Server) runTask(t *scheduler.Task) {
 	c := t.Arg().(*Ctx)
+	s.publishGoid(t, &c.route.pattern)
 	c.route.h(c)
 	s.finishRequest(c)
 }
@@ -159,6 +166,7 @@ func (s *Server) finishRequest(c *Ctx) {
 		cs.closeAfter = true
 	}
 	cs.ctx = nil
+	s.recordFinish(c)
 	s.inflight--
 	s.completions++
 	if c.counted {
@@ -194,8 +202,11 @@ func (s *Server) inlineResponse(cs *conn, c *Ctx, status int, hname, hvalue stri
 // task and, if the handler wrote nothing yet, answers 503 for it.
 func (s *Server) handlerDeadline(c *Ctx) {
 	c.deadline = nil
+	// Claim the response before cancelling: a multi-thread handler woken by the
+	// cancellation must find its writes already refused.
+	claimed := c.head.CompareAndSwap(headNone, headServer)
 	c.Task.cancel(context.DeadlineExceeded)
-	if !c.head.CompareAndSwap(headNone, headServer) {
+	if !claimed {
 		return
 	}
 	s.log.Warn("loop: handler deadline passed", "route", c.pattern, "timeout", s.cfg.HandlerTimeout)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
+	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/scheduler"
 )
 
@@ -71,6 +74,8 @@ type Server struct {
 	sweepEvery             time.Duration
 	control                gnet.Conn
 	drained                DrainReport
+	acct                   acct
+	scratch                accounting.TaskSample
 
 	runTaskFn    func(*scheduler.Task)
 	housekeepFn  func()
@@ -81,6 +86,9 @@ type Server struct {
 	drainingFlag atomic.Bool            // draining, readable by multi-thread handlers
 	dateBytes    atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
 	mtWG         sync.WaitGroup         // multi-thread handler goroutines
+	pool         *offload.Pool
+	gatesMu      sync.Mutex
+	gates        []*offload.Gate // guarded by gatesMu
 	state        atomic.Int32
 	addr         atomic.Pointer[net.TCPAddr]
 	ready        chan struct{} // closed when the loop is reachable
@@ -125,9 +133,14 @@ func New(cfg Config) *Server {
 	s.pumpFn = func() {}
 	s.sweepEvery = sweepInterval(cfg)
 	s.sched = scheduler.New(scheduler.Config{
-		Post:    s.postInternal,
-		OnPanic: s.onTaskPanic,
+		Post:         s.postInternal,
+		OnPanic:      s.onTaskPanic,
+		Hooks:        s.schedHooks(),
+		NoAccounting: cfg.NoAccounting,
 	})
+	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
+	s.pool = offload.New(cfg.Offload)
+	s.initAccounting()
 	s.date.Update(time.Now())
 	s.publishDate()
 	return s
@@ -165,9 +178,12 @@ func (s *Server) Handle(pattern string, h HandlerFunc, opts ...RouteOption) {
 	if s.state.Load() != stateNew {
 		panic("loop: Handle called after ListenAndServe")
 	}
-	r := &route{h: h, pattern: pattern}
+	r := &route{h: h, pattern: strings.Join(strings.Fields(pattern), " ")}
 	for _, o := range opts {
 		o(r)
+	}
+	if s.acct.on {
+		r.acct = s.acct.routes.Route(r.pattern)
 	}
 	if err := s.router.Add(pattern, r); err != nil {
 		panic(fmt.Sprintf("loop: Handle(%q): %v", pattern, err))
@@ -223,10 +239,14 @@ func (s *Server) spawnBackground(fn func(t *Task)) {
 		return
 	}
 	bt := &Task{srv: s}
-	bt.t = s.sched.Go(func(*scheduler.Task) {
+	bt.t = s.sched.Go(func(t *scheduler.Task) {
 		defer bt.release()
+		s.publishGoid(t, &s.acct.bgKey)
 		fn(bt)
 	})
+	if s.acct.on {
+		s.acct.loop.TaskStarted()
+	}
 	bt.t.SetLabel("go")
 }
 
@@ -270,6 +290,10 @@ func (s *Server) ListenAndServe() error {
 	s.door.close()
 	s.cancel()
 	s.mtWG.Wait() // multi-thread handlers still running see their context cancelled
+	if w := s.acct.watchdog; w != nil {
+		w.Stop()
+	}
+	s.closePool()
 	if fd := s.ctlPeer.Swap(-1); fd >= 0 {
 		_ = unix.Close(int(fd))
 	}
@@ -294,6 +318,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	switch s.state.Load() {
 	case stateNew:
 		s.state.Store(stateStopped)
+		s.closePool()
 		return nil
 	case stateStopped:
 		<-s.done
@@ -339,6 +364,8 @@ func (s *Server) nanotime() int64 { return int64(time.Since(s.epoch)) }
 
 // runDoor runs on the loop for each batch of posted functions.
 func (s *Server) runDoor(context.Context) error {
+	s.busyStart()
+	defer s.busyEnd()
 	batch := s.door.take()
 	for _, fn := range batch {
 		s.safely(fn)
@@ -370,6 +397,10 @@ func (s *Server) safely(fn func()) {
 // callback and door batch. Tasks made ready while it runs wait for the next turn, so the
 // loop polls I/O between batches.
 func (s *Server) pump() {
+	if s.acct.on {
+		_, ready := s.sched.Len()
+		s.acct.loop.ReadyDepth(ready)
+	}
 	more := s.sched.Run()
 	s.flushDirty()
 	if more {
@@ -546,6 +577,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.control = gc
 		s.state.CompareAndSwap(stateStarting, stateServing)
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
+		s.startWatchdog()
 		close(s.ready)
 		s.door.open(gc.EventLoop())
 		return nil, gnet.None
@@ -567,6 +599,8 @@ func (e *events) OnClose(gc gnet.Conn, _ error) gnet.Action {
 
 func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	s := (*Server)(e)
+	s.busyStart()
+	defer s.busyEnd()
 	cs, ok := gc.Context().(*conn)
 	if !ok { // the control connection: a pump was requested
 		_, _ = gc.Discard(-1)

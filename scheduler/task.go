@@ -141,6 +141,10 @@ func (t *Task) Arg() any { return t.arg }
 // State returns the task's state. Loop-confined.
 func (t *Task) State() State { return t.state }
 
+// Reason returns why the task is parked; meaningful only while State is Parked.
+// Loop-confined.
+func (t *Task) Reason() Reason { return t.reason }
+
 // Err returns the error of the first Cancel, or nil if the task was not cancelled.
 // Loop-confined.
 func (t *Task) Err() error { return t.err }

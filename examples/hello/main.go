@@ -11,8 +11,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"

@@ -1,0 +1,485 @@
+package loop
+
+import (
+	"bytes"
+	"net/http"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/scheduler"
+)
+
+// finishedRingSize is how many recently finished tasks the tasks endpoint keeps: enough to
+// find a short request that was slow a moment ago, small enough to render at once.
+const finishedRingSize = 256
+
+// maxStackTasks bounds how many live tasks get a stack with ?stacks=1 (the slowest first):
+// each stack is a few KiB of text.
+const maxStackTasks = 100
+
+// acct holds the server's accounting recorders. Loop-confined except current and watchdog,
+// which are safe for concurrent use.
+type acct struct {
+	on       bool
+	routes   *accounting.Routes
+	loop     *accounting.Loop
+	ring     *accounting.Ring
+	current  accounting.Current
+	watchdog *accounting.Watchdog
+	busyFrom int64 // start of the current busy interval (loop nanotime), 0 when idle
+	cpuClock bool  // read the thread CPU clock per slice
+	bgKey    string
+	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
+	// the slice start; the task publishes it once running (publishGoid).
+	goidPending bool
+}
+
+// publishGoid completes the Current slot for a task whose coroutine was new at its slice
+// start, so the stall detector can find its stack. Called first thing inside tasks.
+func (s *Server) publishGoid(t *scheduler.Task, key *string) {
+	if s.acct.goidPending {
+		s.acct.goidPending = false
+		s.acct.current.Set(t.ID(), t.Goroutine(), key)
+	}
+}
+
+func (s *Server) initAccounting() {
+	a := &s.acct
+	a.on = !s.cfg.NoAccounting
+	a.bgKey = "background"
+	if !a.on {
+		return
+	}
+	cfg := accounting.Config{Epoch: s.epoch}
+	a.routes = accounting.NewRoutes(cfg)
+	a.loop = accounting.NewLoop(cfg, time.Now())
+	a.ring = accounting.NewRing(finishedRingSize)
+	a.cpuClock = s.cfg.CPUClock && s.cfg.LockOSThread && accounting.ThreadCPUSupported
+}
+
+// schedHooks returns the scheduler hooks that feed accounting at every switch.
+func (s *Server) schedHooks() scheduler.Hooks {
+	if s.cfg.NoAccounting {
+		return scheduler.Hooks{}
+	}
+	return scheduler.Hooks{OnRun: s.onSliceStart, OnStop: s.onSliceStop}
+}
+
+func (s *Server) onSliceStart(t *scheduler.Task) {
+	key := &s.acct.bgKey
+	c, _ := t.Arg().(*Ctx)
+	if c != nil && c.route != nil {
+		key = &c.route.pattern
+	}
+	goid := t.Goroutine()
+	s.acct.current.Set(t.ID(), goid, key)
+	s.acct.goidPending = goid == 0 // a new coroutine learns its id in its first slice
+	if c != nil && s.acct.cpuClock {
+		c.cpuStart = accounting.ThreadCPU()
+	}
+}
+
+func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.Reason) {
+	wait, run := t.LastSlice()
+	s.acct.loop.Slice(wait, run)
+	if s.acct.cpuClock {
+		if c, _ := t.Arg().(*Ctx); c != nil {
+			c.cpu += accounting.ThreadCPU() - c.cpuStart
+		}
+	}
+}
+
+// busyStart and busyEnd bracket a gnet callback or door batch: the loop is busy in
+// between and idle (in epoll) outside.
+func (s *Server) busyStart() {
+	if s.acct.on && s.acct.busyFrom == 0 {
+		s.acct.busyFrom = s.nanotime()
+	}
+}
+
+func (s *Server) busyEnd() {
+	if s.acct.on && s.acct.busyFrom != 0 {
+		s.acct.loop.Busy(s.acct.busyFrom, s.nanotime())
+		s.acct.busyFrom = 0
+	}
+}
+
+// sample fills a TaskSample for request c. Call it from c's task, or on the loop for a
+// parked or queued request.
+func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
+	var st scheduler.Stats
+	switch {
+	case c.Task.t != nil:
+		st = c.Task.t.Stats()
+		dst.Goroutine = c.Task.t.Goroutine()
+		if dst.State == "" {
+			dst.State = stateName(c.Task.t.State())
+			if c.Task.t.State() == scheduler.Parked {
+				dst.ParkReason = reasonName(c.Task.t.Reason())
+			}
+		}
+	case c.Task.g != nil:
+		st = c.Task.g.snapshot()
+		if dst.State == "" {
+			dst.State = "running"
+		}
+	default:
+		dst.State = "queued"
+	}
+	dst.ID = c.Task.idOrZero()
+	dst.Kind = accounting.KindRequest
+	dst.Route = c.pattern
+	dst.Method = c.Method()
+	if dst.State != "done" { // finished tasks keep no path: it would cost an allocation per request
+		dst.Path = string(c.req.Path)
+	}
+	dst.Rounds, dst.OnLoop, dst.MaxSlice = st.Rounds, st.OnLoop, st.MaxSlice
+	dst.SlowSlices, dst.SlowTime = st.SlowSlices, st.SlowTime
+	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay+c.queueWait, st.FirstRunDelay+c.queueWait
+	for r := range st.Parked {
+		if r < accounting.NumParkReasons {
+			dst.Parked[r] = st.Parked[r]
+		}
+	}
+	dst.Parked[accounting.ParkQueue] += c.queueWait
+	dst.CPU, dst.CPUMeasured = c.cpu, s.acct.cpuClock
+	dst.Age = time.Duration(now - c.acceptedAt)
+	dst.Status = c.status
+}
+
+// reasonName maps a scheduler park reason to its accounting name (the two lists are in
+// the same order).
+func reasonName(r scheduler.Reason) string {
+	if int(r) < len(accounting.ParkReasonNames) {
+		return accounting.ParkReasonNames[r]
+	}
+	return r.String()
+}
+
+func stateName(st scheduler.State) string {
+	switch st {
+	case scheduler.Ready:
+		return "ready"
+	case scheduler.Running:
+		return "running"
+	case scheduler.Parked:
+		return "parked"
+	default:
+		return "done"
+	}
+}
+
+// idOrZero is the task id, or 0 for a request not started yet.
+func (t *Task) idOrZero() uint64 {
+	if t.t == nil && t.g == nil {
+		return 0
+	}
+	return t.ID()
+}
+
+// recordFinish feeds a finished request into its route's histograms and the ring.
+// Loop-confined.
+func (s *Server) recordFinish(c *Ctx) {
+	if !s.acct.on || c.route == nil {
+		return
+	}
+	now := s.nanotime()
+	smp := &s.scratch
+	*smp = accounting.TaskSample{State: "done"}
+	s.sample(c, smp, now)
+	c.route.acct.FinishAt(smp, now)
+	s.acct.ring.Add(smp)
+	s.acct.loop.TaskFinished()
+}
+
+// Sample returns the request's figures so far, as the stats endpoints show them: rounds,
+// on-loop time, queue delay (admission queue included), parked time by reason, CPU when
+// measured, and age. Call it from the handler.
+func (c *Ctx) Sample() accounting.TaskSample {
+	var smp accounting.TaskSample
+	c.srv.sample(c, &smp, int64(time.Since(c.srv.epoch)))
+	return smp
+}
+
+// appendServerTiming adds the Server-Timing header for c's figures so far.
+func (c *Ctx) appendServerTiming() {
+	var smp accounting.TaskSample
+	c.srv.sample(c, &smp, int64(time.Since(c.srv.epoch)))
+	start := len(c.hdrArena)
+	c.hdrArena = append(c.hdrArena, "Server-Timing"...)
+	mid := len(c.hdrArena)
+	c.hdrArena = accounting.AppendServerTiming(c.hdrArena, &smp)
+	c.hdrs = append(c.hdrs, httpcodec.Header{Name: c.hdrArena[start:mid:mid], Value: c.hdrArena[mid:len(c.hdrArena):len(c.hdrArena)]})
+}
+
+// snapshotTasks collects live and recently finished tasks. Loop only.
+func (s *Server) snapshotTasks() accounting.TasksSnapshot {
+	now := s.nanotime()
+	var snap accounting.TasksSnapshot
+	for t := range s.sched.Tasks() {
+		var smp accounting.TaskSample
+		if c, ok := t.Arg().(*Ctx); ok {
+			s.sample(c, &smp, now)
+		} else {
+			st := t.Stats()
+			smp = accounting.TaskSample{
+				ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: stateName(t.State()),
+				Goroutine: t.Goroutine(), Rounds: st.Rounds, OnLoop: st.OnLoop, MaxSlice: st.MaxSlice,
+				SlowSlices: st.SlowSlices, SlowTime: st.SlowTime, QueueDelay: st.QueueDelay,
+				FirstRunDelay: st.FirstRunDelay, Age: time.Since(st.Spawned),
+			}
+			for r := range st.Parked {
+				if r < accounting.NumParkReasons {
+					smp.Parked[r] = st.Parked[r]
+				}
+			}
+			if t.State() == scheduler.Parked {
+				smp.ParkReason = reasonName(t.Reason())
+			}
+		}
+		snap.Live = append(snap.Live, smp)
+	}
+	for _, c := range s.queue {
+		var smp accounting.TaskSample
+		s.sample(c, &smp, now)
+		snap.Live = append(snap.Live, smp)
+	}
+	for _, cs := range s.conns { // multi-thread handlers are not scheduler tasks
+		if c := cs.ctx; c != nil && c.Task.g != nil {
+			var smp accounting.TaskSample
+			s.sample(c, &smp, now)
+			snap.Live = append(snap.Live, smp)
+		}
+	}
+	accounting.SortTasks(snap.Live)
+	if s.acct.ring != nil {
+		snap.Finished = s.acct.ring.Snapshot()
+		snap.FinishedTotal = s.acct.ring.Total()
+	}
+	return snap
+}
+
+// snapshotLoop returns the loop's health figures. Loop only.
+func (s *Server) snapshotLoop() accounting.LoopSnapshot {
+	return s.acct.loop.Snapshot(time.Now())
+}
+
+// statsKinds are the stats pages under the mount prefix.
+var statsKinds = []string{"tasks", "routes", "loop", "offload"}
+
+// HandleStats mounts the stats endpoints on this server under prefix (e.g. "/debug/baton"):
+// GET prefix/tasks (live tasks, slowest first, and recently finished ones; ?stacks=1 adds
+// each live task's goroutine stack), prefix/routes and prefix/loop, as JSON, or as a
+// plain-text top-style view with ?format=text; and prefix/offload (the offload pool's
+// lanes, predictor and the gates made with NewGate, JSON only). The routes are Exempt from admission
+// control. Figures are snapshotted on the loop and rendered off it. Call it before
+// ListenAndServe. It panics if accounting is off (Config.NoAccounting).
+func (s *Server) HandleStats(prefix string) {
+	if s.cfg.NoAccounting {
+		panic("loop: HandleStats with Config.NoAccounting")
+	}
+	for _, kind := range statsKinds {
+		kind := kind
+		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
+	}
+}
+
+// serveStats snapshots on the loop, renders off it and answers.
+func (s *Server) serveStats(c *Ctx, kind string) {
+	text := c.Query("format") == "text"
+	stacks := c.Query("stacks") == "1"
+	var snap any
+	s.onLoop(c, func() { snap = s.takeSnapshot(kind) })
+	var out []byte
+	var err error
+	s.offLoop(c, func() { out, err = s.renderStats(kind, snap, text, stacks) })
+	switch {
+	case err != nil:
+		c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
+	case text && kind != "offload":
+		c.Bytes(200, "text/plain; charset=utf-8", out)
+	default:
+		c.Bytes(200, "application/json", out)
+	}
+}
+
+func (s *Server) takeSnapshot(kind string) any {
+	switch kind {
+	case "tasks":
+		return s.snapshotTasks()
+	case "routes":
+		return s.acct.routes.Snapshot(time.Now())
+	case "offload":
+		return nil // read off the loop: the pool is safe for concurrent use
+	default:
+		return s.snapshotLoop()
+	}
+}
+
+// renderStats renders a snapshot. Any goroutine.
+func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, error) {
+	if kind == "offload" {
+		return renderOffload(s.snapshotOffload())
+	}
+	var buf bytes.Buffer
+	var err error
+	switch kind {
+	case "tasks":
+		ts := snap.(accounting.TasksSnapshot)
+		if stacks {
+			addStacks(ts.Live)
+		}
+		if text {
+			err = accounting.WriteTasksText(&buf, ts)
+		} else {
+			err = accounting.WriteTasksJSON(&buf, ts)
+		}
+	case "routes":
+		rs := snap.([]accounting.RouteSnapshot)
+		if text {
+			err = accounting.WriteRoutesText(&buf, rs)
+		} else {
+			err = accounting.WriteRoutesJSON(&buf, rs)
+		}
+	default:
+		ls := snap.(accounting.LoopSnapshot)
+		if text {
+			err = accounting.WriteLoopText(&buf, ls)
+		} else {
+			err = accounting.WriteLoopJSON(&buf, ls)
+		}
+	}
+	return buf.Bytes(), err
+}
+
+// addStacks fills the goroutine stacks of the first maxStackTasks tasks from one dump of
+// all goroutines.
+func addStacks(ts []accounting.TaskSample) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	byID := map[uint64]string{}
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		rest, ok := bytes.CutPrefix(g, []byte("goroutine "))
+		if !ok {
+			continue
+		}
+		idb, _, _ := bytes.Cut(rest, []byte(" "))
+		if id, err := strconv.ParseUint(string(idb), 10, 64); err == nil {
+			byID[id] = string(g)
+		}
+	}
+	for i := range ts {
+		if i >= maxStackTasks {
+			break
+		}
+		if ts[i].Goroutine != 0 {
+			ts[i].Stack = byID[ts[i].Goroutine]
+		}
+	}
+}
+
+// onLoop runs fn on the loop goroutine on behalf of c: directly in single-thread mode,
+// through the door (waiting for it) in multi-thread mode.
+func (s *Server) onLoop(c *Ctx, fn func()) {
+	if c.Task.g == nil {
+		fn()
+		return
+	}
+	done := make(chan struct{})
+	if s.Post(func() { fn(); close(done) }) != nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-c.Context().Done():
+		<-done
+	}
+}
+
+// offLoop runs fn off the loop on behalf of c: in a goroutine while c's task parks in
+// single-thread mode, directly in multi-thread mode.
+func (s *Server) offLoop(c *Ctx, fn func()) {
+	if c.Task.g != nil {
+		fn()
+		return
+	}
+	f := NewFuture[struct{}](s)
+	go func() {
+		fn()
+		_ = s.Post(func() { f.Resolve(struct{}{}, nil) })
+	}()
+	_, _ = f.Await(c)
+	for !f.Done() { // cancelled while rendering: fn still uses memory we are about to free
+		c.Task.t.Yield()
+	}
+}
+
+// StatsHandler returns a net/http handler serving the same stats pages, for mounting on a
+// separate admin address (for example an http.Server on 127.0.0.1:6060), so monitoring
+// does not share the main port. Paths end in /tasks, /routes or /loop. Snapshots are taken
+// on the loop through Post; rendering happens on the net/http goroutine. Safe for
+// concurrent use.
+func (s *Server) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind := ""
+		for _, k := range statsKinds {
+			if len(r.URL.Path) >= len(k) && r.URL.Path[len(r.URL.Path)-len(k):] == k {
+				kind = k
+			}
+		}
+		if kind == "" || s.cfg.NoAccounting {
+			http.NotFound(w, r)
+			return
+		}
+		got := make(chan any, 1)
+		if s.Post(func() { got <- s.takeSnapshot(kind) }) != nil {
+			http.Error(w, "server closed", http.StatusServiceUnavailable)
+			return
+		}
+		var snap any
+		select {
+		case snap = <-got:
+		case <-r.Context().Done():
+			return
+		case <-time.After(10 * time.Second):
+			http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
+			return
+		}
+		text := r.URL.Query().Get("format") == "text"
+		out, err := s.renderStats(kind, snap, text, r.URL.Query().Get("stacks") == "1")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if text && kind != "offload" {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		_, _ = w.Write(out)
+	})
+}
+
+// startWatchdog starts the stall detector if enabled. It stops when ListenAndServe returns.
+func (s *Server) startWatchdog() {
+	if s.cfg.NoAccounting || s.cfg.StallThreshold < 0 {
+		return
+	}
+	s.acct.watchdog = accounting.StartWatchdog(accounting.WatchdogConfig{
+		Threshold: s.cfg.StallThreshold,
+		Logger:    s.log,
+		Probe:     s.sched.Running,
+		Describe:  s.acct.current.Describe,
+	})
+	s.acct.loop.AttachWatchdog(s.acct.watchdog)
+}
