@@ -65,6 +65,10 @@ func (s *Server) newConn(gc gnet.Conn) *conn {
 }
 
 func (s *Server) setIdle(cs *conn) {
+	if s.draining {
+		cs.deadline, cs.deadlineKind = s.nanotime()+int64(drainIdleGrace), deadlineIdle
+		return
+	}
 	if s.cfg.IdleTimeout > 0 {
 		cs.deadline, cs.deadlineKind = s.nanotime()+int64(s.cfg.IdleTimeout), deadlineIdle
 	} else {
@@ -91,6 +95,7 @@ func (s *Server) connClosed(cs *conn) {
 		s.releaseCtx(cs.pending)
 		cs.pending = nil
 	}
+	defer s.checkDrained()
 	if c := cs.ctx; c != nil {
 		if !c.counted && c.queuedAt != 0 && s.unqueue(c) {
 			cs.ctx = nil // it never started: nothing else refers to it
@@ -322,10 +327,12 @@ func (s *Server) sweep(now int64) {
 		if cs.deadline == 0 || now < cs.deadline || cs.closed {
 			continue
 		}
-		switch cs.deadlineKind {
+		kind := cs.deadlineKind
+		cs.deadline, cs.deadlineKind = 0, deadlineNone // the cases below may set a new one
+		switch kind {
 		case deadlineIdle:
 			if cs.ctx == nil && cs.pending == nil && !cs.closing {
-				s.closeNow(cs)
+				s.beginClose(cs) // graceful: a request racing the close is not reset
 			}
 		case deadlineHeader:
 			if cs.ctx == nil && !cs.closing {
@@ -341,6 +348,5 @@ func (s *Server) sweep(now int64) {
 			cs.closing = false
 			s.closeNow(cs)
 		}
-		cs.deadline, cs.deadlineKind = 0, deadlineNone
 	}
 }

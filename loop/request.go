@@ -36,6 +36,7 @@ const retryAfterMax = 60
 // Loop only.
 func (s *Server) dispatch(cs *conn, c *Ctx) {
 	cs.deadline, cs.deadlineKind = 0, deadlineNone
+	s.parsed++
 	c.isHead = string(c.req.Method) == "HEAD"
 	c.mustClose = cs.closeAfter
 	c.acceptedAt = s.nanotime()

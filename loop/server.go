@@ -62,6 +62,7 @@ type Server struct {
 	active   int // of those, the ones holding an admission slot
 	queue    []*Ctx
 	rejected uint64 // requests refused with 429
+	parsed   uint64 // requests parsed and dispatched (answered by a handler or by the server)
 	// Completion rate for Retry-After.
 	completions, rateCount uint64
 	rateAt                 int64
@@ -406,9 +407,7 @@ func (s *Server) pump() {
 	if more {
 		s.postPump()
 	}
-	if s.draining && s.inflight == 0 && len(s.queue) == 0 && !s.stopping {
-		s.requestStop()
-	}
+	s.checkDrained()
 }
 
 // postPump arranges another pump after the loop has polled I/O. It writes a byte to the
@@ -463,13 +462,30 @@ func (s *Server) beginDrain() {
 	s.drainingFlag.Store(true)
 	s.drained.InFlight = s.inflight
 	s.drained.Queued = len(s.queue)
+	s.checkDrained()
 	for _, cs := range s.conns {
-		if cs.ctx == nil && !cs.inBody && cs.gc.InboundBuffered() == 0 {
+		// Idle connections: a request already on its way gets 503 within the grace; then
+		// the connection closes gracefully (half-close and linger, never a reset). Busy
+		// ones: a response written from now on says "Connection: close"; one written
+		// before (it said keep-alive) leaves the connection idle with the same grace.
+		if cs.ctx == nil && !cs.inBody && cs.gc.InboundBuffered() == 0 && cs.deadlineKind != deadlineLinger {
 			s.drained.ClosedIdle++
-			s.closeNow(cs)
-		} else {
-			cs.closeAfter = true
+			s.setIdle(cs)
 		}
+	}
+}
+
+// drainIdleGrace is how long a connection idle when Shutdown began stays open: a request
+// the client sent in that instant is answered (503, Connection: close) instead of meeting
+// a closed socket.
+const drainIdleGrace = 100 * time.Millisecond
+
+// checkDrained stops the server once a drain has nothing left: no handler in flight or
+// queued and no connection open (the last ones close gracefully after their responses).
+// Loop-confined.
+func (s *Server) checkDrained() {
+	if s.draining && !s.stopping && s.inflight == 0 && len(s.queue) == 0 && len(s.conns) == 0 {
+		s.requestStop()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +61,9 @@ func TestHTTPSuite(t *testing.T) {
 		{"ManySlowloris", testManySlowloris},
 		{"TenThousandPipelined", testTenThousandPipelined},
 		{"AbruptCloseAndHugeClaims", testAbruptCloseAndHugeClaims},
+		{"OffloadFromHandler", testOffloadFromHandler},
+		{"GateAnswersBusy", testGateAnswersBusy},
+		{"GracefulShutdownUnderLoad", testGracefulShutdownUnderLoad},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -840,4 +844,100 @@ func testStreamBackpressure(t *testing.T, m mode) {
 	if d := <-parkedWrite; d <= 0 {
 		t.Fatalf("handler never parked on write backpressure (parked %v)", d)
 	}
+}
+
+// Graceful shutdown under a steady stream of requests from 200 connections: every request
+// the server read got a complete response (200 or 503), and no connection was reset.
+func testGracefulShutdownUnderLoad(t *testing.T, m mode) {
+	const conns = 200
+	s := New(m.cfg(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)}))
+	s.Handle("GET /work", func(c *Ctx) {
+		_ = c.Sleep(2 * time.Millisecond)
+		c.String(200, "ok")
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	<-s.Ready()
+	addr := s.Addr().String()
+	var ok200, got503, eofBeforeAnswer, resets atomic.Int64
+	var wg sync.WaitGroup
+	started := make(chan struct{}, conns)
+	for i := 0; i < conns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer nc.Close()
+			c := &client{t: t, c: nc, br: newReader(nc)}
+			first := true
+			for {
+				_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := io.WriteString(nc, "GET /work HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					if isReset(err) {
+						resets.Add(1)
+					}
+					return
+				}
+				resp, _, err := c.tryRead("GET")
+				if err != nil {
+					if isReset(err) {
+						resets.Add(1)
+					} else {
+						eofBeforeAnswer.Add(1)
+					}
+					return
+				}
+				if first {
+					started <- struct{}{}
+					first = false
+				}
+				switch resp.StatusCode {
+				case 200:
+					ok200.Add(1)
+					if resp.Close {
+						return // the server announced the close: a well-behaved client stops
+					}
+				case 503:
+					got503.Add(1)
+					return // Connection: close
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < conns; i++ {
+		<-started
+	}
+	time.Sleep(100 * time.Millisecond) // steady state
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	wg.Wait()
+	if err := <-errc; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("ListenAndServe: %v", err)
+	}
+	answered := ok200.Load() + got503.Load()
+	t.Logf("200: %d, 503: %d, closed before an answer (request not read): %d, resets: %d, parsed by the server: %d",
+		ok200.Load(), got503.Load(), eofBeforeAnswer.Load(), resets.Load(), s.parsed)
+	if resets.Load() != 0 {
+		t.Fatalf("%d connections were reset", resets.Load())
+	}
+	if uint64(answered) != s.parsed {
+		t.Fatalf("the server read %d requests but %d got a complete response", s.parsed, answered)
+	}
+	if ok200.Load() == 0 {
+		t.Fatal("no request succeeded before the shutdown")
+	}
+}
+
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
