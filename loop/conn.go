@@ -222,8 +222,7 @@ func (s *Server) serve(cs *conn) {
 			c.arena = cs.req.CopyTo(&c.req, c.arena[:0])
 			_, _ = cs.gc.Discard(n)
 			if !c.req.Chunked && c.req.ContentLength <= 0 {
-				s.dispatch(cs, c)
-				s.sched.Run()
+				s.dispatch(cs, c) // runs the handler's first slice at once
 				continue
 			}
 			cs.inBody, cs.pending = true, c
@@ -256,7 +255,6 @@ func (s *Server) serve(cs *conn) {
 		}
 		cs.inBody, cs.pending = false, nil
 		s.dispatch(cs, c)
-		s.sched.Run()
 	}
 	cs.serving = false
 	s.flush(cs)

@@ -39,7 +39,10 @@ func (s *Server) dispatch(cs *conn, c *Ctx) {
 	s.parsed++
 	c.isHead = string(c.req.Method) == "HEAD"
 	c.mustClose = cs.closeAfter
-	c.acceptedAt = s.nanotime()
+	c.acceptedAt = s.acct.busyFrom // when the loop began handling the read that brought it
+	if c.acceptedAt == 0 {
+		c.acceptedAt = s.nanotime()
+	}
 	if s.draining {
 		s.drained.RejectedDuring++
 		cs.closeAfter = true
@@ -73,11 +76,13 @@ func (s *Server) dispatch(cs *conn, c *Ctx) {
 		s.active++
 		c.counted = true
 	}
-	s.start(c)
+	s.start(c, true)
 }
 
 // start runs c's handler: as a task on the loop, or in a goroutine in multi-thread mode.
-func (s *Server) start(c *Ctx) {
+// now (loop only, not from inside a task) runs the task's first slice at once, ahead of
+// the tasks already ready; otherwise the task waits its turn in the ready queue.
+func (s *Server) start(c *Ctx, now bool) {
 	s.inflight++
 	if c.route.acct != nil {
 		c.route.acct.Start()
@@ -96,13 +101,18 @@ func (s *Server) start(c *Ctx) {
 		go s.runGoroutine(c)
 		return
 	}
-	c.Task.t = s.sched.Spawn(s.runTaskFn, c)
-	c.Task.t.SetLabel(c.pattern)
+	if now {
+		s.sched.SpawnNow(s.runTaskFn, c)
+		return
+	}
+	s.sched.Spawn(s.runTaskFn, c)
+	s.postPump()
 }
 
 // runTask is the body of every request task in single-thread mode.
 func (s *Server) runTask(t *scheduler.Task) {
 	c := t.Arg().(*Ctx)
+	c.Task.t = t
 	s.publishGoid(t, &c.route.pattern)
 	c.route.h(c)
 	s.finishRequest(c)
@@ -244,7 +254,7 @@ func (s *Server) admitQueued() {
 		s.queue = s.queue[:len(s.queue)-1]
 		s.active++
 		c.counted = true
-		s.start(c)
+		s.start(c, false) // this may run inside a finishing task: queue it
 	}
 }
 

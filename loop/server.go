@@ -414,7 +414,8 @@ func (s *Server) pump() {
 // control socket rather than posting through the door: gnet runs posted functions in a loop
 // that drains its queue before polling again, so a pump that re-posted itself there would
 // starve every connection (found by TestYieldingTaskDoesNotStarveIO). A readable control
-// socket goes through epoll with all the other connections instead.
+// socket goes through epoll with all the other connections; its handler then posts the
+// pump, which runs after that epoll batch's I/O.
 func (s *Server) postPump() {
 	if s.pumpPosted {
 		return
@@ -620,10 +621,10 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	cs, ok := gc.Context().(*conn)
 	if !ok { // the control connection: a pump was requested
 		_, _ = gc.Discard(-1)
-		s.pumpPosted = false
-		if !s.stopping {
-			s.pump()
-		}
+		// Pump through the door: gnet runs posted functions after every I/O event of the
+		// current epoll batch, so connections that became readable while the last slice ran
+		// are served (their new requests run at once) before ready tasks get another slice.
+		s.door.post(s.pumpFn)
 		return gnet.None
 	}
 	if cs.closing {
@@ -646,6 +647,12 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 	}
 	s.serve(cs)
-	s.pump()
+	// New requests ran their first slice in serve. Tasks that were ready before (a task
+	// that yielded, one woken meanwhile) run from the control socket's pump, once per loop
+	// turn: running them here would give a yielding task a slice per connection read.
+	s.flushDirty()
+	if _, ready := s.sched.Len(); ready > 0 {
+		s.postPump()
+	}
 	return gnet.None
 }

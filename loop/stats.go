@@ -132,8 +132,8 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	dst.ID = c.Task.idOrZero()
 	dst.Kind = accounting.KindRequest
 	dst.Route = c.pattern
-	dst.Method = c.Method()
-	if dst.State != "done" { // finished tasks keep no path: it would cost an allocation per request
+	if dst.State != "done" { // finished tasks keep no method or path (the route has them):
+		dst.Method = c.Method() // the path would cost an allocation per request
 		dst.Path = string(c.req.Path)
 	}
 	dst.Rounds, dst.OnLoop, dst.MaxSlice = st.Rounds, st.OnLoop, st.MaxSlice

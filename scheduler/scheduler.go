@@ -161,6 +161,16 @@ func (s *Scheduler) Epoch() time.Time { return s.base }
 // queue; arg is available as t.Arg() (pass a method value stored once and a pointer arg to
 // avoid allocating a closure per task). It panics after Close. Loop-confined.
 func (s *Scheduler) Spawn(fn func(t *Task), arg any) *Task {
+	t := s.newTask(fn, arg)
+	s.pushReady(t)
+	if h := s.hooks.OnReady; h != nil {
+		h(t)
+	}
+	return t
+}
+
+// newTask makes a Ready task that is in no queue yet.
+func (s *Scheduler) newTask(fn func(t *Task), arg any) *Task {
 	if s.closed {
 		panic("scheduler: Spawn after Close")
 	}
@@ -199,11 +209,35 @@ func (s *Scheduler) Spawn(fn func(t *Task), arg any) *Task {
 		now := s.clock()
 		t.spawnAt, t.readyAt = now, now
 	}
-	s.pushReady(t)
+	return t
+}
+
+// SpawnNow creates a task like Spawn and runs its first slice at once, ahead of the tasks
+// already ready, instead of queueing it. The loop uses it for a request just parsed: it
+// answers at once, and a task that keeps yielding gets one slice per loop turn rather than
+// one per request that arrives meanwhile. The task is not returned: it may have finished
+// (and been recycled) by the time SpawnNow returns, so fn gets it as its argument.
+//
+// Loop only, like Run: it panics if called from inside a task or from within Run.
+func (s *Scheduler) SpawnNow(fn func(t *Task), arg any) {
+	if s.cur != nil {
+		panic(fmt.Sprintf("scheduler: SpawnNow called from inside task %d: only the loop goroutine may run tasks", s.cur.id))
+	}
+	if s.inRun {
+		panic("scheduler: SpawnNow called from within Run (from a hook or an AfterFunc callback)")
+	}
+	s.checkLoop()
+	t := s.newTask(fn, arg)
 	if h := s.hooks.OnReady; h != nil {
 		h(t)
 	}
-	return t
+	s.inRun = true
+	now := int64(0)
+	if s.acct {
+		now = t.readyAt
+	}
+	s.resume(t, now)
+	s.inRun = false
 }
 
 // Go starts a background task (not tied to a request): Spawn(fn, nil). Loop-confined.

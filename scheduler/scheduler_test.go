@@ -951,3 +951,43 @@ func TestLateTimerIsQueueDelay(t *testing.T) {
 		t.Fatalf("queue delay %v, want the ~59 ms the timer was late", st.QueueDelay)
 	}
 }
+
+// SpawnNow runs the new task's first slice at once, ahead of tasks already ready, and a
+// task that yields is not run again by it.
+func TestSpawnNowRunsAheadOfReadyTasks(t *testing.T) {
+	s := newSync(t, Config{})
+	var order []string
+	s.Go(func(t *Task) {
+		for i := 0; i < 3; i++ {
+			order = append(order, "hog")
+			t.Yield()
+		}
+	})
+	runAll(s) // the hog: first slice, then it yields... all its slices run here
+	order = order[:0]
+	s.Go(func(t *Task) { order = append(order, "queued") })
+	s.SpawnNow(func(t *Task) {
+		order = append(order, "now")
+		t.Yield()
+		order = append(order, "now-again")
+	}, nil)
+	if got := strings.Join(order, ","); got != "now" {
+		t.Fatalf("SpawnNow ran %q, want only the new task's first slice", got)
+	}
+	runAll(s)
+	if got := strings.Join(order, ","); got != "now,queued,now-again" {
+		t.Fatalf("order %q", got)
+	}
+	if live, ready := s.Len(); live != 0 || ready != 0 {
+		t.Fatalf("live %d ready %d", live, ready)
+	}
+}
+
+func TestSpawnNowFromATaskPanics(t *testing.T) {
+	var msg string
+	s := newSync(t, Config{OnPanic: func(_ *Task, v any, _ []byte) { msg = fmt.Sprint(v) }})
+	s.SpawnNow(func(t *Task) { t.s.SpawnNow(func(*Task) {}, nil) }, nil)
+	if !strings.Contains(msg, "SpawnNow called from inside task") {
+		t.Fatalf("misuse panic: %q", msg)
+	}
+}
