@@ -4,7 +4,7 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 STATICCHECK_VERSION ?= v0.8.2
 ADDR        ?= 127.0.0.1:8080
 
-.PHONY: run test vet staticcheck race tools bench fuzz fmt
+.PHONY: run test vet staticcheck race tools bench bench-full bench-go fuzz fmt
 
 ## run: start the example server (examples/hello) on $(ADDR)
 run:
@@ -30,8 +30,21 @@ race:
 tools:
 	@test -x "$(STATICCHECK)" || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## bench: package benchmarks (short)
+## bench: the short load suite of bench/ (all scenarios, short windows; under 5 minutes on
+## 2 cores), server pinned to CPU $(BENCH_CPU_SERVER) and load generator to CPU $(BENCH_CPU_CLIENT);
+## results under bench/results/<timestamp>/. Extra flags: BENCH_FLAGS='-scenario plaintext'.
+BENCH_CPU_SERVER ?= 0
+BENCH_CPU_CLIENT ?= 1
+BENCH_FLAGS      ?=
 bench:
+	$(GO) run ./bench/cmd/baton-bench -quick -cpu-server $(BENCH_CPU_SERVER) -cpu-client $(BENCH_CPU_CLIENT) $(BENCH_FLAGS)
+
+## bench-full: the long load suite (30 s windows, 5,000 reconnecting workers; about 15 minutes)
+bench-full:
+	$(GO) run ./bench/cmd/baton-bench -cpu-server $(BENCH_CPU_SERVER) -cpu-client $(BENCH_CPU_CLIENT) $(BENCH_FLAGS)
+
+## bench-go: the packages' Go benchmarks (codec, scheduler, accounting, offload, end to end)
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./...
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)

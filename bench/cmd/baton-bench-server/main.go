@@ -1,0 +1,28 @@
+// Command baton-bench-server runs one of baton-bench's built-in targets (baton or the
+// net/http baseline) with every scenario's routes, for measuring it by hand with another
+// load generator such as wrk:
+//
+//	go run ./bench/cmd/baton-bench-server -target baton -addr 127.0.0.1:8081
+//	wrk -t1 -c64 -d10s http://127.0.0.1:8081/plaintext
+//
+// It prints "baton-bench listening on ADDR" once it accepts connections and stops on
+// SIGINT or SIGTERM.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/batonrt/baton/bench/servers"
+)
+
+func main() {
+	target := flag.String("target", servers.Baton, "server to run: baton or nethttp")
+	addr := flag.String("addr", "127.0.0.1:8081", "listen address (port 0 picks one)")
+	flag.Parse()
+	if err := servers.ServeChild(*target, *addr, os.Stdout, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "baton-bench-server:", err)
+		os.Exit(1)
+	}
+}

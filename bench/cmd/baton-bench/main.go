@@ -1,0 +1,159 @@
+// Command baton-bench measures baton against a net/http baseline (and any external server)
+// under named load scenarios, over loopback, and writes tables, JSON results, HdrHistogram
+// percentile files and latency plots. See docs/bench.md.
+//
+//	go run ./bench/cmd/baton-bench -quick -cpu-server 0 -cpu-client 1
+//	go run ./bench/cmd/baton-bench -scenario plaintext -conns 64 -duration 10s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/batonrt/baton/bench/harness"
+)
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// optDuration is a duration flag that may be left unset.
+type optDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optDuration) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("negative duration %s", v)
+	}
+	o.d, o.set = d, true
+	return nil
+}
+
+// get returns the duration, or -1 when unset (each scenario's default).
+func (o *optDuration) get() time.Duration {
+	if !o.set {
+		return -1
+	}
+	return o.d
+}
+
+func main() {
+	harness.MaybeServeChild() // the harness re-executes this binary to run each server
+
+	fs := flag.NewFlagSet("baton-bench", flag.ExitOnError)
+	var (
+		scenario  = fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of names (see the list below)")
+		targets   = fs.String("targets", "baton,nethttp", "servers to measure, comma-separated: baton, nethttp, and external servers as\n[name=]http://127.0.0.1:PORT[/prefix] (loopback only; they must serve the scenario's routes;\nexternal targets take part in plaintext only)")
+		duration  = fs.Duration("duration", 0, "measurement window of every phase (0: each scenario's default: 3s with -quick\n(cpu-hog 5s), 30s otherwise)")
+		out       = fs.String("out", "", "output directory (default bench/results/<timestamp>)")
+		conns     = fs.String("conns", "", "connection counts for plaintext, comma-separated (default 64,256,1024)")
+		rate      = fs.Float64("rate", 0, "open-loop rate in requests/s of each scenario's main load: plaintext becomes open loop at\nthis rate, json's open phase and cpu-hog's neighbours use it (0: scenario defaults)")
+		pipeline  = fs.Int("pipeline", 1, "requests in flight per connection for plaintext and json (closed loop: written in\nbatches of this many)")
+		idleConns = fs.Int("idle-conns", harness.DefaultIdleConns, "idle keep-alive connections of the idle-conns scenario")
+		drain     = fs.Duration("drain", 2*time.Second, "how long responses to a window's requests are waited for after it; later ones count as\ntimeouts")
+		burst     = fs.Int("burst-conns", 0, "workers of the reconnect-burst scenario (0: 2000 with -quick, 5000 otherwise)")
+		cpuServer = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
+		cpuClient = fs.String("cpu-client", "", "CPU list to pin the load generator to with taskset, e.g. 1 (empty: not pinned)")
+		quick     = fs.Bool("quick", false, "the short suite: short windows and warm-ups (what make bench runs)")
+		plots     = fs.Bool("plots", true, "write latency-by-percentile PNG plots")
+		list      = fs.Bool("list", false, "list the scenarios and exit")
+		cmds      multiFlag
+		warmup    optDuration
+	)
+	fs.Var(&warmup, "warmup", "warm-up before each window, not recorded (default: each scenario's: 1s with -quick, 5s\notherwise)")
+	fs.Var(&cmds, "cmd", "name=command: command starting the external target name (run with sh -c \"exec command\",\npinned like the built-in servers, stopped with SIGTERM); repeatable")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: go run ./bench/cmd/baton-bench [flags]\n\n")
+		fmt.Fprintf(w, "Runs load scenarios against baton and a net/http baseline on loopback and writes a table per\n")
+		fmt.Fprintf(w, "scenario, results.json, .hgrm percentile files and PNG plots under -out. See docs/bench.md.\n\n")
+		fmt.Fprintf(w, "Flags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\nScenarios:\n")
+		for _, s := range harness.Scenarios() {
+			fmt.Fprintf(w, "  %-16s %s", s.Name, s.Summary)
+			if s.Needs != "" {
+				fmt.Fprintf(w, " [skipped: %s]", s.Needs)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if *list {
+		for _, s := range harness.Scenarios() {
+			fmt.Printf("%-16s %s\n", s.Name, s.Summary)
+			if s.Needs != "" {
+				fmt.Printf("%-16s skipped: %s\n", "", s.Needs)
+			}
+		}
+		return
+	}
+	tg, err := harness.ParseTargets(*targets, cmds)
+	if err != nil {
+		fail(err)
+	}
+	var cs []int
+	for _, f := range strings.Split(*conns, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			fail(fmt.Errorf("-conns: %q is not a positive number", f))
+		}
+		cs = append(cs, n)
+	}
+	if *out == "" {
+		*out = filepath.Join("bench", "results", time.Now().Format("20060102-150405"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	_, err = harness.Run(ctx, harness.Options{
+		Scenarios: *scenario,
+		Targets:   tg,
+		Params: harness.Params{
+			Quick: *quick, Duration: *duration, Warmup: warmup.get(), Conns: cs, Rate: *rate,
+			Pipeline: *pipeline, IdleConns: *idleConns, BurstConns: *burst, Drain: *drain,
+		},
+		Out:       *out,
+		CPUServer: *cpuServer,
+		CPUClient: *cpuClient,
+		Plots:     *plots,
+		Stdout:    os.Stdout,
+		Log:       os.Stderr,
+	})
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "baton-bench:", err)
+	os.Exit(2)
+}

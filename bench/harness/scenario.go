@@ -1,0 +1,151 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/batonrt/baton/bench/loadgen"
+)
+
+// Scenario is a named, documented load test: one or more phases, each run against every
+// target in a fresh server process.
+//
+// To add a scenario, write a Scenario value and Register it from an init function: its
+// Phases build the load groups from the Params, After (optional) fetches figures from the
+// server, Summarize (optional) turns the runs into headline ratios. Routes go in package
+// servers, once per target.
+type Scenario struct {
+	// Name is what -scenario selects.
+	Name string
+	// Summary is one line for -h and the report.
+	Summary string
+	// Spec describes the load and what to read in the results (for docs/bench.md).
+	Spec string
+	// Needs, when not empty, says what is missing: the scenario is listed but skipped with
+	// this reason.
+	Needs string
+	// External says whether external targets (-targets URL) take part; they must then
+	// serve the scenario's routes.
+	External bool
+	// Phases returns the phases to run for p.
+	Phases func(p Params) []Phase
+	// Summarize returns headline figures from the scenario's results (nil: none).
+	Summarize func(s *ScenarioResult) []SummaryItem
+}
+
+// Params are the options that shape a scenario's load.
+type Params struct {
+	// Quick selects the short suite's sizes.
+	Quick bool
+	// Duration and Warmup, when positive (Warmup: non-negative), override every phase's.
+	Duration, Warmup time.Duration
+	// Conns overrides the connection counts of scenarios that sweep them.
+	Conns []int
+	// Rate, when positive, is the open-loop rate of the scenario's main load; for
+	// plaintext it turns the closed-loop sweep into an open-loop one.
+	Rate float64
+	// Pipeline is the requests in flight per connection for the main load (default 1).
+	Pipeline int
+	// IdleConns is the idle-conns scenario's number of idle connections.
+	IdleConns int
+	// BurstConns, when positive, is the reconnect-burst scenario's number of workers.
+	BurstConns int
+	// Drain is how long responses to the window's requests are waited for after it
+	// (default 2 s); later ones count as timeouts.
+	Drain time.Duration
+}
+
+// Phase is one load shape of a scenario.
+type Phase struct {
+	// Name identifies the phase within its scenario (e.g. "c64").
+	Name string
+	// Description says what the phase does.
+	Description string
+	// Warmup and Duration are the warm-up and measurement window.
+	Warmup, Duration time.Duration
+	// Groups returns the load groups for a server at host ("host:port", also sent as the
+	// Host header) whose routes live under prefix ("" for built-in targets). Addr is
+	// filled in by the runner.
+	Groups func(host, prefix string) []loadgen.Group
+	// After, if set, runs once the window has ended, with the server still up; it may
+	// fetch figures from base ("http://host:port" + prefix) into run.Extra.
+	After func(ctx context.Context, base string, run *RunResult) error
+	// RSSPerConnGroup, if set, names the group whose connections are divided into the
+	// server's resident memory growth (rss_start - rss_before) for Extra["rss_per_conn"].
+	RSSPerConnGroup string
+}
+
+var registry = map[string]*Scenario{}
+
+// Register adds s to the scenarios -scenario may name. It panics on a duplicate name.
+func Register(s *Scenario) {
+	if _, dup := registry[s.Name]; dup {
+		panic("harness: scenario registered twice: " + s.Name)
+	}
+	registry[s.Name] = s
+}
+
+// order is the canonical order of scenarios (the numbering); others follow by name.
+var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns"}
+
+// Scenarios returns every registered scenario in canonical order.
+func Scenarios() []*Scenario {
+	rank := map[string]int{}
+	for i, n := range order {
+		rank[n] = i + 1
+	}
+	out := make([]*Scenario, 0, len(registry))
+	for _, s := range registry {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ri, rj := rank[out[i].Name], rank[out[j].Name]
+		if ri == 0 {
+			ri = len(order) + 1
+		}
+		if rj == 0 {
+			rj = len(order) + 1
+		}
+		if ri != rj {
+			return ri < rj
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Lookup returns the scenario named name.
+func Lookup(name string) (*Scenario, bool) {
+	s, ok := registry[name]
+	return s, ok
+}
+
+// SelectScenarios resolves a -scenario value: "all", or a comma-separated list of names.
+func SelectScenarios(spec string) ([]*Scenario, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" || spec == "all" {
+		return Scenarios(), nil
+	}
+	var out []*Scenario
+	seen := map[string]bool{}
+	for _, name := range strings.Split(spec, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		s, ok := Lookup(name)
+		if !ok {
+			var names []string
+			for _, s := range Scenarios() {
+				names = append(names, s.Name)
+			}
+			return nil, fmt.Errorf("unknown scenario %q (have %s, or all)", name, strings.Join(names, ", "))
+		}
+		seen[name] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
