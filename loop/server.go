@@ -97,6 +97,7 @@ type Server struct {
 	eng          atomic.Pointer[gnet.Engine]
 	ctlPeer      atomic.Int64 // our end of the control socket pair (fd), -1 when none
 	tickOnce     sync.Once
+	startErr     atomic.Pointer[error] // why the loop could not be reached, if it could not
 	baseCtx      context.Context
 	cancel       context.CancelFunc
 }
@@ -305,6 +306,9 @@ func (s *Server) ListenAndServe() error {
 	}
 	if err != nil {
 		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, err)
+	}
+	if e := s.startErr.Load(); e != nil {
+		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, *e)
 	}
 	return ErrServerClosed
 }
@@ -546,6 +550,7 @@ func (e *events) OnTick() (time.Duration, gnet.Action) {
 	s := (*Server)(e)
 	s.tickOnce.Do(func() {
 		if err := s.registerControl(); err != nil {
+			s.startErr.Store(&err)
 			s.log.Error("loop: cannot reach the event loop; stopping", "err", err)
 			if eng := s.eng.Load(); eng != nil {
 				go func() { _ = eng.Stop(context.Background()) }()
