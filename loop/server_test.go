@@ -64,6 +64,9 @@ func TestHTTPSuite(t *testing.T) {
 		{"OffloadFromHandler", testOffloadFromHandler},
 		{"GateAnswersBusy", testGateAnswersBusy},
 		{"GracefulShutdownUnderLoad", testGracefulShutdownUnderLoad},
+		{"ServerTimingHeader", testServerTimingHeader},
+		{"QueueTimeIsRecorded", testQueueTimeIsRecorded},
+		{"OffloadCopyStreams", testOffloadCopyStreams},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {

@@ -77,7 +77,7 @@ func (s *Server) onSliceStart(t *scheduler.Task) {
 	goid := t.Goroutine()
 	s.acct.current.Set(t.ID(), goid, key)
 	s.acct.goidPending = goid == 0 // a new coroutine learns its id in its first slice
-	if c != nil && s.acct.cpuClock {
+	if c != nil && s.acct.cpuClock && c.conn != nil {
 		c.cpuStart = accounting.ThreadCPU()
 	}
 }
@@ -86,7 +86,9 @@ func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.R
 	wait, run := t.LastSlice()
 	s.acct.loop.Slice(wait, run)
 	if s.acct.cpuClock {
-		if c, _ := t.Arg().(*Ctx); c != nil {
+		// A request's last slice ends after its Ctx was released (c.conn == nil): the
+		// Ctx may already serve another request by then, so it is not charged.
+		if c, _ := t.Arg().(*Ctx); c != nil && c.conn != nil {
 			c.cpu += accounting.ThreadCPU() - c.cpuStart
 		}
 	}
@@ -146,6 +148,9 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	}
 	dst.Parked[accounting.ParkQueue] += c.queueWait
 	dst.CPU, dst.CPUMeasured = c.cpu, s.acct.cpuClock
+	if s.acct.cpuClock && c.Task.t != nil && s.sched.Current() == c.Task.t {
+		dst.CPU += accounting.ThreadCPU() - c.cpuStart // the slice running now
+	}
 	dst.Age = time.Duration(now - c.acceptedAt)
 	dst.Status = c.status
 }

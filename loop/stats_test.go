@@ -1,0 +1,150 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/offload"
+)
+
+func burnCPU(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// With CPUClock on a locked loop, a task that burns CPU reports CPU time close to its
+// on-loop time, and one that sleeps reports almost none.
+func TestCPUClockPerSlice(t *testing.T) {
+	if !accounting.ThreadCPUSupported {
+		t.Skip("no thread CPU clock")
+	}
+	got := make(chan accounting.TaskSample, 2)
+	_, addr := startServer(t, Config{LockOSThread: true, CPUClock: true}, func(s *Server) {
+		s.Handle("GET /burn", func(c *Ctx) {
+			burnCPU(30 * time.Millisecond)
+			c.Yield()
+			burnCPU(30 * time.Millisecond)
+			got <- c.Sample()
+			c.NoContent()
+		})
+		s.Handle("GET /sleep", func(c *Ctx) {
+			_ = c.Sleep(50 * time.Millisecond)
+			got <- c.Sample()
+			c.NoContent()
+		})
+	})
+	c := dial(t, addr)
+	c.get("/burn")
+	burn := <-got
+	c.get("/sleep")
+	sleep := <-got
+	if !burn.CPUMeasured || !sleep.CPUMeasured {
+		t.Fatal("CPU not measured")
+	}
+	// CPU never exceeds wall time on the loop (with a little clock slack), and a busy
+	// handler's CPU is most of it (the machine may deschedule the loop now and then).
+	if burn.CPU > burn.OnLoop+2*time.Millisecond || burn.CPU < burn.OnLoop/3 {
+		t.Errorf("burn: cpu %v, on-loop %v", burn.CPU, burn.OnLoop)
+	}
+	if sleep.CPU > 10*time.Millisecond {
+		t.Errorf("sleep: cpu %v for a task that only slept", sleep.CPU)
+	}
+	if burn.Rounds != 2 {
+		t.Errorf("burn rounds %d", burn.Rounds)
+	}
+}
+
+// Config.ServerTiming adds the request's figures to the response.
+func testServerTimingHeader(t *testing.T, m mode) {
+	_, addr := startServer(t, m.cfg(Config{ServerTiming: true}), func(s *Server) {
+		s.Handle("GET /t", func(c *Ctx) {
+			_ = c.Sleep(20 * time.Millisecond)
+			c.String(200, "ok")
+		})
+	})
+	resp, _ := dial(t, addr).get("/t")
+	st := resp.Header.Get("Server-Timing")
+	var onloop, queue, parked float64
+	if n, err := fmt.Sscanf(st, "onloop;dur=%g, queue;dur=%g, parked;dur=%g", &onloop, &queue, &parked); n != 3 || err != nil {
+		t.Fatalf("Server-Timing %q: %v", st, err)
+	}
+	if parked < 19 || parked > 2000 {
+		t.Fatalf("parked %v ms in %q, want the 20 ms sleep", parked, st)
+	}
+}
+
+// A request that waited in the admission queue shows that wait as parked time with
+// reason "queue" and in its queue delay.
+func testQueueTimeIsRecorded(t *testing.T, m mode) {
+	release := make(chan struct{})
+	var first atomic.Bool
+	got := make(chan accounting.TaskSample, 1)
+	_, addr := startServer(t, m.cfg(Config{RequestConcurrency: 1, MaxQueueLength: 1}), func(s *Server) {
+		s.Handle("GET /q", func(c *Ctx) {
+			if first.CompareAndSwap(false, true) {
+				for {
+					select {
+					case <-release:
+						c.NoContent()
+						return
+					default:
+					}
+					if c.Sleep(time.Millisecond) != nil {
+						return
+					}
+				}
+			}
+			got <- c.Sample()
+			c.NoContent()
+		})
+	})
+	a := dial(t, addr)
+	a.send("GET /q HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(t, func() bool { return first.Load() })
+	b := dial(t, addr)
+	b.send("GET /q HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	a.read("GET")
+	b.read("GET")
+	smp := <-got
+	if q := smp.Parked[accounting.ParkQueue]; q < 40*time.Millisecond {
+		t.Fatalf("queued request: parked by queue %v, want about 50 ms", q)
+	}
+	if smp.QueueDelay < smp.Parked[accounting.ParkQueue] {
+		t.Fatalf("queue delay %v does not include the admission wait %v", smp.QueueDelay, smp.Parked[accounting.ParkQueue])
+	}
+}
+
+// A blocking source drained in the offload pool chunk by chunk and streamed as a chunked
+// response.
+func testOffloadCopyStreams(t *testing.T, m mode) {
+	const chunks = 200
+	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+		s.Handle("GET /export", func(c *Ctx) {
+			i := 0
+			w := c.Stream(200, "text/plain")
+			_, err := offload.Copy(c, w, func(ctx context.Context) ([]byte, error) {
+				if i == chunks {
+					return nil, io.EOF
+				}
+				i++
+				return []byte(fmt.Sprintf("row %04d %s\n", i, strings.Repeat("x", 1000))), nil
+			})
+			if err != nil {
+				panic(err)
+			}
+		})
+	})
+	resp, body := dial(t, addr).get("/export")
+	mustStatus(t, resp, 200)
+	if n := strings.Count(body, "\n"); n != chunks || !strings.HasPrefix(body, "row 0001 ") || !strings.Contains(body, "row 0200 ") {
+		t.Fatalf("export: %d rows, %d bytes", n, len(body))
+	}
+}
