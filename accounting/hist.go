@@ -51,18 +51,24 @@ func (h *hist) summary() Summary {
 	return s
 }
 
-// mergeInto resets dst and merges a and b into it (dst must have the same layout).
-func mergeInto(dst, a, b *hist) {
+// mergeInto resets dst and merges srcs into it (all must have the same layout).
+func mergeInto(dst *hist, srcs ...*hist) {
 	dst.reset()
-	for _, src := range [2]*hist{a, b} {
-		if src.n == 0 {
-			continue
-		}
-		dst.h.Merge(src.h)
-		dst.n += src.n
-		dst.sum += src.sum
-		dst.max = max(dst.max, src.max)
+	for _, src := range srcs {
+		dst.add(src)
 	}
+}
+
+// add merges src into h (same layout). It walks src's buckets: meant for window rotation
+// and snapshots, not for the recording path.
+func (h *hist) add(src *hist) {
+	if src.n == 0 {
+		return
+	}
+	h.h.Merge(src.h)
+	h.n += src.n
+	h.sum += src.sum
+	h.max = max(h.max, src.max)
 }
 
 // Summary is a distribution of durations: exact Count, Sum and Max, and percentiles from

@@ -91,7 +91,9 @@ func (r *Routes) windowOf(ns int64) int64 {
 // Route records the requests of one route. Loop-confined: call only from the loop
 // goroutine.
 //
-// Each figure is kept twice: cumulative (since the route was created) and recent. Time
+// Each figure is kept twice: cumulative (since the route was created) and recent. A value
+// is recorded once, into the current window; windows that leave the recent view are merged
+// into the cumulative histograms, and a snapshot adds the recent view to those. Time
 // since Config.Epoch is cut into windows of Config.RecentWindow, [k*W, (k+1)*W); the route
 // keeps the current window and the one before it, and the recent view at time t in window
 // k holds the requests that finished in windows k-1 and k, that is in [(k-1)*W, t]: between
@@ -165,9 +167,18 @@ func (rt *Route) FinishAt(s *TaskSample, now int64) {
 		metParked:     int64(s.ParkedTotal()),
 	}
 	for i, v := range vals {
-		rt.cum[i].record(v)
-		w.h[i].record(v)
+		w.h[i].record(v) // cum gets the window's histograms when it rotates out
 	}
+}
+
+// retire folds a window that leaves the recent view into the cumulative histograms and
+// resets it. Recording each value once (into its window) and merging windows here halves
+// the per-request histogram work; a merge walks the buckets, once per window per route.
+func (rt *Route) retire(w *window) {
+	for i := range w.h {
+		rt.cum[i].add(&w.h[i])
+	}
+	w.reset()
 }
 
 // rotate makes win[cur] the window holding now.
@@ -178,10 +189,10 @@ func (rt *Route) rotate(now int64) {
 		return // same window (or a clock reading from the past: keep it in the current)
 	case k == rt.winNo+1:
 		rt.cur ^= 1
-		rt.win[rt.cur].reset()
+		rt.retire(&rt.win[rt.cur])
 	default:
-		rt.win[0].reset()
-		rt.win[1].reset()
+		rt.retire(&rt.win[0])
+		rt.retire(&rt.win[1])
 	}
 	rt.winNo = k
 }
@@ -203,9 +214,10 @@ func (rt *Route) snapshot(now int64) RouteSnapshot {
 	}
 	pairs := [numMetrics]*SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
 	for i, p := range pairs {
-		p.Cumulative = rt.cum[i].summary()
 		mergeInto(&rt.r.scratch, &prev.h[i], &cur.h[i])
 		p.Recent = rt.r.scratch.summary()
+		rt.r.scratch.add(&rt.cum[i]) // cumulative = retired windows + the recent view
+		p.Cumulative = rt.r.scratch.summary()
 	}
 	return s
 }

@@ -66,11 +66,11 @@ func (s *Server) newConn(gc gnet.Conn) *conn {
 
 func (s *Server) setIdle(cs *conn) {
 	if s.draining {
-		cs.deadline, cs.deadlineKind = s.nanotime()+int64(drainIdleGrace), deadlineIdle
+		cs.deadline, cs.deadlineKind = s.now()+int64(drainIdleGrace), deadlineIdle
 		return
 	}
 	if s.cfg.IdleTimeout > 0 {
-		cs.deadline, cs.deadlineKind = s.nanotime()+int64(s.cfg.IdleTimeout), deadlineIdle
+		cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.IdleTimeout), deadlineIdle
 	} else {
 		cs.deadline, cs.deadlineKind = 0, deadlineNone
 	}
@@ -126,7 +126,7 @@ func (s *Server) beginClose(cs *conn) {
 		return
 	}
 	cs.closing = true
-	cs.deadline, cs.deadlineKind = s.nanotime()+int64(s.cfg.LingerTimeout), deadlineLinger
+	cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.LingerTimeout), deadlineLinger
 	s.tryShutdownWrite(cs)
 }
 
@@ -208,7 +208,7 @@ func (s *Server) serve(cs *conn) {
 		}
 		if !cs.inBody {
 			if cs.deadlineKind != deadlineHeader && s.cfg.ReadHeaderTimeout > 0 {
-				cs.deadline, cs.deadlineKind = s.nanotime()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
+				cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
 			}
 			n, err := cs.parser.ParseHead(buf, &cs.req)
 			if err != nil {
@@ -228,7 +228,7 @@ func (s *Server) serve(cs *conn) {
 			cs.inBody, cs.pending = true, c
 			cs.body.Init(&c.req, s.cfg.Limits)
 			if s.cfg.ReadHeaderTimeout > 0 {
-				cs.deadline = s.nanotime() + int64(s.cfg.ReadHeaderTimeout)
+				cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
 			}
 			if c.req.Expect100 && !s.draining && len(buf) == n {
 				cs.out = httpcodec.AppendContinue(cs.out)
@@ -242,7 +242,7 @@ func (s *Server) serve(cs *conn) {
 		_, _ = cs.gc.Discard(consumed)
 		if consumed > 0 && s.cfg.ReadHeaderTimeout > 0 {
 			// A body may take long; it must only keep moving.
-			cs.deadline = s.nanotime() + int64(s.cfg.ReadHeaderTimeout)
+			cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
 		}
 		if err != nil {
 			cs.inBody, cs.pending = false, nil

@@ -29,6 +29,7 @@ const (
 	EnvOffloadSlowTokens  = "OFFLOAD_SLOW_TOKENS" // Config.Offload.SlowTokens, integer > 0
 	EnvOffloadLanes       = "OFFLOAD_LANES"       // !Config.Offload.NoLanes, boolean
 	EnvStallThreshold     = "STALL_THRESHOLD"     // Config.StallThreshold, duration; negative: off
+	EnvAccounting         = "ACCOUNTING"          // !Config.NoAccounting, boolean
 )
 
 // envPrefix and envDefaultPrefix name the two layers.
@@ -72,6 +73,10 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 		cfg.Offload.NoLanes = !lanes
 	}
 	e.duration(EnvStallThreshold, true, &cfg.StallThreshold)
+	var acct bool
+	if e.bool(EnvAccounting, &acct) {
+		cfg.NoAccounting = !acct
+	}
 	if e.err != nil {
 		return cfg, e.err
 	}

@@ -39,10 +39,7 @@ func (s *Server) dispatch(cs *conn, c *Ctx) {
 	s.parsed++
 	c.isHead = string(c.req.Method) == "HEAD"
 	c.mustClose = cs.closeAfter
-	c.acceptedAt = s.acct.busyFrom // when the loop began handling the read that brought it
-	if c.acceptedAt == 0 {
-		c.acceptedAt = s.nanotime()
-	}
+	c.acceptedAt = s.now() // when the loop began handling the read that brought it
 	if s.draining {
 		s.drained.RejectedDuring++
 		cs.closeAfter = true

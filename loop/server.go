@@ -70,7 +70,8 @@ type Server struct {
 	draining               bool
 	stopping               bool // the next door run stops the engine
 	pumpPosted             bool
-	schedDone              bool // the scheduler has been closed
+	turnAt                 int64 // clock reading at the start of the current callback, 0 outside one
+	schedDone              bool  // the scheduler has been closed
 	housekeep              *scheduler.Timer
 	sweepEvery             time.Duration
 	control                gnet.Conn

@@ -29,8 +29,7 @@ type acct struct {
 	ring     *accounting.Ring
 	current  accounting.Current
 	watchdog *accounting.Watchdog
-	busyFrom int64 // start of the current busy interval (loop nanotime), 0 when idle
-	cpuClock bool  // read the thread CPU clock per slice
+	cpuClock bool // read the thread CPU clock per slice
 	bgKey    string
 	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
 	// the slice start; the task publishes it once running (publishGoid).
@@ -95,18 +94,30 @@ func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.R
 }
 
 // busyStart and busyEnd bracket a gnet callback or door batch: the loop is busy in
-// between and idle (in epoll) outside.
+// between and idle (in epoll) outside. busyStart also takes the turn's clock reading,
+// which connection deadlines and request arrival times use (they need no finer grain),
+// so a read that brings many pipelined requests costs one clock read, not one each.
 func (s *Server) busyStart() {
-	if s.acct.on && s.acct.busyFrom == 0 {
-		s.acct.busyFrom = s.nanotime()
+	if s.turnAt == 0 {
+		s.turnAt = s.nanotime()
 	}
 }
 
 func (s *Server) busyEnd() {
-	if s.acct.on && s.acct.busyFrom != 0 {
-		s.acct.loop.Busy(s.acct.busyFrom, s.nanotime())
-		s.acct.busyFrom = 0
+	if s.turnAt != 0 {
+		if s.acct.on {
+			s.acct.loop.Busy(s.turnAt, s.nanotime())
+		}
+		s.turnAt = 0
 	}
+}
+
+// now returns the current turn's clock reading, or reads the clock outside a turn.
+func (s *Server) now() int64 {
+	if s.turnAt != 0 {
+		return s.turnAt
+	}
+	return s.nanotime()
 }
 
 // sample fills a TaskSample for request c. Call it from c's task, or on the loop for a
@@ -115,7 +126,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	var st scheduler.Stats
 	switch {
 	case c.Task.t != nil:
-		st = c.Task.t.Stats()
+		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
 		dst.Goroutine = c.Task.t.Goroutine()
 		if dst.State == "" {
 			dst.State = stateName(c.Task.t.State())

@@ -180,12 +180,21 @@ func (t *Task) LastSlice() (wait, run time.Duration) {
 // so far when called from inside the task, the current park or queue wait otherwise.
 // Loop-confined.
 func (t *Task) Stats() Stats {
+	if !t.s.acct {
+		return t.st
+	}
+	return t.StatsAt(t.s.clock())
+}
+
+// StatsAt is Stats with the clock reading now supplied by the caller (nanoseconds since
+// Epoch, on the monotonic clock), for a caller that has just read the clock itself.
+// Loop-confined.
+func (t *Task) StatsAt(now int64) Stats {
 	st := t.st
 	s := t.s
 	if !s.acct {
 		return st
 	}
-	now := s.clock()
 	switch t.state {
 	case Running:
 		d := time.Duration(now - t.sliceStart)
