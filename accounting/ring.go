@@ -21,7 +21,22 @@ func NewRing(n int) *Ring {
 // Add stores a copy of *s, evicting the oldest sample when full. It does not allocate.
 // Loop-confined.
 func (r *Ring) Add(s *TaskSample) {
-	r.buf[r.next] = *s
+	*r.Slot() = *s
+	r.Commit()
+}
+
+// Slot returns the slot the next sample goes into, cleared, so a caller can fill it in
+// place (no copy: on a busy loop the samples' cache lines are cold, and writing one sample
+// instead of two copies is what matters). It is not part of Snapshot until Commit.
+// Loop-confined.
+func (r *Ring) Slot() *TaskSample {
+	p := &r.buf[r.next]
+	*p = TaskSample{}
+	return p
+}
+
+// Commit adds the sample written into Slot. Loop-confined.
+func (r *Ring) Commit() {
 	r.next++
 	if r.next == len(r.buf) {
 		r.next = 0

@@ -16,7 +16,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/offload"
@@ -77,7 +76,6 @@ type Server struct {
 	control                gnet.Conn
 	drained                DrainReport
 	acct                   acct
-	scratch                accounting.TaskSample
 
 	runTaskFn    func(*scheduler.Task)
 	housekeepFn  func()
