@@ -4,8 +4,9 @@
 //
 //	go run ./examples/hello -addr 127.0.0.1:8080
 //
-// It reads the BATON_* environment (see loop.FromEnv), e.g. BATON_USE_SINGLE_THREAD=false
-// for multi-thread mode, and drains gracefully on SIGINT or SIGTERM.
+// It reads the BATON_* environment (see loop.FromEnv), e.g. BATON_REQUEST_CONCURRENCY, and
+// drains gracefully on SIGINT or SIGTERM. It refuses multi-thread mode: its handlers share
+// state without locks.
 package main
 
 import (
@@ -30,6 +31,12 @@ func main() {
 	cfg, err := loop.FromEnv(loop.Config{Addr: *addr, LockOSThread: *lock})
 	if err != nil {
 		slog.Error("hello: configuration", "err", err)
+		os.Exit(2)
+	}
+	if cfg.MultiThread {
+		// The handlers below share state without locks, which is only safe when one runs
+		// at a time: the point of this example.
+		slog.Error("hello: needs single-thread mode (unset BATON_USE_SINGLE_THREAD=false)")
 		os.Exit(2)
 	}
 	srv := loop.New(cfg)
