@@ -147,28 +147,30 @@ func (rt *Route) Finish(s *TaskSample) { rt.FinishAt(s, rt.r.now()) }
 // and the recent histograms. It neither allocates nor locks, rotation included.
 // Loop-confined.
 func (rt *Route) FinishAt(s *TaskSample, now int64) {
+	rt.FinishValues(now, s.Status, s.Age, s.OnLoop, s.QueueDelay, s.ParkedTotal())
+}
+
+// FinishValues is FinishAt for a caller that has the figures at hand without a
+// TaskSample: the response status, the latency (accept to end), the time on the loop, the
+// queue delay and the total parked time. Loop-confined.
+func (rt *Route) FinishValues(now int64, status int, latency, onLoop, queueDelay, parked time.Duration) {
 	rt.rotate(now)
 	w := &rt.win[rt.cur]
 	rt.count++
 	w.count++
 	switch {
-	case s.Status >= 500:
+	case status >= 500:
 		rt.errors++
 		w.errors++
-	case s.Status >= 400:
+	case status >= 400:
 		rt.client++
 		w.client++
 	}
 	rt.inFlight--
-	vals := [numMetrics]int64{
-		metLatency:    int64(s.Age),
-		metOnLoop:     int64(s.OnLoop),
-		metQueueDelay: int64(s.QueueDelay),
-		metParked:     int64(s.ParkedTotal()),
-	}
-	for i, v := range vals {
-		w.h[i].record(v) // cum gets the window's histograms when it rotates out
-	}
+	w.h[metLatency].record(int64(latency)) // cum gets the window's histograms when it rotates out
+	w.h[metOnLoop].record(int64(onLoop))
+	w.h[metQueueDelay].record(int64(queueDelay))
+	w.h[metParked].record(int64(parked))
 }
 
 // retire folds a window that leaves the recent view into the cumulative histograms and

@@ -181,6 +181,11 @@ func (w *Watchdog) log(id uint64, elapsed time.Duration) {
 	if goid != 0 {
 		stack = StackOf(goid)
 	}
+	// The description is this task's only if the task still runs now: a stall that ended
+	// in between would leave the next slice's route and stack.
+	if now, _, ok := w.cfg.Probe(); !ok || now != id {
+		route, goid, stack = "", 0, ""
+	}
 	w.cfg.Logger.Warn("baton: a task is holding the loop",
 		slog.Uint64("task", id),
 		slog.String("route", route),
@@ -262,26 +267,30 @@ func findStack(dump []byte, goid uint64) string {
 	return ""
 }
 
-// Current is the slot the loop publishes the running task into at each slice start, so
-// that a Watchdog (through Describe) can name a stalled task's route and goroutine while
-// the loop is stuck in it. Set neither allocates nor blocks. Safe for concurrent use.
+// Current is the slot the loop publishes the running task's goroutine and route into at
+// each slice start, so that a Watchdog (through Describe) can name a stalled task's route
+// and find its stack while the loop is stuck in it. Set neither allocates nor blocks, and
+// costs two plain loads when the slice runs on the same coroutine for the same route as the
+// one before (pooled coroutines make that the common case). Safe for concurrent use.
 //
 // It is a sequence lock: Set makes the sequence odd, stores the fields and makes it even
 // again; Describe retries while a Set is in progress. Concurrent Sets serialise on a CAS,
-// which never waits with the single loop writer.
+// which never waits with the single loop writer. The task id is not part of the slot: the
+// watchdog learns it from its probe and describes only a slice that is still running after
+// Describe (the loop cannot have moved on while it is stuck).
 type Current struct {
 	seq   atomic.Uint64
-	id    atomic.Uint64
 	goid  atomic.Uint64
 	route atomic.Pointer[string]
 }
 
-// Set publishes the task now running: its id, its goroutine id and its route (a pointer
-// that stays valid and unchanged, such as Route.KeyRef; nil for none). It returns at once
-// when id is already published. Any goroutine.
+// Set publishes the slice starting now: its goroutine id and its route (a pointer that
+// stays valid and unchanged, such as Route.KeyRef; nil for none). id is the task's id; it
+// is accepted for symmetry with Describe and not stored. Any goroutine.
 func (c *Current) Set(id, goid uint64, route *string) {
-	if c.id.Load() == id && c.goid.Load() == goid && c.seq.Load()&1 == 0 {
-		return // the same task resumed: nothing changed
+	_ = id
+	if c.goid.Load() == goid && c.route.Load() == route && c.seq.Load()&1 == 0 {
+		return // same coroutine, same route: nothing to publish
 	}
 	var s uint64
 	for {
@@ -293,25 +302,23 @@ func (c *Current) Set(id, goid uint64, route *string) {
 	}
 	c.goid.Store(goid)
 	c.route.Store(route)
-	c.id.Store(id)
 	c.seq.Store(s + 2)
 }
 
-// Describe returns the route and goroutine id published for task id, or "" and 0 when
-// the task published now is another one. It fits WatchdogConfig.Describe. Any goroutine.
+// Describe returns the route and goroutine id of the slice published last. It fits
+// WatchdogConfig.Describe, whose caller checks with its probe that task id is still the
+// one running. Any goroutine.
 func (c *Current) Describe(id uint64) (route string, goid uint64) {
+	_ = id
 	for range describeTries {
 		s := c.seq.Load()
 		if s&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
-		gotID, g, r := c.id.Load(), c.goid.Load(), c.route.Load()
+		g, r := c.goid.Load(), c.route.Load()
 		if c.seq.Load() != s {
 			continue
-		}
-		if gotID != id {
-			return "", 0
 		}
 		if r != nil {
 			route = *r

@@ -292,17 +292,41 @@ func TestCurrent(t *testing.T) {
 	if r, g := c.Describe(1); r != route || g != 10 {
 		t.Errorf("got %q %d", r, g)
 	}
-	if r, g := c.Describe(2); r != "" || g != 0 {
-		t.Errorf("other task: %q %d", r, g)
+	c.Set(2, 10, &route) // the same coroutine and route for the next task: nothing changes
+	if r, g := c.Describe(2); r != route || g != 10 {
+		t.Errorf("same coroutine: %q %d", r, g)
 	}
-	c.Set(2, 20, nil)
-	if r, g := c.Describe(2); r != "" || g != 20 {
+	c.Set(3, 20, nil)
+	if r, g := c.Describe(3); r != "" || g != 20 {
 		t.Errorf("no route: %q %d", r, g)
 	}
 }
 
-// TestCurrentConcurrent checks, under -race, that Describe never pairs one task's id with
-// another's goroutine or route.
+// A stall that ends between the probe and the description is logged without another
+// slice's route and stack.
+func TestWatchdogDescribesOnlyTheStalledSlice(t *testing.T) {
+	var calls atomic.Int32
+	var buf syncBuffer
+	route := "GET /other"
+	w := &Watchdog{cfg: WatchdogConfig{
+		Threshold: time.Millisecond,
+		Logger:    slog.New(slog.NewTextHandler(&buf, nil)),
+		Probe: func() (uint64, time.Duration, bool) {
+			if calls.Add(1) == 1 {
+				return 8, 0, true // by the time task 7 is described, task 8 runs
+			}
+			return 8, 0, true
+		},
+		Describe: func(uint64) (string, uint64) { return route, 1 },
+	}}
+	w.log(7, time.Second)
+	if out := buf.String(); strings.Contains(out, route) || !strings.Contains(out, "task=7") {
+		t.Fatalf("log: %s", out)
+	}
+}
+
+// TestCurrentConcurrent checks, under -race, that Describe never pairs one slice's
+// goroutine with another's route.
 func TestCurrentConcurrent(t *testing.T) {
 	var c Current
 	routes := [2]string{"even", "odd"}
@@ -312,20 +336,19 @@ func TestCurrentConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for id := uint64(1); !stop.Load(); id++ {
-			c.Set(id, id*10, &routes[id%2])
+			c.Set(id, id, &routes[id%2])
 		}
 	}()
 	deadline := time.Now().Add(100 * time.Millisecond)
 	hits := 0
 	for time.Now().Before(deadline) {
-		id := c.id.Load()
-		r, g := c.Describe(id)
+		r, g := c.Describe(0)
 		if g == 0 {
 			continue
 		}
 		hits++
-		if g != id*10 || r != routes[id%2] {
-			t.Fatalf("Describe(%d) = %q, %d", id, r, g)
+		if r != routes[g%2] {
+			t.Fatalf("Describe = %q, %d: route of another slice", r, g)
 		}
 	}
 	stop.Store(true)

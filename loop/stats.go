@@ -31,6 +31,7 @@ type acct struct {
 	watchdog *accounting.Watchdog
 	cpuClock bool // read the thread CPU clock per slice
 	bgKey    string
+	finished uint64 // requests finished (for sampling into the ring)
 	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
 	// the slice start; the task publishes it once running (publishGoid).
 	goidPending bool
@@ -196,19 +197,40 @@ func (t *Task) idOrZero() uint64 {
 	return t.ID()
 }
 
-// recordFinish feeds a finished request into its route's histograms and the ring.
-// Loop-confined.
+// finishedRingSlow is the latency from which a finished request always goes into the
+// finished-task ring: most requests here take microseconds, so a millisecond or more is
+// what someone looking at the ring wants to find after the fact.
+const finishedRingSlow = time.Millisecond
+
+// finishedRingEvery samples the ordinary requests into the ring as well (one in this
+// many), so the ring also shows what normal looks like. Filling a full sample for every
+// request would cost more than everything else accounting does per request (measured:
+// about 0.4 us of server CPU per request on the request/response path, mostly cache misses).
+const finishedRingEvery = 64
+
+// recordFinish feeds a finished request into its route's histograms and, when it was slow,
+// failed or is sampled, into the finished-task ring. Loop-confined.
 func (s *Server) recordFinish(c *Ctx) {
 	if !s.acct.on || c.route == nil {
 		return
 	}
 	now := s.nanotime()
-	smp := s.acct.ring.Slot() // filled in place: one sample's cache lines, not two
-	smp.State = "done"
-	s.sample(c, smp, now)
-	c.route.acct.FinishAt(smp, now)
-	s.acct.ring.Commit()
+	var st scheduler.Stats
+	if c.Task.t != nil {
+		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
+	} else if c.Task.g != nil {
+		st = c.Task.g.snapshot()
+	}
+	latency := time.Duration(now - c.acceptedAt)
+	c.route.acct.FinishValues(now, c.status, latency, st.OnLoop, st.QueueDelay+c.queueWait, st.ParkedTotal()+c.queueWait)
 	s.acct.loop.TaskFinished()
+	s.acct.finished++
+	if latency >= finishedRingSlow || c.status >= 500 || s.acct.finished%finishedRingEvery == 0 {
+		smp := s.acct.ring.Slot()
+		smp.State = "done"
+		s.sample(c, smp, now)
+		s.acct.ring.Commit()
+	}
 }
 
 // Sample returns the request's figures so far, as the stats endpoints show them: rounds,

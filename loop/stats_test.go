@@ -148,3 +148,38 @@ func testOffloadCopyStreams(t *testing.T, m mode) {
 		t.Fatalf("export: %d rows, %d bytes", n, len(body))
 	}
 }
+
+// A request that was slow (>= 1 ms) is in the finished-task ring after it ended; fast ones
+// are sampled (one in 64), so most of them are not.
+func TestFinishedRingKeepsSlowRequests(t *testing.T) {
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /slow", func(c *Ctx) {
+			_ = c.Sleep(5 * time.Millisecond)
+			c.String(200, "slow")
+		})
+		s.Handle("GET /fast", func(c *Ctx) { c.String(200, "fast") })
+	})
+	c := dial(t, addr)
+	c.get("/slow")
+	for i := 0; i < 10; i++ {
+		c.get("/fast")
+	}
+	got := make(chan accounting.TasksSnapshot, 1)
+	_ = s.Post(func() { got <- s.snapshotTasks() })
+	snap := <-got
+	slow, fast := 0, 0
+	for _, f := range snap.Finished {
+		switch f.Route {
+		case "GET /slow":
+			slow++
+			if f.Rounds != 2 || f.Parked[accounting.ParkSleep] < 4*time.Millisecond || f.Status != 200 {
+				t.Errorf("slow request's figures: %+v", f)
+			}
+		case "GET /fast":
+			fast++
+		}
+	}
+	if slow != 1 || fast > 1 {
+		t.Fatalf("finished ring: %d slow (want 1), %d fast (want at most 1 of 10)", slow, fast)
+	}
+}
