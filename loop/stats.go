@@ -309,8 +309,8 @@ func (s *Server) snapshotLoop() accounting.LoopSnapshot {
 var statsKinds = []string{"tasks", "routes", "loop", "offload"}
 
 // HandleStats mounts the stats endpoints on this server under prefix (e.g. "/debug/baton"):
-// GET prefix/tasks (live tasks, slowest first, and recently finished ones; ?stacks=1 adds
-// each live task's goroutine stack), prefix/routes and prefix/loop, as JSON, or as a
+// GET prefix/tasks (live tasks, slowest first, and recently finished ones that were slow,
+// failed or sampled; ?stacks=1 adds each live task's goroutine stack), prefix/routes and prefix/loop, as JSON, or as a
 // plain-text top-style view with ?format=text; and prefix/offload (the offload pool's
 // lanes, predictor and the gates made with NewGate, JSON only). The routes are Exempt from admission
 // control. Figures are snapshotted on the loop and rendered off it. Call it before
