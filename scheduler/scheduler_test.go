@@ -825,7 +825,7 @@ func TestStatsAndHooks(t *testing.T) {
 		t.Fatalf("state %s", task.State())
 	}
 	st := task.Stats()
-	if st.Parked[ReasonSleep] < 1900*time.Microsecond || st.Rounds != 3 || st.OnLoop <= 0 || st.Spawned.IsZero() {
+	if st.Parked[ReasonSleep] < time.Millisecond || st.Rounds != 3 || st.OnLoop <= 0 || st.Spawned.IsZero() {
 		t.Fatalf("stats %+v", st)
 	}
 	g := task.Goroutine()
