@@ -226,16 +226,35 @@ func StackOf(goid uint64) string {
 	if goid == 0 {
 		return ""
 	}
+	return findStack(dumpAll(), goid)
+}
+
+// StacksOf is StackOf for many goroutines from one dump: it returns the stack of each goid
+// found (0 and missing ones are left out). Any goroutine.
+func StacksOf(goids []uint64) map[uint64]string {
+	out := make(map[uint64]string, len(goids))
+	dump := dumpAll()
+	for _, g := range goids {
+		if g == 0 {
+			continue
+		}
+		if st := findStack(dump, g); st != "" {
+			out[g] = st
+		}
+	}
+	return out
+}
+
+// dumpAll returns the stacks of all goroutines (at most stackBufMax bytes).
+func dumpAll() []byte {
 	buf := make([]byte, stackBufStart)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) || len(buf) >= stackBufMax {
-			buf = buf[:n]
-			break
+			return buf[:n]
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	return findStack(buf, goid)
 }
 
 // Stack dump buffer sizes: 64 KiB holds a few hundred goroutines; the buffer doubles until

@@ -38,13 +38,14 @@ type conn struct {
 	stallOut   int   // unsent output at the last progress check
 	stallSince int64 // loop nanotime since when the unsent output has not shrunk; 0 when none
 
-	serving    bool // serve is on the stack for this connection
-	blocked    bool // too much unsent output: parsing paused until the client reads
-	dirty      bool // queued in Server.dirty
-	closeAfter bool // close once the current response is written
-	closing    bool // no more writes: the connection is being closed
-	lingering  bool // write side shut; draining client bytes until close or deadline
-	closed     bool // gnet reported the close; the gnet.Conn must not be touched again
+	serving     bool // serve is on the stack for this connection
+	blocked     bool // too much unsent output: parsing paused until the client reads
+	dirty       bool // queued in Server.dirty
+	closeAfter  bool // close once the current response is written
+	closing     bool // no more writes: the connection is being closed
+	closeCalled bool // gnet was asked to close it
+	lingering   bool // write side shut; draining client bytes until close or deadline
+	closed      bool // gnet reported the close; the gnet.Conn must not be touched again
 }
 
 type deadlineKind uint8
@@ -106,12 +107,12 @@ func (s *Server) connClosed(cs *conn) {
 	}
 }
 
-// closeNow closes cs without lingering.
+// closeNow closes cs without lingering; it also ends a lingering close.
 func (s *Server) closeNow(cs *conn) {
-	if cs.closing {
+	if cs.closeCalled || cs.closed {
 		return
 	}
-	cs.closing = true
+	cs.closing, cs.closeCalled = true, true
 	_ = cs.gc.Close() // asynchronous: OnClose follows on the loop
 }
 
@@ -137,7 +138,6 @@ func (s *Server) tryShutdownWrite(cs *conn) {
 	}
 	cs.lingering = true
 	if err := unix.Shutdown(cs.gc.Fd(), unix.SHUT_WR); err != nil {
-		cs.closing = false
 		s.closeNow(cs)
 	}
 }
@@ -314,7 +314,6 @@ func (s *Server) sweep(now int64) {
 		}
 		if s.writeStalled(cs, now) {
 			s.log.Debug("loop: client stopped reading; dropping it", "remote", cs.gc.RemoteAddr())
-			cs.closing = false
 			s.closeNow(cs)
 			continue
 		}
@@ -343,7 +342,6 @@ func (s *Server) sweep(now int64) {
 				s.flush(cs)
 			}
 		case deadlineLinger:
-			cs.closing = false
 			s.closeNow(cs)
 		}
 	}

@@ -3,8 +3,6 @@ package loop
 import (
 	"bytes"
 	"net/http"
-	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
@@ -396,33 +394,14 @@ func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, 
 // addStacks fills the goroutine stacks of the first maxStackTasks tasks from one dump of
 // all goroutines.
 func addStacks(ts []accounting.TaskSample) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	byID := map[uint64]string{}
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		rest, ok := bytes.CutPrefix(g, []byte("goroutine "))
-		if !ok {
-			continue
-		}
-		idb, _, _ := bytes.Cut(rest, []byte(" "))
-		if id, err := strconv.ParseUint(string(idb), 10, 64); err == nil {
-			byID[id] = string(g)
-		}
-	}
+	ts = ts[:min(len(ts), maxStackTasks)]
+	goids := make([]uint64, len(ts))
 	for i := range ts {
-		if i >= maxStackTasks {
-			break
-		}
-		if ts[i].Goroutine != 0 {
-			ts[i].Stack = byID[ts[i].Goroutine]
-		}
+		goids[i] = ts[i].Goroutine
+	}
+	stacks := accounting.StacksOf(goids)
+	for i := range ts {
+		ts[i].Stack = stacks[ts[i].Goroutine]
 	}
 }
 
