@@ -101,5 +101,8 @@ func (c Config) withDefaults(now time.Time) Config {
 	return c
 }
 
+// layout returns the bucket layout of the histograms of a Config with defaults applied.
+func (c Config) layout() *layout { return newLayout(int64(c.HistogramMax), c.HistogramDigits) }
+
 // since returns t as nanoseconds since epoch (monotonic when both carry a reading).
 func since(epoch, t time.Time) int64 { return int64(t.Sub(epoch)) }

@@ -1,74 +1,194 @@
 package accounting
 
 import (
+	"math"
+	"math/bits"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// hist is an HDR histogram of nanosecond values with the exact count, sum and maximum kept
-// beside it. record neither allocates nor locks. Loop-confined (or guarded by its owner).
+// Histograms come in two parts. The recording front (hist) is a plain array of bucket
+// counters in HDR's log-linear layout, so recording a value is a leading-zero count, two
+// shifts and one increment: about a fifth of the instructions of
+// hdrhistogram.Histogram.RecordValues and no second struct to load. It is what the
+// per-request and per-slice paths touch. Reading goes through hdrhistogram-go: a recorder's
+// counters are folded, bucket for bucket, into an hdrhistogram.Histogram of the same layout
+// (the cumulative store, or a scratch histogram), which computes the percentiles. Because
+// the layouts are identical the fold loses nothing (TestHistMatchesHDR).
+
+// layout is the bucket layout of an HDR histogram with lowest trackable value 1, highest
+// limit and the given significant digits, as hdrhistogram-go computes it.
+type layout struct {
+	limit   int64  // highest trackable value; larger values are recorded as limit
+	digits  int    // significant decimal digits
+	mask    uint64 // sub-bucket mask: values up to it fall in bucket 0
+	halfMag uint   // log2 of half the sub-bucket count
+	half    int    // half the sub-bucket count
+	n       int    // number of counters
+}
+
+func newLayout(limit int64, digits int) *layout {
+	// As hdrhistogram.New computes it, for lowestDiscernibleValue 1 (unit magnitude 0).
+	largest := 2 * math.Pow10(digits)
+	countMag := max(int(math.Ceil(math.Log2(largest))), 1)
+	halfMag := uint(countMag - 1)
+	subCount := int64(1) << (halfMag + 1)
+	buckets := 1
+	for smallest := subCount; smallest < limit; smallest <<= 1 {
+		if smallest > math.MaxInt64/2 {
+			buckets++
+			break
+		}
+		buckets++
+	}
+	half := int(subCount / 2)
+	return &layout{
+		limit:   limit,
+		digits:  digits,
+		mask:    uint64(subCount - 1),
+		halfMag: halfMag,
+		half:    half,
+		n:       (buckets + 1) * half,
+	}
+}
+
+// index returns the counter of value v (0 <= v <= limit).
+func (l *layout) index(v int64) int {
+	b := 63 - bits.LeadingZeros64(uint64(v)|l.mask) - int(l.halfMag) // bucket
+	return (b+1)<<l.halfMag + int(v>>uint(b)) - l.half
+}
+
+// value returns the lowest value counted by counter i.
+func (l *layout) value(i int) int64 {
+	b := i>>l.halfMag - 1
+	sub := i&(l.half-1) + l.half
+	if b < 0 {
+		b, sub = 0, sub-l.half
+	}
+	return int64(sub) << uint(b)
+}
+
+// newHDR returns an empty hdrhistogram.Histogram with layout l.
+func (l *layout) newHDR() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, l.limit, l.digits)
+}
+
+// hist is the recording front of a histogram of nanosecond values: bucket counters in HDR
+// layout and the exact count, sum and maximum. record neither allocates nor locks.
+// Loop-confined (or guarded by its owner).
+//
+// The counters are 32 bits wide, half the cache lines of 64-bit ones: an owner must fold
+// its recorders into a store (and reset them) before any counter can reach 2^32, which at
+// any possible rate means at least once a minute. Routes do at every window rotation,
+// Loop every second.
 type hist struct {
-	h     *hdrhistogram.Histogram
-	limit int64 // highest trackable value; larger values are recorded as limit
-	n     uint64
-	sum   int64
-	max   int64
+	l      *layout
+	counts []uint32
+	n      uint64
+	sum    int64
+	max    int64
 }
 
-func newHist(cfg Config) hist {
-	limit := int64(cfg.HistogramMax)
-	return hist{h: hdrhistogram.New(1, limit, cfg.HistogramDigits), limit: limit}
+func newHist(l *layout) hist {
+	return hist{l: l, counts: make([]uint32, l.n)}
 }
 
-// record adds one value (negative values count as 0).
+// record adds one value (negative values count as 0, values above the limit are counted
+// at the limit; sum and max keep the exact value).
 func (h *hist) record(v int64) {
 	v = max(v, 0)
 	h.n++
 	h.sum += v
 	h.max = max(h.max, v)
-	// RecordValue fails (and allocates its error) only out of range, which the clamp rules
-	// out.
-	_ = h.h.RecordValue(min(v, h.limit))
+	h.counts[h.l.index(min(v, h.l.limit))]++
 }
 
+// reset empties h.
 func (h *hist) reset() {
-	h.h.Reset()
+	if h.n == 0 {
+		return
+	}
+	clear(h.counts)
 	h.n, h.sum, h.max = 0, 0, 0
 }
 
-// summary reads the histogram. It does not allocate beyond the library's iterators.
-func (h *hist) summary() Summary {
-	s := Summary{Count: h.n, Sum: time.Duration(h.sum), Max: time.Duration(h.max)}
+// foldInto adds h's counters to dst, which has h's layout. It walks every counter: meant
+// for window rotation and snapshots, not for the recording path.
+func (h *hist) foldInto(dst *hdrhistogram.Histogram) {
 	if h.n == 0 {
+		return
+	}
+	for i, c := range h.counts {
+		if c != 0 {
+			// In range by construction: value(i) is a value of this layout.
+			_ = dst.RecordValues(h.l.value(i), int64(c))
+		}
+	}
+}
+
+// store is a cumulative histogram: an hdrhistogram.Histogram and the exact count, sum and
+// maximum. Loop-confined (or guarded by its owner).
+type store struct {
+	h   *hdrhistogram.Histogram
+	n   uint64
+	sum int64
+	max int64
+}
+
+func newStore(l *layout) store { return store{h: l.newHDR()} }
+
+// add folds the recorder src into s (src is left as it is).
+func (s *store) add(src *hist) {
+	if src.n == 0 {
+		return
+	}
+	src.foldInto(s.h)
+	s.n += src.n
+	s.sum += src.sum
+	s.max = max(s.max, src.max)
+}
+
+// record adds one value directly (for rare events; the hot paths use a hist).
+func (s *store) record(v int64, limit int64) {
+	v = max(v, 0)
+	s.n++
+	s.sum += v
+	s.max = max(s.max, v)
+	_ = s.h.RecordValue(min(v, limit))
+}
+
+// summary reads the store.
+func (s *store) summary() Summary { return summarize(s.h, s.n, s.sum, s.max) }
+
+// summarize reads percentiles from h and takes the exact figures as given. It does not
+// allocate beyond the library's iterators.
+func summarize(h *hdrhistogram.Histogram, n uint64, sum, maxV int64) Summary {
+	s := Summary{Count: n, Sum: time.Duration(sum), Max: time.Duration(maxV)}
+	if n == 0 {
 		return s
 	}
 	q := func(p float64) time.Duration {
 		// The HDR value is the top of its bucket: never report more than the exact max.
-		return time.Duration(min(h.h.ValueAtQuantile(p), h.max))
+		return time.Duration(min(h.ValueAtQuantile(p), maxV))
 	}
 	s.P50, s.P90, s.P99, s.P999 = q(50), q(90), q(99), q(99.9)
 	return s
 }
 
-// mergeInto resets dst and merges srcs into it (all must have the same layout).
-func mergeInto(dst *hist, srcs ...*hist) {
-	dst.reset()
-	for _, src := range srcs {
-		dst.add(src)
+// summaryOf reads the recorders hs together through the scratch histogram (reset first;
+// same layout).
+func summaryOf(scratch *hdrhistogram.Histogram, hs ...*hist) Summary {
+	scratch.Reset()
+	var n uint64
+	var sum, maxV int64
+	for _, h := range hs {
+		h.foldInto(scratch)
+		n += h.n
+		sum += h.sum
+		maxV = max(maxV, h.max)
 	}
-}
-
-// add merges src into h (same layout). It walks src's buckets: meant for window rotation
-// and snapshots, not for the recording path.
-func (h *hist) add(src *hist) {
-	if src.n == 0 {
-		return
-	}
-	h.h.Merge(src.h)
-	h.n += src.n
-	h.sum += src.sum
-	h.max = max(h.max, src.max)
+	return summarize(scratch, n, sum, maxV)
 }
 
 // Summary is a distribution of durations: exact Count, Sum and Max, and percentiles from

@@ -137,4 +137,13 @@ func TestLoopSlicesAndCounts(t *testing.T) {
 	if snap.Stalls != nil {
 		t.Error("stalls without a watchdog")
 	}
+	// A snapshot folds what it read: reading again neither loses nor counts twice.
+	for range 3 {
+		l.Slice(time.Second, time.Second)
+	}
+	l.Busy(11*sec, 11*sec+1000)
+	snap = l.Snapshot(at(12 * time.Second))
+	if snap.Lag.Count != 510 || snap.Lag.Max != time.Second || snap.Slices.Count != 510 || snap.Switches != 510 {
+		t.Errorf("second snapshot: switches %d lag %+v slices %+v", snap.Switches, snap.Lag, snap.Slices)
+	}
 }

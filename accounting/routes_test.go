@@ -161,3 +161,45 @@ func TestRouteFinishReadsClock(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 }
+
+// TestRouteBatchingIsInvisible: finished requests are batched and recorded later; a
+// registry read after every request (so every batch holds one request) and one read only
+// at the end must show the same figures, across window rotations, gaps and several routes.
+func TestRouteBatchingIsInvisible(t *testing.T) {
+	w := DefaultRecentWindow
+	each := NewRoutes(Config{Epoch: epoch})
+	end := NewRoutes(Config{Epoch: epoch})
+	keys := []string{"GET /a", "GET /b", "POST /c"}
+	now := int64(0)
+	for i := range 1000 {
+		switch {
+		case i == 300:
+			now += int64(3 * w) // a gap of several windows
+		case i%7 == 0:
+			now += int64(w / 13)
+		}
+		now += int64(i % 5)
+		k := keys[i%len(keys)]
+		st := []int{200, 404, 503}[i%3]
+		v := time.Duration(i*i%9973) * time.Microsecond
+		for _, r := range []*Routes{each, end} {
+			rt := r.Route(k)
+			rt.Start()
+			rt.FinishValues(now, st, v, v/3, v/7, v/2)
+		}
+		each.Snapshot(epoch.Add(time.Duration(now)))
+	}
+	at := epoch.Add(time.Duration(now) + time.Millisecond)
+	got, want := end.Snapshot(at), each.Snapshot(at)
+	if len(got) != len(want) {
+		t.Fatalf("%d routes, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("route %s: batched\n%+v\nwant\n%+v", got[i].Route, got[i], want[i])
+		}
+		if got[i].Count == 0 || got[i].Latency.Cumulative.Count == 0 || got[i].Recent.Count == 0 {
+			t.Errorf("route %s: nothing recorded: %+v", got[i].Route, got[i])
+		}
+	}
+}

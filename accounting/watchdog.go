@@ -63,7 +63,7 @@ type Watchdog struct {
 
 	mu sync.Mutex // guards st
 	st StallStats
-	h  hist
+	h  store
 }
 
 // StartWatchdog starts a watchdog goroutine; stop it with Stop. It panics if cfg.Probe is
@@ -95,7 +95,7 @@ func newWatchdog(cfg WatchdogConfig) *Watchdog {
 		now:  time.Now,
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
-		h:    newHist(Config{}.withDefaults(time.Time{})),
+		h:    newStore(Config{}.withDefaults(time.Time{}).layout()),
 	}
 	w.st.Threshold = cfg.Threshold
 	return w
@@ -166,7 +166,7 @@ func (w *Watchdog) end() {
 	w.active = false
 	w.mu.Lock()
 	w.st.Count++
-	w.h.record(int64(w.lastElap))
+	w.h.record(int64(w.lastElap), int64(DefaultHistogramMax))
 	w.st.InProgress, w.st.CurrentTask, w.st.CurrentElapsed = false, 0, 0
 	w.mu.Unlock()
 }

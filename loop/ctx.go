@@ -91,6 +91,7 @@ type Ctx struct {
 	deadline   *scheduler.Timer
 	deadlineFn func()
 	flushCh    chan int      // multi-thread Stream.Flush replies
+	finished   bool          // finishRequest ran in the task's last slice; onSliceStop frees c
 	cpu        time.Duration // loop-thread CPU over its slices (Config.CPUClock)
 	cpuStart   time.Duration
 }
@@ -125,7 +126,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.head.Store(headNone)
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
-	c.cpu, c.cpuStart = 0, 0
+	c.cpu, c.cpuStart, c.finished = 0, 0, false
 	if len(s.ctxFree) < ctxPoolMax && !s.cfg.MultiThread {
 		s.ctxFree = append(s.ctxFree, c)
 	}

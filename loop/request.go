@@ -99,6 +99,14 @@ func (s *Server) start(c *Ctx, now bool) {
 		return
 	}
 	if now {
+		if s.acct.on && s.turnAt != 0 {
+			if s.lastAt == 0 {
+				s.lastAt = s.nanotime()
+			}
+			// The previous slice's end is this one's start: no clock read in between.
+			s.lastAt = s.sched.SpawnNowAt(s.runTaskFn, c, c.acceptedAt, s.lastAt)
+			return
+		}
 		s.sched.SpawnNow(s.runTaskFn, c)
 		return
 	}
@@ -174,15 +182,21 @@ func (s *Server) finishRequest(c *Ctx) {
 		cs.closeAfter = true
 	}
 	cs.ctx = nil
-	s.recordFinish(c)
 	s.inflight--
 	s.completions++
 	if c.counted {
 		s.active--
 		s.admitQueued()
 	}
-	s.releaseCtx(c)
 	s.markDirty(cs)
+	if c.Task.t != nil && s.acct.on {
+		// Running in the task's last slice: onSliceStop records the request with the
+		// reading the scheduler takes at the slice's end, then frees c.
+		c.finished = true
+		return
+	}
+	s.recordFinish(c, s.nanotime())
+	s.releaseCtx(c)
 }
 
 // deliver moves the handler's output to its connection's output buffer. Loop-confined.

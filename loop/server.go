@@ -70,6 +70,7 @@ type Server struct {
 	stopping               bool // the next door run stops the engine
 	pumpPosted             bool
 	turnAt                 int64 // clock reading at the start of the current callback, 0 outside one
+	lastAt                 int64 // latest clock reading in the current callback, 0 when stale (see start)
 	schedDone              bool  // the scheduler has been closed
 	housekeep              *scheduler.Timer
 	sweepEvery             time.Duration

@@ -83,12 +83,17 @@ func (s *Server) onSliceStart(t *scheduler.Task) {
 func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.Reason) {
 	wait, run := t.LastSlice()
 	s.acct.loop.Slice(wait, run)
-	if s.acct.cpuClock {
-		// A request's last slice ends after its Ctx was released (c.conn == nil): the
-		// Ctx may already serve another request by then, so it is not charged.
-		if c, _ := t.Arg().(*Ctx); c != nil && c.conn != nil {
-			c.cpu += accounting.ThreadCPU() - c.cpuStart
-		}
+	c, _ := t.Arg().(*Ctx)
+	if c == nil {
+		return
+	}
+	if s.acct.cpuClock && c.conn != nil {
+		c.cpu += accounting.ThreadCPU() - c.cpuStart
+	}
+	if c.finished {
+		// The request's last slice: its figures are final, and the slice's end is its end.
+		s.recordFinish(c, t.SliceEnd())
+		s.releaseCtx(c)
 	}
 }
 
@@ -99,6 +104,7 @@ func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.R
 func (s *Server) busyStart() {
 	if s.turnAt == 0 {
 		s.turnAt = s.nanotime()
+		s.lastAt = s.turnAt
 	}
 }
 
@@ -206,21 +212,23 @@ const finishedRingSlow = time.Millisecond
 // about 0.4 us of server CPU per request on the request/response path, mostly cache misses).
 const finishedRingEvery = 64
 
-// recordFinish feeds a finished request into its route's histograms and, when it was slow,
-// failed or is sampled, into the finished-task ring. Loop-confined.
-func (s *Server) recordFinish(c *Ctx) {
+// recordFinish feeds a request that finished at now into its route's histograms and, when
+// it was slow, failed or is sampled, into the finished-task ring. In single-thread mode it
+// runs in the OnStop hook of the request's last slice, where the task's figures are final
+// and now is the slice's end. Loop-confined.
+func (s *Server) recordFinish(c *Ctx, now int64) {
 	if !s.acct.on || c.route == nil {
 		return
 	}
-	now := s.nanotime()
-	var st scheduler.Stats
-	if c.Task.t != nil {
-		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
+	var onLoop, queue, parked time.Duration
+	if t := c.Task.t; t != nil {
+		onLoop, queue, parked = t.Totals()
 	} else if c.Task.g != nil {
-		st = c.Task.g.snapshot()
+		st := c.Task.g.snapshot()
+		onLoop, queue, parked = st.OnLoop, st.QueueDelay, st.ParkedTotal()
 	}
 	latency := time.Duration(now - c.acceptedAt)
-	c.route.acct.FinishValues(now, c.status, latency, st.OnLoop, st.QueueDelay+c.queueWait, st.ParkedTotal()+c.queueWait)
+	c.route.acct.FinishValues(now, c.status, latency, onLoop, queue+c.queueWait, parked+c.queueWait)
 	s.acct.loop.TaskFinished()
 	s.acct.finished++
 	if latency >= finishedRingSlow || c.status >= 500 || s.acct.finished%finishedRingEvery == 0 {

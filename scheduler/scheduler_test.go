@@ -991,3 +991,42 @@ func TestSpawnNowFromATaskPanics(t *testing.T) {
 		t.Fatalf("misuse panic: %q", msg)
 	}
 }
+
+// SpawnNowAt takes the caller's readings: the queue delay and first-run delay run from
+// ready to start, the slice from start to the end it returns, and OnStop sees the final
+// figures through Totals and SliceEnd.
+func TestSpawnNowAtUsesTheCallersReadings(t *testing.T) {
+	var stopEnd int64
+	var onLoop, queue, parked time.Duration
+	var st Stats
+	var s *Scheduler
+	s = newSync(t, Config{Hooks: Hooks{OnStop: func(t *Task, state State, _ Reason) {
+		if state == Done {
+			stopEnd = t.SliceEnd()
+			onLoop, queue, parked = t.Totals()
+			st = t.Stats()
+		}
+	}}})
+	now := s.clock()
+	ready, start := now-int64(3*time.Millisecond), now-int64(time.Millisecond)
+	end := s.SpawnNowAt(func(t *Task) {}, nil, ready, start)
+	if end < now || end != stopEnd {
+		t.Fatalf("end %d, want the slice end seen in OnStop (%d), not before %d", end, stopEnd, now)
+	}
+	if queue != 2*time.Millisecond || st.FirstRunDelay != 2*time.Millisecond || st.QueueDelay != queue {
+		t.Fatalf("queue delay %v, first run %v, want the 2 ms from ready to start", queue, st.FirstRunDelay)
+	}
+	if onLoop != time.Duration(end-start) || st.OnLoop != onLoop || parked != 0 || st.Rounds != 1 {
+		t.Fatalf("on loop %v (stats %v), want %v from start to end; parked %v", onLoop, st.OnLoop, time.Duration(end-start), parked)
+	}
+	if got := st.Spawned; got.Sub(s.Epoch()) != time.Duration(ready) {
+		t.Fatalf("spawned at %v, want ready", got.Sub(s.Epoch()))
+	}
+
+	// Without accounting the readings are ignored and no clock is read.
+	off := newSync(t, Config{NoAccounting: true})
+	ran := false
+	if end := off.SpawnNowAt(func(t *Task) { ran = true }, nil, 5, 7); end != 0 || !ran {
+		t.Fatalf("no accounting: end %d ran %v", end, ran)
+	}
+}

@@ -126,7 +126,7 @@ type Task struct {
 	sleep timer // the task's Sleep timer, embedded so Sleep does not allocate
 
 	// Accounting, in ns since the scheduler's epoch.
-	spawnAt, readyAt, parkedAt, sliceStart int64
+	spawnAt, readyAt, parkedAt, sliceStart, sliceEnd int64
 	lastWait, lastRun                      int64
 	st                                     Stats
 }
@@ -174,6 +174,19 @@ func (t *Task) Goroutine() uint64 {
 // Config.NoAccounting. Loop-confined.
 func (t *Task) LastSlice() (wait, run time.Duration) {
 	return time.Duration(t.lastWait), time.Duration(t.lastRun)
+}
+
+// SliceEnd returns the clock reading (nanoseconds since Epoch) at the end of the task's
+// latest finished slice: inside Hooks.OnStop, the slice that just ended. Zero before the
+// first slice ended and with Config.NoAccounting. Loop-confined.
+func (t *Task) SliceEnd() int64 { return t.sliceEnd }
+
+// Totals returns the task's total time on the loop, in the ready queue and parked (all
+// reasons) up to its latest switch, without the interval in progress. It is the cheap read
+// of Stats for a hook, where nothing is in progress: inside Hooks.OnStop with state Done
+// they are the task's final figures. Loop-confined.
+func (t *Task) Totals() (onLoop, queueDelay, parked time.Duration) {
+	return t.st.OnLoop, t.st.QueueDelay, t.st.ParkedTotal()
 }
 
 // Stats returns the task's counters, including the interval in progress: the running slice
