@@ -127,8 +127,8 @@ type Task struct {
 
 	// Accounting, in ns since the scheduler's epoch.
 	spawnAt, readyAt, parkedAt, sliceStart, sliceEnd int64
-	lastWait, lastRun                      int64
-	st                                     Stats
+	lastWait, lastRun                                int64
+	st                                               Stats
 }
 
 // ID returns the task's id, unique for the scheduler's lifetime (ids are never reused, even
