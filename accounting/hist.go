@@ -85,9 +85,9 @@ func (l *layout) newHDR() *hdrhistogram.Histogram {
 type hist struct {
 	l      *layout
 	counts []uint32
-	n      uint64
-	sum    int64
+	sum    int64 // the count is the counters' sum, taken when folding
 	max    int64
+	used   bool // something was recorded since the last reset
 }
 
 func newHist(l *layout) hist {
@@ -98,33 +98,82 @@ func newHist(l *layout) hist {
 // at the limit; sum and max keep the exact value).
 func (h *hist) record(v int64) {
 	v = max(v, 0)
-	h.n++
 	h.sum += v
 	h.max = max(h.max, v)
+	h.used = true
 	h.counts[h.l.index(min(v, h.l.limit))]++
+}
+
+// The default layout (DefaultHistogramDigits over 1 ns .. DefaultHistogramMax) as
+// constants, so that recordDefault compiles to immediate shifts and masks: the recording
+// path's instructions are most of what accounting costs per request.
+const (
+	defHalfMag = 7               // 2 digits: 256 sub-buckets, half of them 128
+	defHalf    = 1 << defHalfMag // half the sub-bucket count
+	defMask    = 2*defHalf - 1   // the sub-bucket mask
+	defLimit   = int64(DefaultHistogramMax)
+	defCounts  = 36 * defHalf // (buckets + 1) * half: 35 buckets reach 2^42 ns > 1 h
+)
+
+// isDefault reports whether l is the default layout, which recordDefault assumes.
+func (l *layout) isDefault() bool {
+	return l.limit == defLimit && l.mask == defMask && l.halfMag == defHalfMag && l.n == defCounts
+}
+
+// recordAll records vs: the batch form of record, with the running sum and maximum in
+// registers and, for the default layout, constant shifts.
+func (h *hist) recordAll(vs []int64) {
+	if len(vs) == 0 {
+		return
+	}
+	h.used = true
+	sum, mx := h.sum, h.max
+	if h.l.isDefault() {
+		c := h.counts
+		for _, v := range vs {
+			v = max(v, 0)
+			sum += v
+			mx = max(mx, v)
+			u := uint64(min(v, defLimit))
+			b := 63 - bits.LeadingZeros64(u|defMask) - defHalfMag
+			c[(b+1)<<defHalfMag+int(u>>uint(b))-defHalf]++
+		}
+	} else {
+		l := h.l
+		for _, v := range vs {
+			v = max(v, 0)
+			sum += v
+			mx = max(mx, v)
+			h.counts[l.index(min(v, l.limit))]++
+		}
+	}
+	h.sum, h.max = sum, mx
 }
 
 // reset empties h.
 func (h *hist) reset() {
-	if h.n == 0 {
+	if !h.used {
 		return
 	}
 	clear(h.counts)
-	h.n, h.sum, h.max = 0, 0, 0
+	h.sum, h.max, h.used = 0, 0, false
 }
 
-// foldInto adds h's counters to dst, which has h's layout. It walks every counter: meant
-// for window rotation and snapshots, not for the recording path.
-func (h *hist) foldInto(dst *hdrhistogram.Histogram) {
-	if h.n == 0 {
-		return
+// foldInto adds h's counters to dst, which has h's layout, and returns how many values h
+// holds. It walks every counter: meant for window rotation and snapshots, not for the
+// recording path.
+func (h *hist) foldInto(dst *hdrhistogram.Histogram) (n uint64) {
+	if !h.used {
+		return 0
 	}
 	for i, c := range h.counts {
 		if c != 0 {
 			// In range by construction: value(i) is a value of this layout.
 			_ = dst.RecordValues(h.l.value(i), int64(c))
+			n += uint64(c)
 		}
 	}
+	return n
 }
 
 // store is a cumulative histogram: an hdrhistogram.Histogram and the exact count, sum and
@@ -140,11 +189,10 @@ func newStore(l *layout) store { return store{h: l.newHDR()} }
 
 // add folds the recorder src into s (src is left as it is).
 func (s *store) add(src *hist) {
-	if src.n == 0 {
+	if !src.used {
 		return
 	}
-	src.foldInto(s.h)
-	s.n += src.n
+	s.n += src.foldInto(s.h)
 	s.sum += src.sum
 	s.max = max(s.max, src.max)
 }
@@ -183,8 +231,7 @@ func summaryOf(scratch *hdrhistogram.Histogram, hs ...*hist) Summary {
 	var n uint64
 	var sum, maxV int64
 	for _, h := range hs {
-		h.foldInto(scratch)
-		n += h.n
+		n += h.foldInto(scratch)
 		sum += h.sum
 		maxV = max(maxV, h.max)
 	}

@@ -36,12 +36,12 @@ func TestHistMatchesHDR(t *testing.T) {
 				}
 			}
 			folded := l.newHDR()
-			h.foldInto(folded)
+			n := h.foldInto(folded)
 			if !slices.Equal(folded.Export().Counts, direct.Export().Counts) {
 				t.Fatalf("digits %d limit %d: folded counters differ from direct recording", digits, limit)
 			}
-			if folded.TotalCount() != int64(len(values)) || h.n != uint64(len(values)) {
-				t.Fatalf("digits %d limit %d: count %d/%d, want %d", digits, limit, folded.TotalCount(), h.n, len(values))
+			if folded.TotalCount() != int64(len(values)) || n != uint64(len(values)) {
+				t.Fatalf("digits %d limit %d: count %d/%d, want %d", digits, limit, folded.TotalCount(), n, len(values))
 			}
 			for i := range l.n {
 				if v := l.value(i); l.index(min(v, limit)) != i && v <= limit {
@@ -60,15 +60,51 @@ func TestHistClampsAndKeepsExactFigures(t *testing.T) {
 	h.record(-5)
 	h.record(5000)
 	h.record(10)
-	if h.n != 3 || h.sum != 5010 || h.max != 5000 {
-		t.Fatalf("n %d sum %d max %d", h.n, h.sum, h.max)
+	if h.sum != 5010 || h.max != 5000 {
+		t.Fatalf("sum %d max %d", h.sum, h.max)
 	}
 	s := summaryOf(l.newHDR(), &h)
 	if s.Count != 3 || s.Max != 5000 || s.P50 < 10 || s.P50 > 11 || s.P999 < 990 {
 		t.Fatalf("summary %+v", s)
 	}
 	h.reset()
-	if h.n != 0 || slices.ContainsFunc(h.counts, func(c uint32) bool { return c != 0 }) {
+	if h.used || h.sum != 0 || slices.ContainsFunc(h.counts, func(c uint32) bool { return c != 0 }) {
 		t.Fatal("reset left counts")
+	}
+}
+
+// TestDefaultLayoutConstants: recordAll's constants are the default configuration's
+// layout, and it counts exactly as record does.
+func TestDefaultLayoutConstants(t *testing.T) {
+	l := Config{}.withDefaults(epoch).layout()
+	if !l.isDefault() {
+		t.Fatalf("default layout %+v does not match the constants", *l)
+	}
+	if newLayout(int64(time.Second), 2).isDefault() || newLayout(defLimit, 3).isDefault() {
+		t.Fatal("a non-default layout passes isDefault")
+	}
+	a, b := newHist(l), newHist(l)
+	rng := rand.New(rand.NewPCG(3, 4))
+	vs := []int64{-1, 0, 1, 255, 256, 257, defLimit - 1, defLimit, defLimit + 1, math.MaxInt64}
+	for range 100000 {
+		vs = append(vs, int64(float64(defLimit)*math.Pow(rng.Float64(), 10)))
+	}
+	for _, v := range vs {
+		a.record(v)
+	}
+	b.recordAll(vs[:7])
+	b.recordAll(vs[7:])
+	if !slices.Equal(a.counts, b.counts) || a.sum != b.sum || a.max != b.max || !b.used {
+		t.Fatal("recordAll counts differently from record")
+	}
+	// And with a layout that is not the default.
+	l2 := newLayout(int64(time.Second), 3)
+	c, d := newHist(l2), newHist(l2)
+	for _, v := range vs {
+		c.record(v)
+	}
+	d.recordAll(vs)
+	if !slices.Equal(c.counts, d.counts) || c.sum != d.sum || c.max != d.max {
+		t.Fatal("recordAll counts differently from record (3 digits, 1 s)")
 	}
 }

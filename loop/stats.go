@@ -33,14 +33,19 @@ type acct struct {
 	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
 	// the slice start; the task publishes it once running (publishGoid).
 	goidPending bool
+	// pubGoid and pubKey are what current holds, so that a slice of the same goroutine
+	// and route publishes nothing.
+	pubGoid uint64
+	pubKey  *string
 }
 
 // publishGoid completes the Current slot for a task whose coroutine was new at its slice
 // start, so the stall detector can find its stack. Called first thing inside tasks.
 func (s *Server) publishGoid(t *scheduler.Task, key *string) {
-	if s.acct.goidPending {
-		s.acct.goidPending = false
-		s.acct.current.Set(t.ID(), t.Goroutine(), key)
+	if a := &s.acct; a.goidPending {
+		a.goidPending = false
+		a.pubGoid, a.pubKey = t.Goroutine(), key
+		a.current.Set(t.ID(), a.pubGoid, key)
 	}
 }
 
@@ -73,7 +78,12 @@ func (s *Server) onSliceStart(t *scheduler.Task) {
 		key = &c.route.pattern
 	}
 	goid := t.Goroutine()
-	s.acct.current.Set(t.ID(), goid, key)
+	if a := &s.acct; goid != a.pubGoid || key != a.pubKey {
+		// Pooled coroutines make the same goroutine and route the usual case: then
+		// nothing is published at all.
+		a.current.Set(t.ID(), goid, key)
+		a.pubGoid, a.pubKey = goid, key
+	}
 	s.acct.goidPending = goid == 0 // a new coroutine learns its id in its first slice
 	if c != nil && s.acct.cpuClock && c.conn != nil {
 		c.cpuStart = accounting.ThreadCPU()
