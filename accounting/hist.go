@@ -134,9 +134,11 @@ func (h *hist) recordAll(vs []int64) {
 			v = max(v, 0)
 			sum += v
 			mx = max(mx, v)
+			// index() with the constants folded: the bucket is s = top bit - 7, and
+			// (s+1)<<7 + u>>s - 128 = s<<7 + u>>s.
 			u := uint64(min(v, defLimit))
-			b := 63 - bits.LeadingZeros64(u|defMask) - defHalfMag
-			c[(b+1)<<defHalfMag+int(u>>uint(b))-defHalf]++
+			sh := 63 - defHalfMag - bits.LeadingZeros64(u|defMask)
+			c[sh<<defHalfMag+int(u>>uint(sh))]++
 		}
 	} else {
 		l := h.l

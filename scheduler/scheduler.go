@@ -202,7 +202,7 @@ func (s *Scheduler) newTaskAt(fn func(t *Task), arg any, now int64) *Task {
 	t.fn, t.arg = fn, arg
 	t.state = Ready
 	t.started, t.killed = false, false
-	t.st = Stats{}
+	t.st, t.parked = Stats{}, 0
 	t.lastWait, t.lastRun, t.sliceEnd = 0, 0, 0
 
 	t.lprev = s.ltail
@@ -459,7 +459,9 @@ func (s *Scheduler) wake(t *Task, err error, now int64) {
 		if now < 0 {
 			now = s.clock()
 		}
-		t.st.Parked[t.reason] += time.Duration(now - t.parkedAt)
+		p := time.Duration(now - t.parkedAt)
+		t.st.Parked[t.reason] += p
+		t.parked += p
 		t.readyAt = now
 	}
 	if !s.closed {

@@ -129,6 +129,7 @@ type Task struct {
 	spawnAt, readyAt, parkedAt, sliceStart, sliceEnd int64
 	lastWait, lastRun                                int64
 	st                                               Stats
+	parked                                           time.Duration // st.ParkedTotal(), kept for Totals
 }
 
 // ID returns the task's id, unique for the scheduler's lifetime (ids are never reused, even
@@ -186,7 +187,7 @@ func (t *Task) SliceEnd() int64 { return t.sliceEnd }
 // of Stats for a hook, where nothing is in progress: inside Hooks.OnStop with state Done
 // they are the task's final figures. Loop-confined.
 func (t *Task) Totals() (onLoop, queueDelay, parked time.Duration) {
-	return t.st.OnLoop, t.st.QueueDelay, t.st.ParkedTotal()
+	return t.st.OnLoop, t.st.QueueDelay, t.parked
 }
 
 // Stats returns the task's counters, including the interval in progress: the running slice
