@@ -16,6 +16,9 @@ func TestHistMatchesHDR(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for digits := 1; digits <= 5; digits++ {
 		for _, limit := range limits {
+			if digits == 5 && limit > int64(time.Second) {
+				continue // millions of counters: slow under -race, and no new case
+			}
 			l := newLayout(limit, digits)
 			direct := l.newHDR()
 			if got, want := l.n, len(direct.Export().Counts); got != want {
@@ -26,7 +29,7 @@ func TestHistMatchesHDR(t *testing.T) {
 			for p := int64(1); p > 0 && p <= limit; p <<= 1 {
 				values = append(values, p-1, p, min(p+1, limit))
 			}
-			for range 2000 {
+			for range 500 {
 				values = append(values, rng.Int64N(limit+1), int64(float64(limit)*math.Pow(rng.Float64(), 8)))
 			}
 			for _, v := range values {

@@ -163,8 +163,8 @@ func TestRouteFinishReadsClock(t *testing.T) {
 }
 
 // TestRouteBatchingIsInvisible: finished requests are batched and recorded later; a
-// registry read after every request (so every batch holds one request) and one read only
-// at the end must show the same figures, across window rotations, gaps and several routes.
+// registry whose routes record every request at once and one that batches must show the
+// same figures, across window rotations, gaps and several routes.
 func TestRouteBatchingIsInvisible(t *testing.T) {
 	w := DefaultRecentWindow
 	each := NewRoutes(Config{Epoch: epoch})
@@ -187,7 +187,7 @@ func TestRouteBatchingIsInvisible(t *testing.T) {
 			rt.Start()
 			rt.FinishValues(now, st, v, v/3, v/7, v/2)
 		}
-		each.Snapshot(epoch.Add(time.Duration(now)))
+		each.Route(k).flush() // as if every request were recorded as it finished
 	}
 	at := epoch.Add(time.Duration(now) + time.Millisecond)
 	got, want := end.Snapshot(at), each.Snapshot(at)
