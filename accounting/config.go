@@ -15,6 +15,10 @@ const (
 	// and each doubling of the range costs one more bucket row.
 	DefaultHistogramMax = time.Hour
 
+	// DefaultSlowSlice is the default Config.SlowSlice: as in tokio-metrics, and as the
+	// scheduler's default.
+	DefaultSlowSlice = 50 * time.Microsecond
+
 	// DefaultHistogramDigits is the number of significant decimal digits of the HDR
 	// histograms: 2 gives 1% relative error, enough to tell p99 from p999, at about 37 KiB
 	// per histogram over 1 ns..1 h (3 digits would cost about 8 times as much; a route
@@ -81,6 +85,10 @@ type Config struct {
 	// HistogramDigits is the histograms' significant decimal digits, 1 to 5 (default
 	// DefaultHistogramDigits).
 	HistogramDigits int
+
+	// SlowSlice is the length above which Loop counts a slice as slow (default
+	// DefaultSlowSlice).
+	SlowSlice time.Duration
 }
 
 // withDefaults fills zero fields; now is the Epoch when none is given.
@@ -98,6 +106,9 @@ func (c Config) withDefaults(now time.Time) Config {
 		c.HistogramDigits = DefaultHistogramDigits
 	}
 	c.HistogramDigits = min(c.HistogramDigits, 5)
+	if c.SlowSlice <= 0 {
+		c.SlowSlice = DefaultSlowSlice
+	}
 	return c
 }
 

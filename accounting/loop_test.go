@@ -146,4 +146,8 @@ func TestLoopSlicesAndCounts(t *testing.T) {
 	if snap.Lag.Count != 510 || snap.Lag.Max != time.Second || snap.Slices.Count != 510 || snap.Switches != 510 {
 		t.Errorf("second snapshot: switches %d lag %+v slices %+v", snap.Switches, snap.Lag, snap.Slices)
 	}
+	want := SliceStats{Count: 510, Total: 3*time.Second + 1007*time.Microsecond, Max: time.Second, Slow: 3, SlowTotal: 3 * time.Second}
+	if snap.Slices != want || snap.Slices.Mean() != want.Total/510 {
+		t.Errorf("slices %+v, want %+v", snap.Slices, want)
+	}
 }

@@ -36,6 +36,15 @@ type (
 		Max   float64 `json:"max_seconds"`
 	}
 
+	slicesDoc struct {
+		Count     uint64  `json:"count"`
+		Total     float64 `json:"total_seconds"`
+		Mean      float64 `json:"mean_seconds"`
+		Max       float64 `json:"max_seconds"`
+		Slow      uint64  `json:"slow"`
+		SlowTotal float64 `json:"slow_seconds"`
+	}
+
 	pairDoc struct {
 		Cumulative summaryDoc `json:"cumulative"`
 		Recent     summaryDoc `json:"recent"`
@@ -84,7 +93,7 @@ type (
 		Utilisation10s float64    `json:"utilisation_10s"`
 		Utilisation60s float64    `json:"utilisation_60s"`
 		Lag            summaryDoc `json:"lag"`
-		Slices         summaryDoc `json:"slices"`
+		Slices         slicesDoc  `json:"slices"`
 		ReadyDepth     int        `json:"ready_depth"`
 		ReadyDepthMax  int        `json:"ready_depth_max"`
 		Switches       uint64     `json:"switches_total"`
@@ -163,7 +172,8 @@ func WriteLoopJSON(w io.Writer, l LoopSnapshot) error {
 		Utilisation10s: l.Utilisation[1].Utilisation(),
 		Utilisation60s: l.Utilisation[2].Utilisation(),
 		Lag:            summaryJSON(l.Lag),
-		Slices:         summaryJSON(l.Slices),
+		Slices: slicesDoc{Count: l.Slices.Count, Total: l.Slices.Total.Seconds(), Mean: l.Slices.Mean().Seconds(),
+			Max: l.Slices.Max.Seconds(), Slow: l.Slices.Slow, SlowTotal: l.Slices.SlowTotal.Seconds()},
 		ReadyDepth:     l.ReadyDepth,
 		ReadyDepthMax:  l.ReadyDepthMax,
 		Switches:       l.Switches,
@@ -314,8 +324,10 @@ func WriteLoopText(w io.Writer, l LoopSnapshot) error {
 		100*l.Utilisation[0].Utilisation(), 100*l.Utilisation[1].Utilisation(), 100*l.Utilisation[2].Utilisation())
 	t.printf("tasks         live %d   started %d   completed %d\n", l.LiveTasks(), l.TasksStarted, l.TasksDone)
 	t.printf("ready queue   now %d   max %d\n", l.ReadyDepth, l.ReadyDepthMax)
-	t.printf("switches      total %d   %.1f/s over the last %s\n\n", l.Switches, l.SwitchRate.PerSecond(), SwitchRateWindow)
-	rows := [][]string{summaryRow("lag (ready->run)", l.Lag), summaryRow("slice length", l.Slices)}
+	t.printf("switches      total %d   %.1f/s over the last %s\n", l.Switches, l.SwitchRate.PerSecond(), SwitchRateWindow)
+	t.printf("slices        mean %s ms   max %s ms   slow %d (%s ms in all)\n\n",
+		ms(l.Slices.Mean()), ms(l.Slices.Max), l.Slices.Slow, ms(l.Slices.SlowTotal))
+	rows := [][]string{summaryRow("lag (ready->run)", l.Lag)}
 	if st := l.Stalls; st != nil {
 		rows = append(rows, summaryRow("stalls", st.Durations))
 	}

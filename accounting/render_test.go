@@ -132,7 +132,10 @@ func TestLoopJSONSchema(t *testing.T) {
 	m := renderJSON(t, func(b *bytes.Buffer) error { return WriteLoopJSON(b, testLoopSnapshot(true)) })
 	checkSchema(t, "loop", m, loopSchema, true)
 	checkSchema(t, "lag", m["lag"].(map[string]any), summarySchema, true)
-	checkSchema(t, "slices", m["slices"].(map[string]any), summarySchema, true)
+	checkSchema(t, "slices", m["slices"].(map[string]any), map[string]string{
+		"count": tInt, "total_seconds": tNum, "mean_seconds": tNum, "max_seconds": tNum,
+		"slow": tInt, "slow_seconds": tNum,
+	}, true)
 	stalls := m["stalls"].(map[string]any)
 	checkSchema(t, "stalls", stalls, map[string]string{
 		"threshold_seconds": tNum, "count": tInt, "logged": tInt, "suppressed": tInt,
@@ -210,7 +213,7 @@ func TestTextViews(t *testing.T) {
 			"--- task 8", "main.hog", "503")},
 		{"routes", routes, append(strings.Split(routeColumns, "\t"), "GET /users/{id}", "POST /login")},
 		{"loop", loop, []string{"utilisation", "1s", "10s", "60s", "25.0%", "ready queue", "switches",
-			"lag (ready->run)", "slice length", "stalls", "P99", "P999", "MAX", "1 ended, 1 logged"}},
+			"lag (ready->run)", "slices        mean", "stalls", "P99", "P999", "MAX", "1 ended, 1 logged"}},
 	} {
 		for _, w := range c.want {
 			if !strings.Contains(c.text, w) {

@@ -56,7 +56,7 @@ func (s *Server) initAccounting() {
 	if !a.on {
 		return
 	}
-	cfg := accounting.Config{Epoch: s.epoch}
+	cfg := accounting.Config{Epoch: s.epoch, SlowSlice: scheduler.DefaultSlowSlice}
 	a.routes = accounting.NewRoutes(cfg)
 	a.loop = accounting.NewLoop(cfg, time.Now())
 	a.ring = accounting.NewRing(finishedRingSize)
