@@ -189,13 +189,15 @@ func (s *Server) finishRequest(c *Ctx) {
 		s.admitQueued()
 	}
 	s.markDirty(cs)
-	if c.Task.t != nil && s.acct.on {
-		// Running in the task's last slice: onSliceStop records the request with the
-		// reading the scheduler takes at the slice's end, then frees c.
-		c.finished = true
-		return
+	if s.acct.on {
+		if c.Task.t != nil {
+			// Running in the task's last slice: onSliceStop records the request with the
+			// reading the scheduler takes at the slice's end, then frees c.
+			c.finished = true
+			return
+		}
+		s.recordFinish(c, s.nanotime()) // multi-thread mode: on the loop, after the handler
 	}
-	s.recordFinish(c, s.nanotime())
 	s.releaseCtx(c)
 }
 
