@@ -53,7 +53,7 @@ type Target struct {
 }
 
 // ParseTargets parses a -targets value: a comma-separated list of "baton", "nethttp",
-// "URL" or "name=URL" (loopback http URLs of external servers); cmds are "name=command"
+// "baton-noacct", "URL" or "name=URL" (loopback http URLs of external servers); cmds are "name=command"
 // entries (from -cmd) giving the command that starts an external target.
 func ParseTargets(spec string, cmds []string) ([]Target, error) {
 	byName := map[string]string{}
@@ -73,7 +73,7 @@ func ParseTargets(spec string, cmds []string) ([]Target, error) {
 		}
 		var t Target
 		switch item {
-		case servers.Baton, servers.NetHTTP:
+		case servers.Baton, servers.NetHTTP, servers.BatonNoAccounting:
 			t = Target{Name: item, Builtin: true}
 		default:
 			name, raw, named := strings.Cut(item, "=")

@@ -101,7 +101,7 @@ are service times (they hide stalls); use cpu-hog or -rate for latency under a f
 			if ph == nil {
 				return nil
 			}
-			return compareTargets("plaintext "+ph.Name, ph, "load", 2, 0.6)
+			return append(compareTargets("plaintext "+ph.Name, ph, "load", 2, 0.6), accountingCost(s)...)
 		},
 	})
 
@@ -352,6 +352,30 @@ if the limit is too low.`,
 			return out
 		},
 	})
+}
+
+// accountingGoal is the most accounting may cost: the accounting issue's target, under 5%
+// of throughput, here as server CPU per request.
+const accountingGoal = 0.05
+
+// accountingCost compares baton with baton-noacct in every phase where both ran: the
+// extra server CPU per request that accounting costs.
+func accountingCost(s *ScenarioResult) []SummaryItem {
+	var out []SummaryItem
+	for _, ph := range s.Phases {
+		on, off := ph.Run(servers.Baton), ph.Run(servers.BatonNoAccounting)
+		if on == nil || off == nil || on.Server == nil || off.Server == nil || off.Server.CPUUsPerReq == 0 {
+			continue
+		}
+		v := on.Server.CPUUsPerReq/off.Server.CPUUsPerReq - 1
+		ok := v < accountingGoal
+		out = append(out, SummaryItem{
+			Name: "plaintext " + ph.Name + ": accounting cost (baton/baton-noacct server CPU per request - 1)", Value: 100 * v, Unit: "%",
+			Goal: fmt.Sprintf("< %g%%", 100*accountingGoal), Pass: &ok,
+			Note: fmt.Sprintf("%.2f vs %.2f µs", on.Server.CPUUsPerReq, off.Server.CPUUsPerReq),
+		})
+	}
+	return out
 }
 
 // compareTargets returns baton/nethttp ratios of req/s and server CPU per request for group

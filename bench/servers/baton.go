@@ -27,9 +27,10 @@ func busy(c *loop.Ctx, status int) {
 }
 
 // startBaton serves the routes on baton: every handler is a task on the loop, so the game
-// state and the hog totals are plain values shared without locks.
-func startBaton(addr string, logger *slog.Logger) (*Running, error) {
-	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger})
+// state and the hog totals are plain values shared without locks. noAccounting turns
+// accounting off.
+func startBaton(addr string, logger *slog.Logger, noAccounting bool) (*Running, error) {
+	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger, NoAccounting: noAccounting})
 	g := newGame()
 	var hogs HogStats
 

@@ -21,6 +21,9 @@ import (
 const (
 	Baton   = "baton"
 	NetHTTP = "nethttp"
+	// BatonNoAccounting is baton with accounting off (Config.NoAccounting), for measuring
+	// what accounting costs: run it beside Baton (-targets baton,baton-noacct).
+	BatonNoAccounting = "baton-noacct"
 )
 
 // Targets lists the built-in servers.
@@ -222,7 +225,7 @@ func (r *Running) Addr() string { return r.addr }
 // Close stops the server at once.
 func (r *Running) Close() error { return r.close() }
 
-// Start starts target ("baton" or "nethttp") on addr ("127.0.0.1:0" picks a port) in this
+// Start starts target ("baton", "nethttp" or "baton-noacct") on addr ("127.0.0.1:0" picks a port) in this
 // process and returns once it accepts connections. logger may be nil.
 func Start(target, addr string, logger *slog.Logger) (*Running, error) {
 	if logger == nil {
@@ -230,11 +233,13 @@ func Start(target, addr string, logger *slog.Logger) (*Running, error) {
 	}
 	switch target {
 	case Baton:
-		return startBaton(addr, logger)
+		return startBaton(addr, logger, false)
+	case BatonNoAccounting:
+		return startBaton(addr, logger, true)
 	case NetHTTP:
 		return startNetHTTP(addr, logger)
 	}
-	return nil, fmt.Errorf("servers: unknown target %q (want %q or %q)", target, Baton, NetHTTP)
+	return nil, fmt.Errorf("servers: unknown target %q (want %q, %q or %q)", target, Baton, NetHTTP, BatonNoAccounting)
 }
 
 // ListenPrefix starts the line a child server prints on stdout once it listens, followed by
