@@ -13,22 +13,24 @@ const nsPerSec = int64(time.Second)
 // Config.Epoch, so utilisation over the last 1, 10 and 60 complete seconds is the busy time
 // in those buckets over the elapsed time they cover.
 type Loop struct {
-	cfg     Config
-	start   int64 // NewLoop's now, ns since Epoch
-	secs    [loopRingSeconds]secBucket
-	busy    int64  // total busy ns
-	pending uint64 // switches since the last Busy, not yet in a bucket
-
+	// Written at every slice or busy interval: kept together, in two cache lines.
 	switches  uint64
-	lag       hist              // ready -> running wait per slice, since the last fold
-	slices    SliceStats        // slice lengths
-	lagCum    store             // lag, folded every second (a hist's counters are 32-bit)
-	pendLag   [sliceBatch]int64 // slices' waits not yet in lag
+	pending   uint64 // switches since the last Busy, not yet in a bucket
 	npend     int
+	slowSlice time.Duration // cfg.SlowSlice
+	slices    SliceStats    // slice lengths
+	busy      int64         // total busy ns
 	readyNow  int
 	readyMax  int
 	started   uint64
 	completed uint64
+
+	pendLag [sliceBatch]int64 // slices' waits not yet in lag
+	cfg     Config
+	start   int64 // NewLoop's now, ns since Epoch
+	secs    [loopRingSeconds]secBucket
+	lag     hist  // ready -> running wait per slice, since the last fold
+	lagCum  store // lag, folded every second (a hist's counters are 32-bit)
 
 	watchdog *Watchdog
 }
@@ -45,7 +47,7 @@ type secBucket struct {
 func NewLoop(cfg Config, now time.Time) *Loop {
 	cfg = cfg.withDefaults(now)
 	lay := cfg.layout()
-	l := &Loop{cfg: cfg, start: since(cfg.Epoch, now), lag: newHist(lay), lagCum: newStore(lay)}
+	l := &Loop{cfg: cfg, start: since(cfg.Epoch, now), lag: newHist(lay), lagCum: newStore(lay), slowSlice: cfg.SlowSlice}
 	for i := range l.secs {
 		l.secs[i].sec = -1 // no second yet
 	}
@@ -117,7 +119,7 @@ func (l *Loop) Slice(wait, run time.Duration) {
 	sl.Count++
 	sl.Total += run
 	sl.Max = max(sl.Max, run)
-	if run > l.cfg.SlowSlice {
+	if run > l.slowSlice {
 		sl.Slow++
 		sl.SlowTotal += run
 	}

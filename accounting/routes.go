@@ -118,26 +118,28 @@ func (r *Routes) windowOf(ns int64) int64 {
 // lazily, at the first Finish or Snapshot in a later window: the older histogram set is
 // reset and becomes the current one (both are reset after a gap of two windows or more).
 type Route struct {
-	r        *Routes
-	key      string
+	// Written at every request: kept together at the front.
+	inFlight int64
 	n        uint64 // requests finished
 	errors   uint64
 	client   uint64
-	inFlight int64
 	winEnd   int64 // first ns after the current window (math.MinInt64 before the first)
 	cur      int   // index of the current window in win
-	winNo    int64 // number of the current window (math.MinInt64 before the first)
-	win      [2]window
-	cum      [numMetrics]store
-	np       int                            // figures waiting in pend
-	pend     [numMetrics][finishBatch]int64 // for win[cur], by figure
+	np       int   // figures waiting in pend
+
+	r     *Routes
+	key   string
+	winNo int64 // number of the current window (math.MinInt64 before the first)
+	win   [2]window
+	cum   [numMetrics]store
+	pend  [numMetrics][finishBatch]int64 // for win[cur], by figure
 }
 
 type window struct {
-	h      [numMetrics]hist
 	count  uint64
 	errors uint64
 	client uint64
+	h      [numMetrics]hist
 }
 
 func (w *window) reset() {
