@@ -10,7 +10,7 @@ import (
 
 // Histograms come in two parts. The recording front (hist) is a plain array of bucket
 // counters in HDR's log-linear layout, so recording a value is a leading-zero count, two
-// shifts and one increment: about a fifth of the instructions of
+// shifts and one increment, a fraction of the instructions of
 // hdrhistogram.Histogram.RecordValues and no second struct to load. It is what the
 // per-request and per-slice paths touch. Reading goes through hdrhistogram-go: a recorder's
 // counters are folded, bucket for bucket, into an hdrhistogram.Histogram of the same layout
@@ -105,7 +105,7 @@ func (h *hist) record(v int64) {
 }
 
 // The default layout (DefaultHistogramDigits over 1 ns .. DefaultHistogramMax) as
-// constants, so that recordDefault compiles to immediate shifts and masks: the recording
+// constants, so that recordAll compiles to immediate shifts and masks: the recording
 // path's instructions are most of what accounting costs per request.
 const (
 	defHalfMag = 7               // 2 digits: 256 sub-buckets, half of them 128
@@ -115,7 +115,7 @@ const (
 	defCounts  = 36 * defHalf // (buckets + 1) * half: 35 buckets reach 2^42 ns > 1 h
 )
 
-// isDefault reports whether l is the default layout, which recordDefault assumes.
+// isDefault reports whether l is the default layout, which recordAll's fast path assumes.
 func (l *layout) isDefault() bool {
 	return l.limit == defLimit && l.mask == defMask && l.halfMag == defHalfMag && l.n == defCounts
 }
