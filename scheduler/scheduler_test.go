@@ -999,8 +999,7 @@ func TestSpawnNowAtUsesTheCallersReadings(t *testing.T) {
 	var stopEnd int64
 	var onLoop, queue, parked time.Duration
 	var st Stats
-	var s *Scheduler
-	s = newSync(t, Config{Hooks: Hooks{OnStop: func(t *Task, state State, _ Reason) {
+	s := newSync(t, Config{Hooks: Hooks{OnStop: func(t *Task, state State, _ Reason) {
 		if state == Done {
 			stopEnd = t.SliceEnd()
 			onLoop, queue, parked = t.Totals()
