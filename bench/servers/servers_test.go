@@ -84,7 +84,7 @@ func TestParity(t *testing.T) {
 		{"GET", "/burst/stats", true},
 	}
 	results := map[string][]answer{}
-	for _, target := range Targets {
+	for _, target := range append(Targets, BatonNoAccounting) {
 		srv, err := Start(target, "127.0.0.1:0", nil)
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)
@@ -100,6 +100,12 @@ func TestParity(t *testing.T) {
 		}
 	}
 	b, n := results[Baton], results[NetHTTP]
+	for i, s := range script {
+		// Same answers as baton, but for the figures accounting measures.
+		if a := results[BatonNoAccounting][i]; a.status != b[i].status || a.contentType != b[i].contentType || (s.exact && a.body != b[i].body) {
+			t.Errorf("%s %s: baton-noacct %+v, baton %+v", s.method, s.path, a, b[i])
+		}
+	}
 	for i, s := range script {
 		if b[i].status != n[i].status || b[i].contentType != n[i].contentType {
 			t.Errorf("%s %s: baton %d %q, net/http %d %q", s.method, s.path, b[i].status, b[i].contentType, n[i].status, n[i].contentType)
