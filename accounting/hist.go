@@ -94,16 +94,6 @@ func newHist(l *layout) hist {
 	return hist{l: l, counts: make([]uint32, l.n)}
 }
 
-// record adds one value (negative values count as 0, values above the limit are counted
-// at the limit; sum and max keep the exact value).
-func (h *hist) record(v int64) {
-	v = max(v, 0)
-	h.sum += v
-	h.max = max(h.max, v)
-	h.used = true
-	h.counts[h.l.index(min(v, h.l.limit))]++
-}
-
 // The default layout (DefaultHistogramDigits over 1 ns .. DefaultHistogramMax) as
 // constants, so that recordAll compiles to immediate shifts and masks: the recording
 // path's instructions are most of what accounting costs per request.
@@ -120,8 +110,9 @@ func (l *layout) isDefault() bool {
 	return l.limit == defLimit && l.mask == defMask && l.halfMag == defHalfMag && l.n == defCounts
 }
 
-// recordAll records vs: the batch form of record, with the running sum and maximum in
-// registers and, for the default layout, constant shifts.
+// recordAll records the values vs (negative values count as 0, values above the limit are
+// counted at the limit; sum and max keep the exact values), with the running sum and
+// maximum in registers and, for the default layout, constant shifts.
 func (h *hist) recordAll(vs []int64) {
 	if len(vs) == 0 {
 		return

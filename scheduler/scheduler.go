@@ -227,20 +227,12 @@ func (s *Scheduler) newTaskAt(fn func(t *Task), arg any, now int64) *Task {
 //
 // Loop only, like Run: it panics if called from inside a task or from within Run.
 func (s *Scheduler) SpawnNow(fn func(t *Task), arg any) {
-	if s.cur != nil {
-		panic(fmt.Sprintf("scheduler: SpawnNow called from inside task %d: only the loop goroutine may run tasks", s.cur.id))
+	s.checkSpawnNow("SpawnNow")
+	now := int64(0)
+	if s.acct {
+		now = s.clock()
 	}
-	if s.inRun {
-		panic("scheduler: SpawnNow called from within Run (from a hook or an AfterFunc callback)")
-	}
-	s.checkLoop()
-	t := s.newTask(fn, arg)
-	if h := s.hooks.OnReady; h != nil {
-		h(t)
-	}
-	s.inRun = true
-	s.resume(t, t.readyAt)
-	s.inRun = false
+	s.spawnNow(fn, arg, now, now)
 }
 
 // SpawnNowAt is SpawnNow for a loop that keeps its own clock readings, which saves two
@@ -254,22 +246,32 @@ func (s *Scheduler) SpawnNow(fn func(t *Task), arg any) {
 //
 // Loop only, like SpawnNow.
 func (s *Scheduler) SpawnNowAt(fn func(t *Task), arg any, ready, start int64) (end int64) {
-	if s.cur != nil {
-		panic(fmt.Sprintf("scheduler: SpawnNowAt called from inside task %d: only the loop goroutine may run tasks", s.cur.id))
-	}
-	if s.inRun {
-		panic("scheduler: SpawnNowAt called from within Run (from a hook or an AfterFunc callback)")
-	}
-	s.checkLoop()
+	s.checkSpawnNow("SpawnNowAt")
 	if !s.acct {
 		ready, start = 0, 0
 	}
+	return s.spawnNow(fn, arg, ready, max(start, ready))
+}
+
+// checkSpawnNow panics unless op may run a task now: on the loop, outside tasks and Run.
+func (s *Scheduler) checkSpawnNow(op string) {
+	if s.cur != nil {
+		panic(fmt.Sprintf("scheduler: %s called from inside task %d: only the loop goroutine may run tasks", op, s.cur.id))
+	}
+	if s.inRun {
+		panic("scheduler: " + op + " called from within Run (from a hook or an AfterFunc callback)")
+	}
+	s.checkLoop()
+}
+
+// spawnNow makes a task ready since ready and runs its first slice from start.
+func (s *Scheduler) spawnNow(fn func(t *Task), arg any, ready, start int64) (end int64) {
 	t := s.newTaskAt(fn, arg, ready)
 	if h := s.hooks.OnReady; h != nil {
 		h(t)
 	}
 	s.inRun = true
-	end = s.resume(t, max(start, ready))
+	end = s.resume(t, start)
 	s.inRun = false
 	return end
 }
