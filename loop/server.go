@@ -407,6 +407,7 @@ func (s *Server) pump() {
 		s.acct.loop.ReadyDepth(ready)
 	}
 	more := s.sched.Run()
+	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
 	s.flushDirty()
 	if more {
 		s.postPump()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -181,5 +182,55 @@ func TestFinishedRingKeepsSlowRequests(t *testing.T) {
 	}
 	if slow != 1 || fast > 1 {
 		t.Fatalf("finished ring: %d slow (want 1), %d fast (want at most 1 of 10)", slow, fast)
+	}
+}
+
+// A request dispatched after the loop ran other tasks in the same turn (here the second of
+// two pipelined requests, dispatched once the first finished in a later slice) counts only
+// its own time on the loop, not the slices that ran before it; the wait behind them is its
+// queue delay.
+func TestOnLoopExcludesEarlierSlicesOfTheTurn(t *testing.T) {
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /yield-burn", func(c *Ctx) {
+			c.Yield()
+			burnCPU(30 * time.Millisecond)
+			c.String(200, "burnt")
+		})
+		s.Handle("GET /fast", func(c *Ctx) { c.String(200, "fast") })
+	})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.WriteString(nc, "GET /yield-burn HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for !strings.HasSuffix(string(got), "fast") {
+		n, err := nc.Read(buf)
+		if err != nil {
+			t.Fatalf("read: %v (got %q)", err, got)
+		}
+		got = append(got, buf[:n]...)
+	}
+	snaps := make(chan []accounting.RouteSnapshot, 1)
+	_ = s.Post(func() { snaps <- s.acct.routes.Snapshot(time.Now()) })
+	for _, r := range <-snaps {
+		switch r.Route {
+		case "GET /yield-burn":
+			if r.Count != 1 || r.OnLoop.Cumulative.Max < 30*time.Millisecond {
+				t.Errorf("yield-burn: count %d, on-loop %v", r.Count, r.OnLoop.Cumulative.Max)
+			}
+		case "GET /fast":
+			if r.Count != 1 || r.OnLoop.Cumulative.Max > 10*time.Millisecond {
+				t.Errorf("fast: count %d, on-loop %v: the burn before it was charged to it", r.Count, r.OnLoop.Cumulative.Max)
+			}
+			if r.QueueDelay.Cumulative.Max < 25*time.Millisecond {
+				t.Errorf("fast: queue delay %v, want the wait behind the burn", r.QueueDelay.Cumulative.Max)
+			}
+		}
 	}
 }
