@@ -18,7 +18,7 @@ type Loop struct {
 	pending   uint64 // switches since the last Busy, not yet in a bucket
 	npend     int
 	slowSlice time.Duration // cfg.SlowSlice
-	slices    SliceStats    // slice lengths
+	slices    SliceStats    // slice lengths (Count unused: it is switches)
 	busy      int64         // total busy ns
 	readyNow  int
 	readyMax  int
@@ -115,8 +115,7 @@ func (l *Loop) Slice(wait, run time.Duration) {
 	l.switches++
 	l.pending++
 	l.pendLag[l.npend] = int64(wait)
-	sl := &l.slices
-	sl.Count++
+	sl := &l.slices // its Count is switches, filled in by Snapshot
 	sl.Total += run
 	sl.Max = max(sl.Max, run)
 	if run > l.slowSlice {
@@ -167,6 +166,7 @@ func (l *Loop) Snapshot(now time.Time) LoopSnapshot {
 		TasksStarted:  l.started,
 		TasksDone:     l.completed,
 	}
+	s.Slices.Count = l.switches
 	for i, w := range UtilisationWindows {
 		busy, _, elapsed := l.window(ns, int64(w/time.Second))
 		s.Utilisation[i] = Window{Length: w, Busy: time.Duration(busy), Elapsed: time.Duration(elapsed)}
