@@ -30,6 +30,7 @@ const (
 	EnvOffloadLanes       = "OFFLOAD_LANES"       // !Config.Offload.NoLanes, boolean
 	EnvStallThreshold     = "STALL_THRESHOLD"     // Config.StallThreshold, duration; negative: off
 	EnvAccounting         = "ACCOUNTING"          // !Config.NoAccounting, boolean
+	EnvOSClock            = "OS_CLOCK"            // Config.OSClock, boolean
 )
 
 // envPrefix and envDefaultPrefix name the two layers.
@@ -77,6 +78,7 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 	if e.bool(EnvAccounting, &acct) {
 		cfg.NoAccounting = !acct
 	}
+	e.bool(EnvOSClock, &cfg.OSClock)
 	if e.err != nil {
 		return cfg, e.err
 	}

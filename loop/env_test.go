@@ -24,17 +24,19 @@ func TestFromEnvLayers(t *testing.T) {
 		"BATON_IDLE_TIMEOUT":                "90s",
 		"BATON_DEFAULT_MAX_BODY_BYTES":      "1024",
 		"BATON_HANDLER_TIMEOUT":             " ", // empty counts as unset
+		"BATON_DEFAULT_OS_CLOCK":            "on",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.RequestConcurrency != 10 || cfg.MaxQueueLength != 20 || !cfg.MultiThread ||
-		cfg.IdleTimeout != 90*time.Second || cfg.Limits.MaxBodyBytes != 1024 || cfg.HandlerTimeout != time.Second {
+		cfg.IdleTimeout != 90*time.Second || cfg.Limits.MaxBodyBytes != 1024 || cfg.HandlerTimeout != time.Second ||
+		!cfg.OSClock {
 		t.Fatalf("got %+v", cfg)
 	}
 	// Nothing set: the code's values stay.
 	cfg, err = fromLookup(base, envMap(nil))
-	if err != nil || cfg.RequestConcurrency != 7 || cfg.MaxQueueLength != 3 || cfg.MultiThread {
+	if err != nil || cfg.RequestConcurrency != 7 || cfg.MaxQueueLength != 3 || cfg.MultiThread || cfg.OSClock {
 		t.Fatalf("got %+v, %v", cfg, err)
 	}
 }

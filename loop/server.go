@@ -139,6 +139,7 @@ func New(cfg Config) *Server {
 		OnPanic:      s.onTaskPanic,
 		Hooks:        s.schedHooks(),
 		NoAccounting: cfg.NoAccounting,
+		OSClock:      cfg.OSClock,
 	})
 	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
 	s.pool = offload.New(cfg.Offload)
@@ -364,8 +365,10 @@ func (s *Server) DrainReport() DrainReport {
 	return s.drained
 }
 
-// nanotime is the loop's monotonic clock, in nanoseconds since the server was created.
-func (s *Server) nanotime() int64 { return int64(time.Since(s.epoch)) }
+// nanotime is the loop's monotonic clock, in nanoseconds since the server was created: the
+// scheduler's, so that task figures and request times share one clock. Loop only (off the
+// loop, use time.Since(s.epoch)).
+func (s *Server) nanotime() int64 { return s.sched.Now() }
 
 // runDoor runs on the loop for each batch of posted functions.
 func (s *Server) runDoor(context.Context) error {

@@ -1029,3 +1029,40 @@ func TestSpawnNowAtUsesTheCallersReadings(t *testing.T) {
 		t.Fatalf("no accounting: end %d ran %v", end, ran)
 	}
 }
+
+// TestNowFollowsTheOSClock checks the scheduler's clock against time.Since(Epoch()), with
+// the time-stamp counter (where this machine has a usable one) and with Config.OSClock,
+// and that a slice's measured length covers what the task itself timed with the OS clock.
+func TestNowFollowsTheOSClock(t *testing.T) {
+	const tolerance = 50 * time.Microsecond // the design error is well under a microsecond
+	for _, osClock := range []bool{false, true} {
+		t.Run(fmt.Sprintf("OSClock=%v", osClock), func(t *testing.T) {
+			s := newSync(t, Config{OSClock: osClock})
+			epoch := s.Epoch()
+			prev := int64(0)
+			for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+				a := int64(time.Since(epoch))
+				r := s.Now()
+				b := int64(time.Since(epoch))
+				if r < prev || r < a-int64(tolerance) || r > b+int64(tolerance) {
+					t.Fatalf("Now = %d after %d; OS clock %d before, %d after", r, prev, a, b)
+				}
+				prev = r
+			}
+			var inner time.Duration
+			task := s.Go(func(t *Task) {
+				start := time.Now()
+				for time.Since(start) < 2*time.Millisecond {
+				}
+				inner = time.Since(start)
+				t.Park(ReasonOther)
+			})
+			runAll(s)
+			if st := task.Stats(); st.OnLoop < inner-tolerance || st.OnLoop > inner+100*time.Millisecond {
+				t.Fatalf("on-loop %v for a slice that timed itself at %v", st.OnLoop, inner)
+			}
+			s.Wake(task)
+			runAll(s)
+		})
+	}
+}
