@@ -300,7 +300,6 @@ type fakeConn struct {
 	ctx     any
 }
 
-func (f *fakeConn) responses(n int) int64       { return f.written / int64(n) }
 func (f *fakeConn) Peek(int) ([]byte, error)    { return f.in[f.off:], nil }
 func (f *fakeConn) Discard(n int) (int, error)  { f.off += n; return n, nil }
 func (f *fakeConn) InboundBuffered() int        { return len(f.in) - f.off }
