@@ -1,0 +1,8 @@
+#include "textflag.h"
+
+// func store(p *int64, v int64)
+TEXT ·store(SB),NOSPLIT,$0-16
+	MOVQ	p+0(FP), AX
+	MOVQ	v+8(FP), BX
+	MOVQ	BX, 0(AX)
+	RET
