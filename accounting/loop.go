@@ -24,6 +24,7 @@ type Loop struct {
 	readyMax  int
 	started   uint64
 	completed uint64
+	seen      uint64 // the count passed to Switched last
 
 	pendLag [sliceBatch]int64 // slices' waits not yet in lag
 	cfg     Config
@@ -33,6 +34,11 @@ type Loop struct {
 	lagCum  store // lag, folded every second (a hist's counters are 32-bit)
 
 	watchdog *Watchdog
+
+	// The bucket the latest interval fell in, and its second's bounds [curFrom, curTo), so
+	// that an interval within the same second (nearly all of them) costs no division.
+	cur            *secBucket
+	curFrom, curTo int64
 }
 
 // secBucket is one second of the loop: which second it is, busy ns and switches in it.
@@ -51,6 +57,7 @@ func NewLoop(cfg Config, now time.Time) *Loop {
 	for i := range l.secs {
 		l.secs[i].sec = -1 // no second yet
 	}
+	l.curFrom, l.curTo = 1, 0 // no interval fits until Busy has found a bucket
 	return l
 }
 
@@ -62,21 +69,31 @@ func (l *Loop) AttachWatchdog(w *Watchdog) { l.watchdog = w }
 
 // Busy records a busy interval of the loop, [start, end) in ns since Config.Epoch: the loop
 // ran a gnet callback or a door batch (and the tasks run from it). Idle is the rest, the
-// time in epoll. Switches counted by Slice since the previous Busy are attributed to the
-// second in which this interval ends. It does not allocate. Loop-confined.
+// time in epoll. Switches counted by Slice or Switched since the previous Busy are
+// attributed to the second in which this interval ends. It does not allocate. Loop-confined.
 func (l *Loop) Busy(start, end int64) {
 	if end <= start {
 		return
 	}
 	l.busy += end - start
-	if sec := start / nsPerSec; start >= 0 && sec == (end-1)/nsPerSec {
-		// The usual case, an interval of microseconds within one second.
-		b := l.bucket(sec)
+	if start >= l.curFrom && end <= l.curTo {
+		// The usual case: microseconds within the second of the interval before.
+		b := l.cur
 		b.busy += end - start
 		b.switches += l.pending
 		l.pending = 0
 		return
 	}
+	if sec := start / nsPerSec; start >= 0 && sec == (end-1)/nsPerSec {
+		// An interval within one second.
+		b := l.bucket(sec)
+		l.cur, l.curFrom, l.curTo = b, sec*nsPerSec, (sec+1)*nsPerSec
+		b.busy += end - start
+		b.switches += l.pending
+		l.pending = 0
+		return
+	}
+	l.curFrom, l.curTo = 1, 0                           // the buckets below may reuse cur's slot
 	start = max(start, end-loopRingSeconds*nsPerSec, 0) // older parts would fall off the ring
 	for t := start; t < end; {
 		sec := t / nsPerSec
@@ -125,6 +142,36 @@ func (l *Loop) Slice(wait, run time.Duration) {
 	if l.npend++; l.npend == sliceBatch {
 		l.flush()
 	}
+}
+
+// Slices records many slices at once, for a scheduler that gathers their figures itself
+// to spare a call per slice: their waits (ready to running, ns) into the lag histogram,
+// and st, the totals of their lengths (st.Count is ignored). Unlike Slice it does not
+// count switches: such a scheduler counts them too, and reports its count with Switched.
+// It does not allocate. Loop-confined.
+func (l *Loop) Slices(waits []int64, st SliceStats) {
+	sl := &l.slices
+	sl.Total += st.Total
+	sl.Max = max(sl.Max, st.Max)
+	sl.Slow += st.Slow
+	sl.SlowTotal += st.SlowTotal
+	for len(waits) > 0 {
+		n := copy(l.pendLag[l.npend:], waits)
+		waits = waits[n:]
+		if l.npend += n; l.npend == sliceBatch {
+			l.flush()
+		}
+	}
+}
+
+// Switched records the number of slices a scheduler has run so far (a count that only
+// grows): those since the previous call are switches, attributed like Slice's to the
+// second of the next Busy interval. Loop-confined.
+func (l *Loop) Switched(total uint64) {
+	d := total - l.seen
+	l.seen = total
+	l.switches += d
+	l.pending += d
 }
 
 // sliceBatch is how many slices' lags Loop batches before recording them into its

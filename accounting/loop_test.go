@@ -2,6 +2,8 @@ package accounting
 
 import (
 	"math"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -149,5 +151,87 @@ func TestLoopSlicesAndCounts(t *testing.T) {
 	want := SliceStats{Count: 510, Total: 3*time.Second + 1007*time.Microsecond, Max: time.Second, Slow: 3, SlowTotal: 3 * time.Second}
 	if snap.Slices != want || snap.Slices.Mean() != want.Total/510 {
 		t.Errorf("slices %+v, want %+v", snap.Slices, want)
+	}
+}
+
+// TestLoopSlicesInBatchesMatchSlice: a scheduler that gathers slice figures itself and
+// reports them with Slices and Switched leaves the same snapshot as one calling Slice for
+// every slice.
+func TestLoopSlicesInBatchesMatchSlice(t *testing.T) {
+	one := NewLoop(Config{Epoch: epoch}, epoch)
+	batched := NewLoop(Config{Epoch: epoch}, epoch)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var waits []int64
+	var st SliceStats
+	total := uint64(0)
+	now := int64(0)
+	for range 400 {
+		for range rng.IntN(300) { // sometimes more than a batch between Busy calls
+			wait := time.Duration(rng.Int64N(int64(time.Millisecond)))
+			run := time.Duration(rng.Int64N(int64(200 * time.Microsecond)))
+			one.Slice(wait, run)
+			waits = append(waits, int64(wait))
+			st.Total += run
+			st.Max = max(st.Max, run)
+			if run > DefaultSlowSlice {
+				st.Slow++
+				st.SlowTotal += run
+			}
+			total++
+			if len(waits) == 256 || rng.IntN(50) == 0 {
+				batched.Slices(waits, st)
+				waits, st = waits[:0], SliceStats{}
+			}
+		}
+		batched.Slices(waits, st)
+		waits, st = waits[:0], SliceStats{}
+		batched.Switched(total)
+		start := now + rng.Int64N(int64(10*time.Millisecond))
+		now = start + rng.Int64N(int64(20*time.Millisecond))
+		one.Busy(start, now)
+		batched.Busy(start, now)
+	}
+	a, b := one.Snapshot(at(time.Duration(now))), batched.Snapshot(at(time.Duration(now)))
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("snapshots differ:\nSlice:   %+v\nSlices:  %+v", a, b)
+	}
+	if a.Switches != total || a.Lag.Count != total {
+		t.Fatalf("switches %d, lags %d, want %d", a.Switches, a.Lag.Count, total)
+	}
+}
+
+// TestLoopBusyWithinASecondAndAcrossTheRing: many short intervals within one second take
+// the fast path; an interval of more than the ring's 64 seconds reuses that second's slot,
+// and the intervals after it must not land in the stale bucket.
+func TestLoopBusyWithinASecondAndAcrossTheRing(t *testing.T) {
+	l := NewLoop(Config{Epoch: epoch}, epoch)
+	for i := range int64(100) {
+		l.Busy(5*sec+i*1e6, 5*sec+i*1e6+1e5) // 100 x 0.1 ms in second 5
+	}
+	l.Busy(5*sec+sec/2, 70*sec) // through second 69, whose slot was second 5's
+	for i := range int64(10) {
+		l.Busy(70*sec+i*1e6, 70*sec+i*1e6+3e5) // 10 x 0.3 ms in second 70
+	}
+	snap := l.Snapshot(at(71 * time.Second))
+	if got := snap.Utilisation[0]; got.Busy != 3*time.Millisecond || got.Elapsed != time.Second {
+		t.Errorf("last second: busy %v of %v, want 3ms of 1s", got.Busy, got.Elapsed)
+	}
+	if want := time.Duration(100*1e5 + 64.5*float64(sec) + 10*3e5); snap.BusyTotal != want {
+		t.Errorf("busy total %v, want %v", snap.BusyTotal, want)
+	}
+	snap = l.Snapshot(at(70 * time.Second))
+	if got := snap.Utilisation[0]; got.Busy != time.Second {
+		t.Errorf("second 69: busy %v, want all of it", got.Busy)
+	}
+	// Right after the long interval, a reading from the past (second 5 again) must not
+	// add to second 69, which now holds the slot second 5 had.
+	l = NewLoop(Config{Epoch: epoch}, epoch)
+	l.Busy(5*sec, 5*sec+1e5)
+	l.Busy(5*sec+sec/2, 70*sec)
+	l.Busy(5*sec+sec/2+1e8, 5*sec+sec/2+2e8)
+	for _, b := range l.secs {
+		if b.busy > sec {
+			t.Errorf("second %d: busy %v after a step back", b.sec, time.Duration(b.busy))
+		}
 	}
 }

@@ -286,9 +286,11 @@ func findStack(dump []byte, goid uint64) string {
 	return ""
 }
 
-// Current is the slot the loop publishes the running task's goroutine and route into at
-// each slice start, so that a Watchdog (through Describe) can name a stalled task's route
-// and find its stack while the loop is stuck in it. Set neither allocates nor blocks, and
+// Current is the slot the loop publishes the running task's goroutine and route into
+// whenever either changes (baton's loop: when a slice starts on another goroutine than the
+// one before, and when a task starts on a pooled coroutine that served another route), so
+// that a Watchdog (through Describe) can name a stalled task's route and find its stack
+// while the loop is stuck in it. Set neither allocates nor blocks, and
 // costs two plain loads when the slice runs on the same coroutine for the same route as the
 // one before (pooled coroutines make that the common case). Safe for concurrent use.
 //

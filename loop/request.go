@@ -118,7 +118,7 @@ func (s *Server) start(c *Ctx, now bool) {
 func (s *Server) runTask(t *scheduler.Task) {
 	c := t.Arg().(*Ctx)
 	c.Task.t = t
-	s.publishGoid(t, &c.route.pattern)
+	s.publishTask(t, &c.route.pattern)
 	c.route.h(c)
 	s.finishRequest(c)
 }

@@ -244,7 +244,7 @@ func (s *Server) spawnBackground(fn func(t *Task)) {
 	bt := &Task{srv: s}
 	bt.t = s.sched.Go(func(t *scheduler.Task) {
 		defer bt.release()
-		s.publishGoid(t, &s.acct.bgKey)
+		s.publishTask(t, &s.acct.bgKey)
 		fn(bt)
 	})
 	if s.acct.on {

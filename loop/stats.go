@@ -39,10 +39,12 @@ type acct struct {
 	pubKey  *string
 }
 
-// publishGoid completes the Current slot for a task whose coroutine was new at its slice
-// start, so the stall detector can find its stack. Called first thing inside tasks.
-func (s *Server) publishGoid(t *scheduler.Task, key *string) {
-	if a := &s.acct; a.goidPending {
+// publishTask completes the Current slot at the start of a request task (called first
+// thing inside it): with the goroutine id of a coroutine that was new at the slice start,
+// and with the task's route when the coroutine served another route before (OnCoroutine
+// publishes only when the goroutine changes).
+func (s *Server) publishTask(t *scheduler.Task, key *string) {
+	if a := &s.acct; a.on && (a.goidPending || key != a.pubKey) {
 		a.goidPending = false
 		a.pubGoid, a.pubKey = t.Goroutine(), key
 		a.current.Set(t.ID(), a.pubGoid, key)
@@ -68,10 +70,28 @@ func (s *Server) schedHooks() scheduler.Hooks {
 	if s.cfg.NoAccounting {
 		return scheduler.Hooks{}
 	}
-	return scheduler.Hooks{OnRun: s.onSliceStart, OnStop: s.onSliceStop}
+	h := scheduler.Hooks{OnCoroutine: s.onCoroutine, OnStop: s.onSliceStop, OnSlices: s.onSlices}
+	if s.cfg.CPUClock && s.cfg.LockOSThread && accounting.ThreadCPUSupported {
+		h.OnRun = s.onSliceStart
+	}
+	return h
 }
 
+// onSlices hands the scheduler's batch of slice figures to the loop recorder.
+func (s *Server) onSlices(waits []int64, st scheduler.SliceTotals) {
+	s.acct.loop.Slices(waits, accounting.SliceStats(st))
+}
+
+// onSliceStart starts a slice's CPU clock reading (installed only with Config.CPUClock).
 func (s *Server) onSliceStart(t *scheduler.Task) {
+	if c, _ := t.Arg().(*Ctx); c != nil && c.conn != nil {
+		c.cpuStart = accounting.ThreadCPU()
+	}
+}
+
+// onCoroutine publishes the goroutine and route of a slice that starts on another
+// goroutine than the slice before, for the stall detector.
+func (s *Server) onCoroutine(t *scheduler.Task) {
 	key := &s.acct.bgKey
 	c, _ := t.Arg().(*Ctx)
 	if c != nil && c.route != nil {
@@ -85,14 +105,9 @@ func (s *Server) onSliceStart(t *scheduler.Task) {
 		a.pubGoid, a.pubKey = goid, key
 	}
 	s.acct.goidPending = goid == 0 // a new coroutine learns its id in its first slice
-	if c != nil && s.acct.cpuClock && c.conn != nil {
-		c.cpuStart = accounting.ThreadCPU()
-	}
 }
 
 func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.Reason) {
-	wait, run := t.LastSlice()
-	s.acct.loop.Slice(wait, run)
 	c, _ := t.Arg().(*Ctx)
 	if c == nil {
 		return
@@ -121,6 +136,7 @@ func (s *Server) busyStart() {
 func (s *Server) busyEnd() {
 	if s.turnAt != 0 {
 		if s.acct.on {
+			s.acct.loop.Switched(s.sched.Switches()) // this period's switches count in its second
 			s.acct.loop.Busy(s.turnAt, s.nanotime())
 		}
 		s.turnAt = 0
@@ -318,6 +334,8 @@ func (s *Server) snapshotTasks() accounting.TasksSnapshot {
 
 // snapshotLoop returns the loop's health figures. Loop only.
 func (s *Server) snapshotLoop() accounting.LoopSnapshot {
+	s.sched.FlushSlices()
+	s.acct.loop.Switched(s.sched.Switches())
 	return s.acct.loop.Snapshot(time.Now())
 }
 

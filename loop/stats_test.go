@@ -234,3 +234,47 @@ func TestOnLoopExcludesEarlierSlicesOfTheTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestStallSlotFollowsRoutesOnAPooledCoroutine: requests for different routes, one after
+// the other, run on the same pooled coroutine, so the scheduler reports no change of
+// goroutine between them; each must still find its own route (and goroutine) in the slot
+// the stall detector reads while it runs.
+func TestStallSlotFollowsRoutesOnAPooledCoroutine(t *testing.T) {
+	type seen struct {
+		route     string
+		goid, own uint64
+	}
+	var mine []seen
+	var srv *Server
+	check := func(c *Ctx) {
+		route, goid := srv.acct.current.Describe(c.ID())
+		mine = append(mine, seen{route, goid, c.Sample().Goroutine})
+		c.String(200, "ok")
+	}
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		srv = s // before the loop starts
+		s.Handle("GET /a", check)
+		s.Handle("GET /b", check)
+	})
+	cl := dial(t, addr)
+	paths := []string{"/a", "/b", "/b", "/a", "/b"}
+	for _, p := range paths {
+		if resp, body := cl.get(p); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%s: %d %q", p, resp.StatusCode, body)
+		}
+	}
+	done := make(chan []seen, 1)
+	_ = srv.Post(func() { done <- mine })
+	got := <-done
+	if len(got) != len(paths) {
+		t.Fatalf("%d handlers ran, want %d", len(got), len(paths))
+	}
+	for i, g := range got {
+		if want := "GET " + paths[i]; g.route != want || g.goid != g.own || g.own == 0 {
+			t.Errorf("request %d (%s): slot says route %q goroutine %d, the handler runs on goroutine %d", i, want, g.route, g.goid, g.own)
+		}
+	}
+	if got[0].own != got[1].own {
+		t.Logf("requests ran on different coroutines (%d, %d): the pooled case was not exercised", got[0].own, got[1].own)
+	}
+}

@@ -75,7 +75,34 @@ type Hooks struct {
 	// function returned or panicked; t is recycled right after the hook, so copy what you
 	// need). r is meaningful only when st is Parked. t.LastSlice() reports the slice length.
 	OnStop func(t *Task, st State, r Reason)
+
+	// OnCoroutine: a slice of t starts on another coroutine (goroutine) than the slice
+	// before it, or on a coroutine that has not run yet (t.Goroutine() is then 0). It is
+	// OnRun for an observer that follows which goroutine holds the loop (a stall
+	// detector's slot): consecutive slices on one coroutine belong to one task, or to a
+	// task and the next one it serves, which that observer catches as the new task
+	// starts. Pooled coroutines make it rare under load, and it costs no call when nil.
+	OnCoroutine func(t *Task)
+
+	// OnSlices receives the loop-wide slice figures in batches, with accounting on: the
+	// queue wait (ready to running, ns) of each slice in waits, and the totals of their
+	// lengths in st. It is called when sliceBatch slices have run and by FlushSlices; waits
+	// is reused afterwards. Batching spares a call per slice.
+	OnSlices func(waits []int64, st SliceTotals)
 }
+
+// SliceTotals sums the lengths of a run of slices. Plain data.
+type SliceTotals struct {
+	Count     uint64        // slices
+	Total     time.Duration // their total length
+	Max       time.Duration // the longest
+	Slow      uint64        // slices longer than Config.SlowSlice
+	SlowTotal time.Duration // their total length
+}
+
+// sliceBatch is how many slices' figures the scheduler gathers before Hooks.OnSlices: 2 KiB
+// of waits, and one call per 256 slices instead of one per slice.
+const sliceBatch = 256
 
 // Scheduler runs tasks on the loop goroutine. Create it with New; call Close when done.
 type Scheduler struct {
@@ -112,6 +139,12 @@ type Scheduler struct {
 	spLo, spHi uintptr
 
 	spawned, completed, panics, switches, coroutines uint64
+
+	// Slice figures for Hooks.OnSlices, since the last call (accounting on only).
+	waits  [sliceBatch]int64
+	nwaits int
+	slices SliceTotals
+	lastG  uint64 // goroutine of the latest slice, for Hooks.OnCoroutine
 
 	// Watchdog seam, read by Running from any goroutine. At a slice start the loop stores
 	// runID (only when it changes) and then runStart = start+1; at the slice end it stores
@@ -365,6 +398,7 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 			t.st.FirstRunDelay = time.Duration(now - t.spawnAt)
 		}
 		t.sliceStart = now
+		s.waits[s.nwaits] = wait
 		if s.pubID != t.id {
 			s.pubID = t.id
 			s.runID.Store(int64(t.id))
@@ -374,6 +408,12 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 	t.started = true
 	if h := s.hooks.OnRun; h != nil {
 		h(t)
+	}
+	if t.gid != s.lastG || t.gid == 0 {
+		s.lastG = t.gid
+		if h := s.hooks.OnCoroutine; h != nil {
+			h(t)
+		}
 	}
 
 	t.resume() // switch into the task until it parks, yields or returns
@@ -389,9 +429,18 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 		if time.Duration(d) > t.st.MaxSlice {
 			t.st.MaxSlice = time.Duration(d)
 		}
+		sl := &s.slices
+		sl.Count++
+		sl.Total += time.Duration(d)
+		sl.Max = max(sl.Max, time.Duration(d))
 		if d > s.slowSlice {
 			t.st.SlowSlices++
 			t.st.SlowTime += time.Duration(d)
+			sl.Slow++
+			sl.SlowTotal += time.Duration(d)
+		}
+		if s.nwaits++; s.nwaits == sliceBatch {
+			s.FlushSlices()
 		}
 	}
 	switch t.state {
@@ -420,6 +469,18 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 		panic(fmt.Sprintf("scheduler: task %d switched back to the loop in state %s", t.id, t.state))
 	}
 	return now
+}
+
+// FlushSlices hands the slice figures gathered since the last call to Hooks.OnSlices (if
+// any slice ran). The loop calls it before reading its loop-wide figures. Loop-confined.
+func (s *Scheduler) FlushSlices() {
+	if s.nwaits == 0 {
+		return
+	}
+	if h := s.hooks.OnSlices; h != nil {
+		h(s.waits[:s.nwaits], s.slices)
+	}
+	s.nwaits, s.slices = 0, SliceTotals{}
 }
 
 func (s *Scheduler) pushReady(t *Task) {
@@ -621,6 +682,10 @@ type Counters struct {
 	Switches            uint64 // slices run
 	Coroutines          uint64 // coroutines ever created (Spawned - Coroutines = reuses, roughly)
 }
+
+// Switches returns the number of slices run so far (Counters().Switches, cheaply).
+// Loop-confined.
+func (s *Scheduler) Switches() uint64 { return s.switches }
 
 // Counters returns the scheduler-wide counts. Loop-confined.
 func (s *Scheduler) Counters() Counters {

@@ -1066,3 +1066,92 @@ func TestNowFollowsTheOSClock(t *testing.T) {
 		})
 	}
 }
+
+// TestOnCoroutineAndOnSlices: OnCoroutine fires when a slice runs on another goroutine
+// than the slice before (or on a coroutine that has not run yet), not for consecutive
+// slices on one coroutine; OnSlices receives every slice's wait and the totals of their
+// lengths, in batches, and FlushSlices delivers the rest.
+func TestOnCoroutineAndOnSlices(t *testing.T) {
+	var coroutines []uint64 // Goroutine() at each OnCoroutine
+	var waits []int64
+	var got SliceTotals
+	s := newSync(t, Config{SlowSlice: time.Millisecond, Hooks: Hooks{
+		OnCoroutine: func(t *Task) { coroutines = append(coroutines, t.Goroutine()) },
+		OnSlices: func(w []int64, st SliceTotals) {
+			waits = append(waits, w...)
+			got.Count += st.Count
+			got.Total += st.Total
+			got.Max = max(got.Max, st.Max)
+			got.Slow += st.Slow
+			got.SlowTotal += st.SlowTotal
+		},
+	}})
+	// One task yielding three times: four slices on one coroutine, nothing else between.
+	a := s.Go(func(t *Task) {
+		for range 3 {
+			t.Yield()
+		}
+		start := time.Now()
+		for time.Since(start) < 2*time.Millisecond { // one slow slice
+		}
+		t.Park(ReasonOther)
+	})
+	runAll(s)
+	if len(coroutines) != 2 || coroutines[0] != 0 || coroutines[1] == 0 {
+		// The first slice starts on a new coroutine (id unknown yet); the second learns
+		// its id, and from then on the goroutine does not change.
+		t.Fatalf("OnCoroutine saw %v, want [0 <id>]", coroutines)
+	}
+	gA := coroutines[1]
+	// Two tasks alternating on two coroutines: every slice changes goroutine.
+	b := s.Go(func(t *Task) { t.Yield(); t.Park(ReasonOther) })
+	runAll(s)
+	s.Wake(a)
+	s.Wake(b)
+	runAll(s)
+	if n := len(coroutines); n < 5 || coroutines[n-2] != gA || coroutines[n-1] == gA {
+		t.Fatalf("OnCoroutine saw %v: want the switches back to %d and away", coroutines, gA)
+	}
+	if len(waits) != 0 {
+		t.Fatalf("OnSlices called before a batch was full (%d waits)", len(waits))
+	}
+	s.FlushSlices()
+	sw := s.Switches()
+	if uint64(len(waits)) != sw || got.Count != sw {
+		t.Fatalf("OnSlices: %d waits, count %d; the scheduler ran %d slices", len(waits), got.Count, sw)
+	}
+	stA, stB := a.Stats(), b.Stats()
+	var queue time.Duration
+	for _, w := range waits {
+		queue += time.Duration(w)
+	}
+	if want := stA.OnLoop + stB.OnLoop; got.Total != want {
+		t.Errorf("slice total %v, the tasks' on-loop times sum to %v", got.Total, want)
+	}
+	if want := stA.QueueDelay + stB.QueueDelay; queue != want {
+		t.Errorf("waits sum to %v, the tasks' queue delays to %v", queue, want)
+	}
+	if got.Slow != 1 || got.SlowTotal < 2*time.Millisecond || got.Max != stA.MaxSlice {
+		t.Errorf("slow %d (%v), max %v; task a's max slice %v", got.Slow, got.SlowTotal, got.Max, stA.MaxSlice)
+	}
+	s.FlushSlices() // nothing new: no call
+	if got.Count != sw {
+		t.Errorf("an empty flush reported %d slices", got.Count-sw)
+	}
+	// More slices than a batch: OnSlices is called without a flush.
+	c := s.Go(func(t *Task) {
+		for range sliceBatch + 10 {
+			t.Yield()
+		}
+	})
+	runAll(s)
+	_ = c
+	if uint64(len(waits)) < sw+sliceBatch {
+		t.Errorf("%d waits after %d more slices: a full batch was not delivered", len(waits)-int(sw), sliceBatch+11)
+	}
+
+	n := newSync(t, Config{NoAccounting: true, Hooks: Hooks{OnSlices: func([]int64, SliceTotals) { t.Error("OnSlices without accounting") }}})
+	n.Go(func(t *Task) { t.Yield() })
+	runAll(n)
+	n.FlushSlices()
+}

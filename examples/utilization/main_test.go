@@ -126,6 +126,10 @@ func TestBlockNiceYieldsEveryStep(t *testing.T) {
 
 func TestBlockNotNiceIsOneRoundAndAStall(t *testing.T) {
 	base, logs := startDemo(t)
+	// Other routes first: the stalling task then runs on a pooled coroutine that served
+	// them, and the stall must still be described with its own route.
+	demo(t, base, "/block?amount=0.02&nice=true")
+	demo(t, base, "/sleep?amount=0.01")
 	f := demo(t, base, "/block?amount=1&nice=false")
 	if *f.Rounds != 1 {
 		t.Errorf("rounds = %d, want 1", *f.Rounds)
