@@ -21,14 +21,14 @@ const maxStackTasks = 100
 // acct holds the server's accounting recorders. Loop-confined except current and watchdog,
 // which are safe for concurrent use.
 type acct struct {
-	on       bool
-	routes   *accounting.Routes
-	loop     *accounting.Loop
-	ring     *accounting.Ring
-	current  accounting.Current
-	watchdog *accounting.Watchdog
-	cpuClock bool // read the thread CPU clock per slice
-	bgKey    string
+	on         bool
+	routes     *accounting.Routes
+	loop       *accounting.Loop
+	ring       *accounting.Ring
+	current    accounting.Current
+	watchdog   *accounting.Watchdog
+	cpuClock   bool // read the thread CPU clock per slice
+	bgKey      string
 	nextSample int64 // when the next ordinary request is sampled into the ring (loop clock)
 	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
 	// the slice start; the task publishes it once running (publishGoid).
