@@ -72,7 +72,7 @@ func (s *Server) schedHooks() scheduler.Hooks {
 	}
 	h := scheduler.Hooks{OnCoroutine: s.onCoroutine, OnStop: s.onSliceStop, OnSlices: s.onSlices}
 	if s.cfg.CPUClock && s.cfg.LockOSThread && accounting.ThreadCPUSupported {
-		h.OnRun = s.onSliceStart
+		h.OnRun, h.OnStop = s.onSliceStart, s.onSliceStopCPU
 	}
 	return h
 }
@@ -108,18 +108,26 @@ func (s *Server) onCoroutine(t *scheduler.Task) {
 }
 
 func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.Reason) {
-	c, _ := t.Arg().(*Ctx)
-	if c == nil {
-		return
+	// Small enough to inline into the hook's method-value wrapper. A request task's arg is
+	// never a nil *Ctx.
+	if c, ok := t.Arg().(*Ctx); ok && c.finished {
+		s.requestFinished(t, c)
 	}
-	if s.acct.cpuClock && c.conn != nil {
+}
+
+// onSliceStopCPU is onSliceStop with Config.CPUClock: it adds the slice's CPU time first.
+func (s *Server) onSliceStopCPU(t *scheduler.Task, st scheduler.State, r scheduler.Reason) {
+	if c, ok := t.Arg().(*Ctx); ok && c.conn != nil {
 		c.cpu += accounting.ThreadCPU() - c.cpuStart
 	}
-	if c.finished {
-		// The request's last slice: its figures are final, and the slice's end is its end.
-		s.recordFinish(c, t.SliceEnd())
-		s.releaseCtx(c)
-	}
+	s.onSliceStop(t, st, r)
+}
+
+// requestFinished runs at the end of a request's last slice: the request's figures are
+// final, and the slice's end is its end. It records the request and frees its Ctx.
+func (s *Server) requestFinished(t *scheduler.Task, c *Ctx) {
+	s.recordFinish(c, t.SliceEnd())
+	s.releaseCtx(c)
 }
 
 // busyStart and busyEnd bracket a gnet callback or door batch: the loop is busy in
