@@ -24,6 +24,8 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		{pkg: "httpcodec", stdOnly: true},
 		{pkg: "internal/router", stdOnly: true},
+		{pkg: "internal/clock", stdOnly: true},
+		{pkg: "internal/publish", stdOnly: true},
 		{pkg: "accounting", forbidden: []string{gnet, module + "/loop", module + "/scheduler", module + "/offload", module + "/httpcodec"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
 		{pkg: "scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
