@@ -429,8 +429,7 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 		if time.Duration(d) > t.st.MaxSlice {
 			t.st.MaxSlice = time.Duration(d)
 		}
-		sl := &s.slices
-		sl.Count++
+		sl := &s.slices // its Count is nwaits, set when flushed
 		sl.Total += time.Duration(d)
 		sl.Max = max(sl.Max, time.Duration(d))
 		if d > s.slowSlice {
@@ -478,7 +477,9 @@ func (s *Scheduler) FlushSlices() {
 		return
 	}
 	if h := s.hooks.OnSlices; h != nil {
-		h(s.waits[:s.nwaits], s.slices)
+		st := s.slices
+		st.Count = uint64(s.nwaits)
+		h(s.waits[:s.nwaits], st)
 	}
 	s.nwaits, s.slices = 0, SliceTotals{}
 }
