@@ -31,7 +31,7 @@ type acct struct {
 	bgKey      string
 	nextSample int64 // when the next ordinary request is sampled into the ring (loop clock)
 	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
-	// the slice start; the task publishes it once running (publishGoid).
+	// the slice start; the task publishes it once running (publishTask).
 	goidPending bool
 	// pubGoid and pubKey are what current holds, so that a slice of the same goroutine
 	// and route publishes nothing.
@@ -65,7 +65,9 @@ func (s *Server) initAccounting() {
 	a.cpuClock = s.cfg.CPUClock && s.cfg.LockOSThread && accounting.ThreadCPUSupported
 }
 
-// schedHooks returns the scheduler hooks that feed accounting at every switch.
+// schedHooks returns the scheduler hooks that feed accounting: the end of every slice
+// (a request's last one records it), goroutine changes (the stall slot) and batches of
+// slice figures (the loop lag and slice lengths).
 func (s *Server) schedHooks() scheduler.Hooks {
 	if s.cfg.NoAccounting {
 		return scheduler.Hooks{}
