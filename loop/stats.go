@@ -30,24 +30,31 @@ type acct struct {
 	cpuClock   bool // read the thread CPU clock per slice
 	bgKey      string
 	nextSample int64 // when the next ordinary request is sampled into the ring (loop clock)
-	// goidPending: the running task's coroutine is new and its goroutine id was unknown at
-	// the slice start; the task publishes it once running (publishTask).
-	goidPending bool
 	// pubGoid and pubKey are what current holds, so that a slice of the same goroutine
 	// and route publishes nothing.
 	pubGoid uint64
 	pubKey  *string
 }
 
-// publishTask completes the Current slot at the start of a request task (called first
-// thing inside it): with the goroutine id of a coroutine that was new at the slice start,
-// and with the task's route when the coroutine served another route before (OnCoroutine
-// publishes only when the goroutine changes).
+// publishTask completes the stall detector's slot at the start of a task (called first
+// thing inside it): OnCoroutine publishes only when the goroutine changes, so a new
+// coroutine's id (unknown at its slice start) and the route of a task on a pooled
+// coroutine that served another route are published here. (The slot holds goroutine 0
+// exactly when OnCoroutine last saw a new coroutine.)
 func (s *Server) publishTask(t *scheduler.Task, key *string) {
-	if a := &s.acct; a.on && (a.goidPending || key != a.pubKey) {
-		a.goidPending = false
-		a.pubGoid, a.pubKey = t.Goroutine(), key
-		a.current.Set(t.ID(), a.pubGoid, key)
+	if a := &s.acct; a.on && (key != a.pubKey || a.pubGoid == 0) {
+		s.publishSlot(t, key)
+	}
+}
+
+// publishSlot puts t's goroutine and route key into the stall detector's slot unless
+// they are there already: with pooled coroutines that is the usual case, and it costs two
+// comparisons.
+func (s *Server) publishSlot(t *scheduler.Task, key *string) {
+	a := &s.acct
+	if goid := t.Goroutine(); goid != a.pubGoid || key != a.pubKey {
+		a.current.Set(t.ID(), goid, key)
+		a.pubGoid, a.pubKey = goid, key
 	}
 }
 
@@ -99,14 +106,7 @@ func (s *Server) onCoroutine(t *scheduler.Task) {
 	if c != nil && c.route != nil {
 		key = &c.route.pattern
 	}
-	goid := t.Goroutine()
-	if a := &s.acct; goid != a.pubGoid || key != a.pubKey {
-		// Pooled coroutines make the same goroutine and route the usual case: then
-		// nothing is published at all.
-		a.current.Set(t.ID(), goid, key)
-		a.pubGoid, a.pubKey = goid, key
-	}
-	s.acct.goidPending = goid == 0 // a new coroutine learns its id in its first slice
+	s.publishSlot(t, key) // a new coroutine's id is 0 until publishTask, inside it
 }
 
 func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.Reason) {
