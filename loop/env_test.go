@@ -1,9 +1,11 @@
 package loop
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -55,8 +57,8 @@ func TestFromEnvErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"BATON_MAX_QUEUE_LENGTH": "5"}, `Config.MaxQueueLength (5) needs Config.RequestConcurrency`},
 	} {
 		_, err := fromLookup(Config{}, envMap(tc.env))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: got %v, want %q", tc.env, err, tc.want)
+		if assert.Error(t, err, "%v", tc.env) {
+			assert.Contains(t, err.Error(), tc.want)
 		}
 	}
 }
@@ -64,7 +66,6 @@ func TestFromEnvErrorsNameTheVariable(t *testing.T) {
 func TestFromEnvReadsProcessEnvironment(t *testing.T) {
 	t.Setenv("BATON_DEFAULT_REQUEST_CONCURRENCY", "42")
 	cfg, err := FromEnv(Config{})
-	if err != nil || cfg.RequestConcurrency != 42 {
-		t.Fatalf("got %d, %v", cfg.RequestConcurrency, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 42, cfg.RequestConcurrency)
 }
