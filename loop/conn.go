@@ -14,65 +14,147 @@ import (
 // larger one (after a big response) is dropped so idle connections stay small.
 const maxKeptOutput = 64 << 10
 
+// connState is where a client connection is in its life. It only moves forward:
+//
+//	open ──response says close──▶ closeAfter ──output written──▶ closing ──write side shut──▶ lingering
+//	  │                               │                             │                            │
+//	  └───────────────────────────────┴──────── abort (stall, stop, deadline) ──▶ aborting ◀─────┘
+//	                                                                                │
+//	every state ──gnet reports the close (OnClose; the client may close first)──▶ closed
+type connState uint8
+
+const (
+	// connOpen: requests are parsed and answered.
+	connOpen connState = iota
+	// connCloseAfter: the current response is the last; once it is written the connection
+	// closes gracefully. No further request is parsed.
+	connCloseAfter
+	// connClosing: the last response is being written; the write side is shut once gnet
+	// has sent it. Later output is dropped.
+	connClosing
+	// connLingering: the write side is shut (FIN sent); client bytes are read and dropped
+	// until the client closes or LingerTimeout passes, so that unread bytes do not make
+	// the kernel reset the connection and destroy the last response in flight.
+	connLingering
+	// connAborting: gnet was asked to close the connection now; OnClose follows.
+	connAborting
+	// connClosed: gnet reported the close. The gnet.Conn must not be touched again (its
+	// file descriptor may already serve another client).
+	connClosed
+)
+
+var connStateNames = [...]string{"open", "close-after", "closing", "lingering", "aborting", "closed"}
+
+// String returns the state's name, e.g. "lingering".
+func (st connState) String() string {
+	if int(st) < len(connStateNames) {
+		return connStateNames[st]
+	}
+	return "connState(?)"
+}
+
+// deadlineKind says what happens when a connection's deadline passes.
+type deadlineKind uint8
+
+const (
+	deadlineNone   deadlineKind = iota
+	deadlineIdle                // waiting for the first byte of a request: close gracefully
+	deadlineHeader              // a request head (or body) is arriving too slowly: 408
+	deadlineLinger              // lingering: close now
+)
+
 // conn is the loop's state for one client connection. Loop-confined.
 type conn struct {
-	gc  gnet.Conn
-	srv *Server
-	idx int // position in Server.conns, -1 once removed
+	gc    gnet.Conn
+	srv   *Server
+	idx   int // position in connTable.all, -1 once removed
+	state connState
 
 	parser httpcodec.Parser
 	req    httpcodec.Request // views into gnet's buffer while a head is parsed
 	body   httpcodec.BodyDecoder
-	inBody bool // a head was parsed and its body is being read into pending
-	// pending is the request whose body is being read; ctx is the request whose task is
-	// running or parked. At most one of them is set.
+	// pending is the request whose body is being read; ctx is the request whose handler is
+	// running, parked or queued for admission. At most one of them is set.
 	pending *Ctx
 	ctx     *Ctx
 
 	out []byte // output gathered for one write
 
-	// deadline (loop nanotime) and what happens at it; 0 means none.
+	// deadline (loop clock) and what happens at it; 0 means none.
 	deadline     int64
 	deadlineKind deadlineKind
 
 	stallOut   int   // unsent output at the last progress check
-	stallSince int64 // loop nanotime since when the unsent output has not shrunk; 0 when none
+	stallSince int64 // loop clock since when the unsent output has not shrunk; 0 when none
 
 	serving     bool // serve is on the stack for this connection
 	blocked     bool // too much unsent output: parsing paused until the client reads
-	dirty       bool // queued in Server.dirty
-	closeAfter  bool // close once the current response is written
-	closing     bool // no more writes: the connection is being closed
-	closeCalled bool // gnet was asked to close it
-	lingering   bool // write side shut; draining client bytes until close or deadline
-	closed      bool // gnet reported the close; the gnet.Conn must not be touched again
+	dirty       bool // queued in connTable.dirty
+	beforeDrain bool // open when the drain began: the drain waits for it
 }
 
-type deadlineKind uint8
+// writable reports whether output may still be written to the connection.
+func (cs *conn) writable() bool { return cs.state <= connCloseAfter }
 
-const (
-	deadlineNone   deadlineKind = iota
-	deadlineIdle                // waiting for the first byte of a request
-	deadlineHeader              // a request head (or body) is arriving too slowly
-	deadlineLinger              // closing: waiting for the client to go away
-)
+// accepting reports whether the connection may parse another request.
+func (cs *conn) accepting() bool { return cs.state == connOpen }
+
+// busy reports whether a request of the connection is being read or handled.
+func (cs *conn) busy() bool { return cs.ctx != nil || cs.pending != nil }
+
+// closeAfterResponse makes the current response the connection's last.
+func (cs *conn) closeAfterResponse() {
+	if cs.state == connOpen {
+		cs.state = connCloseAfter
+	}
+}
+
+// connTable is the loop's registry of open client connections and of the ones with work
+// for the flush phase. Loop-confined.
+type connTable struct {
+	all         []*conn // open connections, each knowing its index
+	dirty       []*conn // connections with output to write or requests to parse
+	beforeDrain int     // of all, the ones open when the drain began
+}
+
+func (t *connTable) add(cs *conn) {
+	cs.idx = len(t.all)
+	t.all = append(t.all, cs)
+}
+
+func (t *connTable) remove(cs *conn) {
+	if cs.idx < 0 {
+		return
+	}
+	last := len(t.all) - 1
+	t.all[cs.idx] = t.all[last]
+	t.all[cs.idx].idx = cs.idx
+	t.all[last] = nil
+	t.all = t.all[:last]
+	cs.idx = -1
+	if cs.beforeDrain {
+		cs.beforeDrain = false
+		t.beforeDrain--
+	}
+}
 
 func (s *Server) newConn(gc gnet.Conn) *conn {
-	cs := &conn{gc: gc, srv: s, idx: len(s.conns)}
+	cs := &conn{gc: gc, srv: s}
 	cs.parser.Init(s.cfg.Limits)
-	s.conns = append(s.conns, cs)
+	s.conns.add(cs)
 	s.setIdle(cs)
 	return cs
 }
 
+// setIdle arms the idle deadline of a connection waiting for its next request; during a
+// drain the connection gets only a short grace instead.
 func (s *Server) setIdle(cs *conn) {
-	if s.draining {
+	switch {
+	case s.life.draining():
 		cs.deadline, cs.deadlineKind = s.now()+int64(drainIdleGrace), deadlineIdle
-		return
-	}
-	if s.cfg.IdleTimeout > 0 {
+	case s.cfg.IdleTimeout > 0:
 		cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.IdleTimeout), deadlineIdle
-	} else {
+	default:
 		cs.deadline, cs.deadlineKind = 0, deadlineNone
 	}
 }
@@ -80,25 +162,18 @@ func (s *Server) setIdle(cs *conn) {
 // connClosed records that gnet closed cs. It may run in the middle of anything the loop is
 // doing (a failed write calls it), so it only records state and cancels the task.
 func (s *Server) connClosed(cs *conn) {
-	if cs.closed {
+	if cs.state == connClosed {
 		return
 	}
-	cs.closed, cs.closing = true, true
-	if cs.idx >= 0 {
-		last := len(s.conns) - 1
-		s.conns[cs.idx] = s.conns[last]
-		s.conns[cs.idx].idx = cs.idx
-		s.conns[last] = nil
-		s.conns = s.conns[:last]
-		cs.idx = -1
-	}
+	cs.state = connClosed
+	s.conns.remove(cs)
 	if cs.pending != nil {
 		s.releaseCtx(cs.pending)
 		cs.pending = nil
 	}
 	defer s.checkDrained()
 	if c := cs.ctx; c != nil {
-		if !c.counted && c.queuedAt != 0 && s.unqueue(c) {
+		if !c.counted && c.queuedAt != 0 && s.adm.remove(c) {
 			cs.ctx = nil // it never started: nothing else refers to it
 			s.releaseCtx(c)
 			return
@@ -109,34 +184,34 @@ func (s *Server) connClosed(cs *conn) {
 
 // closeNow closes cs without lingering; it also ends a lingering close.
 func (s *Server) closeNow(cs *conn) {
-	if cs.closeCalled || cs.closed {
+	if cs.state >= connAborting {
 		return
 	}
-	cs.closing, cs.closeCalled = true, true
+	cs.state = connAborting
 	_ = cs.gc.Close() // asynchronous: OnClose follows on the loop
 }
 
 // beginClose starts closing cs after its last response: output first, then a half-close,
 // then a short linger reading client bytes so the kernel does not reset the response away.
 func (s *Server) beginClose(cs *conn) {
-	if cs.closing {
+	if cs.state >= connClosing {
 		return
 	}
 	if s.cfg.LingerTimeout < 0 {
 		s.closeNow(cs)
 		return
 	}
-	cs.closing = true
+	cs.state = connClosing
 	cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.LingerTimeout), deadlineLinger
 	s.tryShutdownWrite(cs)
 }
 
-// tryShutdownWrite half-closes cs once gnet has written all its output.
+// tryShutdownWrite half-closes a closing cs once gnet has written all its output.
 func (s *Server) tryShutdownWrite(cs *conn) {
-	if cs.lingering || cs.closed || cs.gc.OutboundBuffered() > 0 {
+	if cs.state != connClosing || cs.gc.OutboundBuffered() > 0 {
 		return
 	}
-	cs.lingering = true
+	cs.state = connLingering
 	if err := unix.Shutdown(cs.gc.Fd(), unix.SHUT_WR); err != nil {
 		s.closeNow(cs)
 	}
@@ -144,37 +219,36 @@ func (s *Server) tryShutdownWrite(cs *conn) {
 
 // markDirty queues cs for the flush phase of the current pump.
 func (s *Server) markDirty(cs *conn) {
-	if cs.dirty || cs.serving || cs.closed {
+	if cs.dirty || cs.serving || cs.state == connClosed {
 		return
 	}
 	cs.dirty = true
-	s.dirty = append(s.dirty, cs)
+	s.conns.dirty = append(s.conns.dirty, cs)
 }
 
 // flushDirty serves the next pipelined request of every connection whose task finished and
 // writes every gathered output.
 func (s *Server) flushDirty() {
-	for i := 0; i < len(s.dirty); i++ {
-		cs := s.dirty[i]
-		s.dirty[i] = nil
+	for i := 0; i < len(s.conns.dirty); i++ {
+		cs := s.conns.dirty[i]
+		s.conns.dirty[i] = nil
 		cs.dirty = false
-		if cs.closed {
-			continue
-		}
-		if cs.ctx == nil && !cs.closing {
+		switch {
+		case cs.state == connClosed:
+		case cs.ctx == nil && cs.accepting():
 			s.serve(cs)
-		} else {
+		default:
 			s.flush(cs)
 		}
 	}
-	s.dirty = s.dirty[:0]
+	s.conns.dirty = s.conns.dirty[:0]
 }
 
 // flush writes cs's gathered output with one write and, when the connection is to close
 // after its response, starts closing it.
 func (s *Server) flush(cs *conn) {
 	if len(cs.out) > 0 {
-		if cs.closed || (cs.closing && !cs.closeAfter) {
+		if !cs.writable() {
 			cs.out = cs.out[:0]
 		} else {
 			_, _ = cs.gc.Write(cs.out) // gnet copies what the socket does not take
@@ -186,16 +260,24 @@ func (s *Server) flush(cs *conn) {
 			}
 		}
 	}
-	if cs.closeAfter && cs.ctx == nil && cs.pending == nil && !cs.closed {
+	if cs.state == connCloseAfter && !cs.busy() {
 		s.beginClose(cs)
 	}
+}
+
+// inputBound reports whether cs holds more unparsed input than Config.MaxBufferedInput
+// allows while it cannot parse it (a request is in flight, or its output is backed up).
+// Such a client is answered up to its current request and closed: gnet would otherwise
+// keep appending its bytes to the connection's buffer without bound.
+func (s *Server) inputBound(cs *conn) bool {
+	return cs.gc.InboundBuffered() > s.cfg.MaxBufferedInput
 }
 
 // serve parses and dispatches the buffered requests of cs, in order, until one parks, the
 // input runs out or the connection is to close; then it writes the gathered output.
 func (s *Server) serve(cs *conn) {
 	cs.serving = true
-	for !cs.closed && !cs.closing && !cs.closeAfter && cs.ctx == nil && !s.stopping {
+	for cs.accepting() && cs.ctx == nil && s.life.load() < stateStopping {
 		if cs.gc.OutboundBuffered()+len(cs.out) >= s.cfg.MaxOutputBytes {
 			cs.blocked = true // the sweep resumes it once the client has read
 			break
@@ -207,7 +289,7 @@ func (s *Server) serve(cs *conn) {
 			}
 			break
 		}
-		if !cs.inBody {
+		if cs.pending == nil {
 			if cs.deadlineKind != deadlineHeader && s.cfg.ReadHeaderTimeout > 0 {
 				cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
 			}
@@ -226,12 +308,20 @@ func (s *Server) serve(cs *conn) {
 				s.dispatch(cs, c) // runs the handler's first slice at once
 				continue
 			}
-			cs.inBody, cs.pending = true, c
+			// Route before reading the body: a request that will be refused (404, 405,
+			// draining) must not be told to send its body first (Expect: 100-continue).
+			if !s.routeRequest(cs, c) {
+				// Answered at once; the unread body makes the rest of the input untrustworthy.
+				cs.closeAfterResponse()
+				_, _ = cs.gc.Discard(-1)
+				break
+			}
+			cs.pending = c
 			cs.body.Init(&c.req, s.cfg.Limits)
 			if s.cfg.ReadHeaderTimeout > 0 {
 				cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
 			}
-			if c.req.Expect100 && !s.draining && len(buf) == n {
+			if c.req.Expect100 && len(buf) == n {
 				cs.out = httpcodec.AppendContinue(cs.out)
 				s.flush(cs)
 			}
@@ -246,7 +336,7 @@ func (s *Server) serve(cs *conn) {
 			cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
 		}
 		if err != nil {
-			cs.inBody, cs.pending = false, nil
+			cs.pending = nil
 			s.releaseCtx(c)
 			s.rejectRequest(cs, err)
 			break
@@ -254,8 +344,8 @@ func (s *Server) serve(cs *conn) {
 		if !done {
 			break
 		}
-		cs.inBody, cs.pending = false, nil
-		s.dispatch(cs, c)
+		cs.pending = nil
+		s.admit(cs, c)
 	}
 	cs.serving = false
 	s.flush(cs)
@@ -270,26 +360,30 @@ func (s *Server) rejectRequest(cs *conn, err error) {
 		status = perr.Status
 	}
 	_, _ = cs.gc.Discard(-1)
-	cs.closeAfter = true
-	body := httpcodec.StatusText(status)
-	h := httpcodec.ResponseHead{
-		Status:        status,
-		Headers:       plainTextHeader,
-		ContentLength: int64(len(body) + 1),
-		Close:         true,
-		Date:          s.date.Bytes(),
-	}
-	cs.out, _ = httpcodec.AppendResponseHead(cs.out, &h)
-	cs.out = append(cs.out, body...)
-	cs.out = append(cs.out, '\n')
+	cs.closeAfterResponse()
+	cs.out = appendPlainResponse(cs.out, status, httpcodec.StatusText(status)+"\n", true, false, s.date.Bytes())
 }
 
 var plainTextHeader = []httpcodec.Header{{Name: []byte("Content-Type"), Value: []byte("text/plain; charset=utf-8")}}
 
+// appendPlainResponse appends a complete text/plain response written by the server itself.
+func appendPlainResponse(dst []byte, status int, body string, closeConn, keepAlive10 bool, date []byte) []byte {
+	h := httpcodec.ResponseHead{
+		Status:        status,
+		Headers:       plainTextHeader,
+		ContentLength: int64(len(body)),
+		Close:         closeConn,
+		KeepAlive10:   keepAlive10,
+		Date:          date,
+	}
+	dst, _ = httpcodec.AppendResponseHead(dst, &h)
+	return append(dst, body...)
+}
+
 // writeStalled tracks progress of cs's unsent output and reports whether it has made none
 // for WriteStallTimeout.
 func (s *Server) writeStalled(cs *conn, now int64) bool {
-	if s.cfg.WriteStallTimeout < 0 || cs.closed {
+	if s.cfg.WriteStallTimeout < 0 || cs.state == connClosed {
 		return false
 	}
 	out := cs.gc.OutboundBuffered()
@@ -308,9 +402,9 @@ func (s *Server) writeStalled(cs *conn, now int64) bool {
 
 // sweep enforces connection deadlines. It runs every sweepEvery on the loop.
 func (s *Server) sweep(now int64) {
-	for i := 0; i < len(s.conns); i++ {
-		cs := s.conns[i]
-		if cs.deadlineKind == deadlineLinger {
+	for i := 0; i < len(s.conns.all); i++ {
+		cs := s.conns.all[i]
+		if cs.state == connClosing {
 			s.tryShutdownWrite(cs)
 		}
 		if s.writeStalled(cs, now) {
@@ -318,25 +412,25 @@ func (s *Server) sweep(now int64) {
 			s.closeNow(cs)
 			continue
 		}
-		if cs.blocked && !cs.closing && cs.gc.OutboundBuffered() < s.cfg.MaxOutputBytes/2 {
+		if cs.blocked && cs.accepting() && cs.gc.OutboundBuffered() < s.cfg.MaxOutputBytes/2 {
 			cs.blocked = false
 			s.markDirty(cs)
 		}
-		if cs.deadline == 0 || now < cs.deadline || cs.closed {
+		if cs.deadline == 0 || now < cs.deadline || cs.state == connClosed {
 			continue
 		}
 		kind := cs.deadlineKind
 		cs.deadline, cs.deadlineKind = 0, deadlineNone // the cases below may set a new one
 		switch kind {
 		case deadlineIdle:
-			if cs.ctx == nil && cs.pending == nil && !cs.closing {
+			if !cs.busy() && cs.accepting() {
 				s.beginClose(cs) // graceful: a request racing the close is not reset
 			}
 		case deadlineHeader:
-			if cs.ctx == nil && !cs.closing {
+			if cs.ctx == nil && cs.accepting() {
 				if cs.pending != nil {
 					s.releaseCtx(cs.pending)
-					cs.pending, cs.inBody = nil, false
+					cs.pending = nil
 				}
 				s.log.Debug("loop: request head timeout", "remote", cs.gc.RemoteAddr())
 				s.rejectRequest(cs, &httpcodec.Error{Status: 408, Reason: "request head timeout"})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"iter"
 	"net"
 	"net/url"
 	"strconv"
@@ -32,9 +33,6 @@ const ctxPoolMax = 4096
 
 // maxKeptArena is the largest request arena, body or output buffer a pooled Ctx keeps.
 const maxKeptArena = 16 << 10
-
-// streamFlushBytes is how much a Stream gathers before writing to the socket.
-const streamFlushBytes = 32 << 10
 
 // streamHighWater is how much unsent output a Stream tolerates before it parks its task
 // until the client has read some: it bounds memory per slow reader.
@@ -90,10 +88,14 @@ type Ctx struct {
 	counted    bool // holds an admission slot
 	deadline   *scheduler.Timer
 	deadlineFn func()
-	flushCh    chan int      // multi-thread Stream.Flush replies
-	finished   bool          // finishRequest ran in the task's last slice; onSliceStop frees c
-	cpu        time.Duration // loop-thread CPU over its slices (Config.CPUClock)
-	cpuStart   time.Duration
+	finished   bool // finishRequest ran in the task's last slice; onSliceStop frees c
+
+	values []ctxValue // request-scoped values set by middleware (SetValue)
+}
+
+// ctxValue is one request-scoped value.
+type ctxValue struct {
+	key, val any
 }
 
 func (s *Server) acquireCtx(cs *conn) *Ctx {
@@ -104,7 +106,7 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 		s.ctxFree = s.ctxFree[:n-1]
 	} else {
 		c = &Ctx{}
-		c.Task.srv = s
+		c.Task.srv, c.Task.c = s, c
 		c.deadlineFn = func() { s.handlerDeadline(c) }
 	}
 	c.conn = cs
@@ -126,8 +128,10 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.head.Store(headNone)
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
-	c.cpu, c.cpuStart, c.finished = 0, 0, false
-	if len(s.ctxFree) < ctxPoolMax && !s.cfg.MultiThread {
+	c.finished = false
+	clear(c.values)
+	c.values = c.values[:0]
+	if len(s.ctxFree) < ctxPoolMax && s.mode.reuseCtx() {
 		s.ctxFree = append(s.ctxFree, c)
 	}
 }
@@ -166,10 +170,19 @@ func (c *Ctx) Query(name string) string {
 	return c.query.Get(name)
 }
 
-// PathValue returns the value of the {name} segment of the matched route pattern, or "".
+// PathValue returns the value of the {name} segment of the matched route pattern,
+// unescaped as net/http's Request.PathValue does ("caf%C3%A9" gives "café"), or "". A
+// segment that is not valid escaping is returned as sent.
 func (c *Ctx) PathValue(name string) string {
 	v, _ := c.params.Get(name)
-	return strings.Clone(v)
+	if strings.IndexByte(v, '%') < 0 {
+		return strings.Clone(v)
+	}
+	u, err := url.PathUnescape(v)
+	if err != nil {
+		return strings.Clone(v)
+	}
+	return u
 }
 
 // Route returns the pattern of the matched route, e.g. "GET /users/{id}".
@@ -190,6 +203,41 @@ func (c *Ctx) HeaderValues(name string) []string {
 		}
 	}
 	return vs
+}
+
+// Headers returns every request header as (name, value) pairs, in the order received,
+// names as sent. The strings are copies.
+func (c *Ctx) Headers() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, h := range c.req.Headers {
+			if !yield(string(h.Name), string(h.Value)) {
+				return
+			}
+		}
+	}
+}
+
+// SetValue stores a request-scoped value under key, replacing an earlier one: middleware
+// hands what it learnt (the authenticated player, a trace span) to the handler. Keys
+// compare like map keys; use an unexported type of your own to avoid collisions.
+func (c *Ctx) SetValue(key, val any) {
+	for i := range c.values {
+		if c.values[i].key == key {
+			c.values[i].val = val
+			return
+		}
+	}
+	c.values = append(c.values, ctxValue{key, val})
+}
+
+// Value returns the value SetValue stored under key, or nil.
+func (c *Ctx) Value(key any) any {
+	for i := range c.values {
+		if c.values[i].key == key {
+			return c.values[i].val
+		}
+	}
+	return nil
 }
 
 // ProtoMinor returns 1 for HTTP/1.1 and 0 for HTTP/1.0.
@@ -335,7 +383,7 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 		c.appendServerTiming()
 	}
 	bodyByClose := contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304
-	c.closeConn = !c.req.KeepAlive || c.mustClose || c.srv.drainingFlag.Load() || bodyByClose
+	c.closeConn = !c.req.KeepAlive || c.mustClose || c.srv.life.draining() || bodyByClose
 	h := httpcodec.ResponseHead{
 		Status:        status,
 		Headers:       c.hdrs,
@@ -354,7 +402,8 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 
 // Stream starts a streamed response with status and contentType and returns its writer.
 // HTTP/1.1 clients get chunked coding; HTTP/1.0 clients get a body delimited by closing
-// the connection. The response ends when the handler returns.
+// the connection. A HEAD request gets the head only. The response ends when the handler
+// returns.
 func (c *Ctx) Stream(status int, contentType string) *Stream {
 	chunked := c.req.ProtoMinor >= 1
 	if c.writeHead(status, contentType, -1, chunked) {
@@ -363,14 +412,16 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 	return &Stream{c: c}
 }
 
-// Stream writes a response body in pieces. Use it only from the handler that created it,
-// before the handler returns.
+// Stream writes a response body in pieces. Each piece written reaches the socket within
+// one loop turn: at the latest when the task next parks, yields or returns (pieces written
+// in the same turn leave in one write). When the client reads slower than the handler
+// writes, Write parks the task until the client's backlog is under 256 KiB, so memory per
+// slow reader stays bounded. Use it only from the handler that created it, before the
+// handler returns.
 type Stream struct{ c *Ctx }
 
-// Write appends p to the response. When enough output has gathered it is written to the
-// socket; when the client reads slower than the handler writes, Write parks the task until
-// the backlog shrinks (bounding memory per connection). It returns ErrClientGone once the
-// client has disconnected.
+// Write appends p to the response and hands it to the connection (see Stream). It returns
+// ErrClientGone once the client has disconnected, or the task's cancellation error.
 func (w *Stream) Write(p []byte) (int, error) {
 	c := w.c
 	if !c.streaming {
@@ -387,81 +438,21 @@ func (w *Stream) Write(p []byte) (int, error) {
 	} else {
 		c.out = append(c.out, p...)
 	}
-	if len(c.out) >= streamFlushBytes {
-		if err := w.Flush(); err != nil {
-			return 0, err
-		}
+	if err := w.Flush(); err != nil {
+		return 0, err
 	}
 	return len(p), nil
 }
 
-// Flush writes the gathered output to the socket now, then parks while the client is too
-// far behind. It returns ErrClientGone once the client has disconnected, or the task's
-// cancellation error.
+// Flush hands what was written to the connection now and parks while the client is too
+// far behind. Write already does this; Flush is for a head with no body yet. It returns
+// ErrClientGone once the client has disconnected, or the task's cancellation error.
 func (w *Stream) Flush() error {
 	c := w.c
 	if !c.streaming {
 		return nil
 	}
-	if c.Task.g != nil {
-		return c.flushFromGoroutine()
-	}
-	cs, s := c.conn, c.srv
-	s.deliver(c)
-	s.flush(cs)
-	for !cs.closed && cs.gc.OutboundBuffered() > streamHighWater {
-		if err := c.parkFor(scheduler.ReasonWrite, streamPoll); err != nil {
-			return err
-		}
-	}
-	if cs.closed {
-		return ErrClientGone
-	}
-	return nil
-}
-
-// flushFromGoroutine hands the gathered output to the loop and waits, like Flush does on
-// the loop, until the socket's backlog is under the high-water mark.
-func (c *Ctx) flushFromGoroutine() error {
-	if c.flushCh == nil {
-		c.flushCh = make(chan int, 1)
-	}
-	for {
-		data := c.out
-		c.out = nil // ownership moves to the loop
-		if err := c.srv.Post(func() { c.srv.flushForGoroutine(c, data) }); err != nil {
-			return ErrClientGone
-		}
-		var backlog int
-		select {
-		case backlog = <-c.flushCh:
-		case <-c.Context().Done():
-			return context.Cause(c.Context())
-		}
-		if backlog < 0 {
-			return ErrClientGone
-		}
-		if backlog <= streamHighWater {
-			return nil
-		}
-		if err := c.parkFor(scheduler.ReasonWrite, streamPoll); err != nil {
-			return err
-		}
-	}
-}
-
-// flushForGoroutine runs on the loop for flushFromGoroutine.
-func (s *Server) flushForGoroutine(c *Ctx, data []byte) {
-	cs := c.conn
-	backlog := -1
-	if cs != nil && !cs.closed {
-		cs.out = append(cs.out, data...)
-		s.flush(cs)
-		if !cs.closed {
-			backlog = cs.gc.OutboundBuffered()
-		}
-	}
-	c.flushCh <- backlog
+	return c.srv.mode.flush(c)
 }
 
 // unsafeBytes views s as bytes for read-only use.

@@ -15,11 +15,18 @@ import (
 type door struct {
 	mu        sync.Mutex
 	queue     []func() // guarded by mu
-	spare     []func() // loop-owned: the drained batch, reused to avoid allocation
 	el        gnet.EventLoop
-	scheduled bool // guarded by mu: an Execute is pending
-	closed    bool // guarded by mu
+	scheduled bool          // guarded by mu: an Execute is pending
+	closed    bool          // guarded by mu
+	gone      chan struct{} // closed by close: posted functions will no longer run
 	run       gnet.RunnableFunc
+
+	spare []func() // loop-owned: the drained batch, reused to avoid allocation
+}
+
+func (d *door) init(run gnet.RunnableFunc) {
+	d.run = run
+	d.gone = make(chan struct{})
 }
 
 // post queues fn. It reports false if the door is closed (the loop has stopped or is
@@ -60,12 +67,16 @@ func (d *door) open(el gnet.EventLoop) {
 	}
 }
 
-// close refuses every later post and drops what is queued.
+// close refuses every later post and drops what is queued. Idempotent.
 func (d *door) close() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
 	d.closed = true
 	d.queue = nil
-	d.mu.Unlock()
+	close(d.gone)
 }
 
 // take swaps out the queued batch. Loop-confined.

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"sync"
+	"time"
 
 	"github.com/batonrt/baton/scheduler"
 )
@@ -11,112 +12,146 @@ type Waiter interface {
 	task() *Task
 }
 
-// Future is a value that one task (or a posted function) resolves and others await without
-// blocking the loop: a matchmaking request parks until a match is made.
-//
-// In single-thread mode a Future is loop-confined: resolve it from handlers, background
-// tasks or posted functions (from another goroutine, Post a function that resolves it). In
-// multi-thread mode it is safe for concurrent use.
-type Future[T any] struct {
-	f *scheduler.Future[T] // single-thread mode
+// task returns the task itself; it lets Future and Event accept both *Task and *Ctx.
+func (t *Task) task() *Task { return t }
 
-	// Multi-thread mode.
-	srv      *Server
-	mu       sync.Mutex
-	done     chan struct{}     // closed on Resolve
-	v        T                 // guarded by mu until done is closed, read-only afterwards
-	err      error             // likewise
-	resolved bool              // guarded by mu
-	wakers   []scheduler.Waker // loop tasks (Go, Every) parked on it; guarded by mu
+// signal is a one-shot condition that loop tasks and goroutines wait on. Setting it wakes
+// goroutines through a channel and loop tasks through the door, so it may be set from any
+// goroutine. Safe for concurrent use.
+type signal struct {
+	srv    *Server
+	mu     sync.Mutex
+	set    bool              // guarded by mu
+	ch     chan struct{}     // guarded by mu; made on first goroutine wait, closed when set
+	wakers []scheduler.Waker // loop tasks parked on it; guarded by mu
 }
 
-// NewFuture returns an unresolved Future for tasks of s. In single-thread mode it is
-// loop-confined; in multi-thread mode any goroutine may call it.
-func NewFuture[T any](s *Server) *Future[T] {
-	if s.cfg.MultiThread {
-		return &Future[T]{srv: s, done: make(chan struct{})}
-	}
-	return &Future[T]{f: scheduler.NewFuture[T](s.sched)}
-}
-
-// Resolve sets the result and wakes every waiter. Only the first call counts; it reports
-// whether this call was it.
-func (f *Future[T]) Resolve(v T, err error) bool {
-	if f.f != nil {
-		return f.f.Resolve(v, err)
-	}
-	f.mu.Lock()
-	if f.resolved {
-		f.mu.Unlock()
+// fire sets the signal, reporting whether this call set it. store, if not nil, runs under
+// the lock just before, so waiters that see the signal set see what it stored.
+func (g *signal) fire(store func()) bool {
+	g.mu.Lock()
+	if g.set {
+		g.mu.Unlock()
 		return false
 	}
-	f.v, f.err, f.resolved = v, err, true
-	close(f.done)
-	wakers := f.wakers
-	f.wakers = nil
-	f.mu.Unlock()
-	for _, wk := range wakers {
-		_ = f.srv.Post(func() { wk.Wake() })
+	if store != nil {
+		store()
+	}
+	g.set = true
+	if g.ch != nil {
+		close(g.ch)
+	}
+	wakers := g.wakers
+	g.wakers = nil
+	g.mu.Unlock()
+	if len(wakers) > 0 {
+		// Wakers are loop-confined: wake them on the loop, from wherever fire was called.
+		_ = g.srv.door.post(func() {
+			for _, wk := range wakers {
+				wk.Wake()
+			}
+		})
 	}
 	return true
 }
 
+func (g *signal) isSet() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.set
+}
+
+// registerWaker adds wk to the wakers unless the signal is set, which it reports.
+func (g *signal) registerWaker(wk scheduler.Waker) (set bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.set {
+		return true
+	}
+	g.wakers = append(g.wakers, wk)
+	return false
+}
+
+// channel returns a channel closed when the signal is set.
+func (g *signal) channel() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(chan struct{})
+		if g.set {
+			close(g.ch)
+		}
+	}
+	return g.ch
+}
+
+// Future is a value that one task, posted function or goroutine resolves and tasks await
+// without blocking the loop: a matchmaking request parks until a match is made.
+//
+// A Future is safe for concurrent use in both modes: Resolve may be called from any
+// goroutine (waiters on the loop are woken through the door, as Server.Post would), and
+// any task, request handler or goroutine-backed handler, may Await it.
+type Future[T any] struct {
+	sig signal
+	v   T     // written once before sig is set; read-only afterwards
+	err error // likewise
+}
+
+// NewFuture returns an unresolved Future for tasks of s. Safe for concurrent use.
+func NewFuture[T any](s *Server) *Future[T] {
+	return &Future[T]{sig: signal{srv: s}}
+}
+
+// Resolve sets the result and wakes every waiter. Only the first call counts; it reports
+// whether this call was it. Safe for concurrent use.
+func (f *Future[T]) Resolve(v T, err error) bool {
+	return f.sig.fire(func() { f.v, f.err = v, err })
+}
+
 // Await waits until f is resolved and returns the result, or returns the task's
 // cancellation error first (context.Canceled when the client went away). A task on the
-// loop parks; a multi-thread handler blocks its goroutine.
+// loop parks; a multi-thread handler blocks its goroutine. Call it from w's own task.
 func (f *Future[T]) Await(w Waiter) (T, error) {
-	if f.f != nil {
-		return f.f.Await(w.task().t)
-	}
+	return f.AwaitTimeout(w, 0)
+}
+
+// AwaitTimeout is Await with a bound: after d (d > 0) it returns ErrTimeout. d <= 0 waits
+// without a bound. A long-poll handler uses it instead of a hand-written sweeper.
+func (f *Future[T]) AwaitTimeout(w Waiter, d time.Duration) (T, error) {
 	t := w.task()
-	if t.g != nil {
-		if err := t.g.block(t.Context(), scheduler.ReasonWait, 0, f.done); err != nil {
-			var zero T
-			return zero, err
-		}
-		return f.v, f.err
+	if err := t.ops.park(t, scheduler.ReasonWait, d, &f.sig); err != nil {
+		var zero T
+		return zero, err
 	}
-	// A background task on the loop waiting on a multi-thread Future.
-	for {
-		f.mu.Lock()
-		if f.resolved {
-			f.mu.Unlock()
-			return f.v, f.err
-		}
-		f.wakers = append(f.wakers, t.t.Waker())
-		f.mu.Unlock()
-		if err := t.t.Park(scheduler.ReasonWait); err != nil {
-			var zero T
-			return zero, err
-		}
-	}
+	f.sig.mu.Lock() // pairs with Resolve's write under mu
+	v, err := f.v, f.err
+	f.sig.mu.Unlock()
+	return v, err
 }
 
-// Done reports whether f has been resolved.
-func (f *Future[T]) Done() bool {
-	if f.f != nil {
-		return f.f.Done()
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.resolved
-}
+// Done reports whether f has been resolved. Safe for concurrent use.
+func (f *Future[T]) Done() bool { return f.sig.isSet() }
 
-// Event is a one-shot signal: tasks Wait until someone calls Set. Loop-confined in
-// single-thread mode, safe for concurrent use in multi-thread mode, like Future.
-type Event struct{ f *Future[struct{}] }
+// Event is a one-shot signal: tasks Wait until someone calls Set. Safe for concurrent use
+// in both modes, like Future.
+type Event struct{ sig signal }
 
-// NewEvent returns an unset Event for tasks of s.
-func NewEvent(s *Server) *Event { return &Event{f: NewFuture[struct{}](s)} }
+// NewEvent returns an unset Event for tasks of s. Safe for concurrent use.
+func NewEvent(s *Server) *Event { return &Event{sig: signal{srv: s}} }
 
-// Set marks the event and wakes every waiter; later calls do nothing.
-func (e *Event) Set() { e.f.Resolve(struct{}{}, nil) }
+// Set marks the event and wakes every waiter; later calls do nothing. Safe for concurrent
+// use.
+func (e *Event) Set() { e.sig.fire(nil) }
 
-// IsSet reports whether Set was called.
-func (e *Event) IsSet() bool { return e.f.Done() }
+// IsSet reports whether Set was called. Safe for concurrent use.
+func (e *Event) IsSet() bool { return e.sig.isSet() }
 
-// Wait waits until the event is set, or returns the task's cancellation error.
-func (e *Event) Wait(w Waiter) error {
-	_, err := e.f.Await(w)
-	return err
+// Wait waits until the event is set, or returns the task's cancellation error. Call it from
+// w's own task.
+func (e *Event) Wait(w Waiter) error { return e.WaitTimeout(w, 0) }
+
+// WaitTimeout is Wait with a bound: after d (d > 0) it returns ErrTimeout.
+func (e *Event) WaitTimeout(w Waiter, d time.Duration) error {
+	t := w.task()
+	return t.ops.park(t, scheduler.ReasonWait, d, &e.sig)
 }

@@ -4,16 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"sync"
-	"time"
 
 	"github.com/batonrt/baton/offload"
-	"github.com/batonrt/baton/scheduler"
 )
-
-// offloadCloseTimeout bounds how long ListenAndServe waits, after the loop stopped, for
-// offloaded functions still running (their contexts are cancelled first).
-const offloadCloseTimeout = 10 * time.Second
 
 // Offload returns the server's offload pool, for offload.Do, offload.Copy and pool stats.
 // Safe for concurrent use.
@@ -29,43 +22,6 @@ func (s *Server) NewGate(name string, n, maxQueue int) *offload.Gate {
 	s.gatesMu.Unlock()
 	return g
 }
-
-// OffloadKey names the request's route for the offload pool's lane predictor: its method
-// and pattern, e.g. "GET /users/{id}". Part of offload.Caller.
-func (c *Ctx) OffloadKey() string { return c.pattern }
-
-// OffloadKey names a background task for the lane predictor. Part of offload.Caller.
-func (t *Task) OffloadKey() string { return "background" }
-
-// OffloadPool returns the server's pool. Part of offload.Caller.
-func (t *Task) OffloadPool() *offload.Pool { return t.srv.pool }
-
-// Suspend prepares one park of the task for the offload package (part of offload.Caller):
-// resume may be called from any goroutine, park from the task itself. A task on the loop
-// parks its coroutine and is woken through Post; a multi-thread handler blocks its
-// goroutine.
-func (t *Task) Suspend(why offload.Wait) (resume func(), park func() error) {
-	reason := scheduler.ReasonOffload
-	if why == offload.WaitToken {
-		reason = scheduler.ReasonQueue
-	}
-	if t.g != nil {
-		ch := make(chan struct{})
-		var once sync.Once
-		ctx := t.Context()
-		return func() { once.Do(func() { close(ch) }) },
-			func() error { return t.g.block(ctx, reason, 0, ch) }
-	}
-	wk := t.t.Waker()
-	srv := t.srv
-	return func() { _ = srv.Post(func() { wk.Wake() }) },
-		func() error { return t.t.Park(reason) }
-}
-
-var (
-	_ offload.Caller = (*Ctx)(nil)
-	_ offload.Caller = (*Task)(nil)
-)
 
 // offloadStats is what the offload stats page shows.
 type offloadStats struct {
@@ -88,10 +44,9 @@ func renderOffload(st offloadStats) ([]byte, error) {
 	return json.MarshalIndent(st, "", "  ")
 }
 
-// closePool stops the offload pool after the loop has stopped.
-func (s *Server) closePool() {
-	ctx, cancel := context.WithTimeout(context.Background(), offloadCloseTimeout)
-	defer cancel()
+// closePool stops the offload pool after the loop has stopped, waiting for functions
+// still running until ctx ends (their contexts are cancelled first).
+func (s *Server) closePool(ctx context.Context) {
 	if err := s.pool.Close(ctx); err != nil {
 		s.log.Warn("loop: offloaded functions still running after the server stopped", "err", err)
 	}

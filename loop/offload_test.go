@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/offload"
-	"github.com/batonrt/baton/scheduler"
 )
 
 // A handler offloads blocking work: it parks (reason offload) while the pool runs it,
@@ -27,7 +27,7 @@ func testOffloadFromHandler(t *testing.T, m mode) {
 				c.String(500, err.Error())
 				return
 			}
-			parkedOffload.Store(int64(c.Stats().Parked[scheduler.ReasonOffload]))
+			parkedOffload.Store(int64(c.Stats().Parked[accounting.ParkOffload]))
 			c.String(200, strconv.Itoa(v))
 		})
 		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })

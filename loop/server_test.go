@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/accounting"
+	"github.com/stretchr/testify/require"
 )
 
 // mode is one of the two threading modes; the HTTP suite runs in both.
@@ -300,20 +301,27 @@ func TestLockFreeSharedState(t *testing.T) {
 	}
 }
 
-// With 500 tasks parked in Sleep(200ms), a fast request on another connection is answered
-// while they are all still parked.
+// With 500 tasks parked (waiting for an event), a fast request on another connection is
+// answered while they are all still parked; then the event releases them all.
 func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 	const sleepers = 500
 	var parked, woke atomic.Int32 // atomics: the suite also runs in multi-thread mode
+	var release *Event
 	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+		release = NewEvent(s)
 		s.Handle("GET /sleep", func(c *Ctx) {
 			parked.Add(1)
-			_ = c.Sleep(200 * time.Millisecond)
+			err := release.WaitTimeout(c, time.Minute)
 			parked.Add(-1)
 			woke.Add(1)
+			if err != nil {
+				c.String(500, err.Error())
+				return
+			}
 			c.String(200, "slept")
 		})
 		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked.Load(), woke.Load())) })
+		s.Handle("POST /release", func(c *Ctx) { release.Set(); c.NoContent() })
 	})
 	clients := make([]*client, sleepers)
 	for i := range clients {
@@ -321,30 +329,23 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 		clients[i].send("GET /sleep HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
 	fast := dial(t, addr)
-	// Wait until every sleeper is parked, then ask: all of them must still be parked and
-	// none woken, although the fast request was served.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Wait until every sleeper is parked: the fast requests are answered meanwhile.
+	require.Eventually(t, func() bool {
 		resp, body := fast.get("/parked")
-		mustStatus(t, resp, 200)
-		if body == fmt.Sprintf("%d 0", sleepers) {
-			break
-		}
-		if strings.HasSuffix(body, " 0") && time.Now().Before(deadline) {
-			continue // not all have arrived yet
-		}
-		t.Fatalf("fast request saw %q before all %d sleepers parked (or one woke first)", body, sleepers)
-	}
+		require.Equal(t, 200, resp.StatusCode)
+		require.True(t, strings.HasSuffix(body, " 0"), "a sleeper woke before the release: %q", body)
+		return body == fmt.Sprintf("%d 0", sleepers)
+	}, 20*time.Second, time.Millisecond)
+	fast.send("POST /release HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+	resp, _ := fast.read("POST")
+	require.Equal(t, 204, resp.StatusCode)
 	for _, c := range clients {
 		resp, body := c.read("GET")
-		if resp.StatusCode != 200 || body != "slept" {
-			t.Fatalf("sleeper: %d %q", resp.StatusCode, body)
-		}
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, "slept", body)
 	}
 	_, body := fast.get("/parked")
-	if body != fmt.Sprintf("0 %d", sleepers) {
-		t.Fatalf("after: %q", body)
-	}
+	require.Equal(t, fmt.Sprintf("0 %d", sleepers), body)
 }
 
 func testHandlerPanicBecomes500(t *testing.T, m mode) {
@@ -619,8 +620,8 @@ func testBackgroundTasksAndPost(t *testing.T, m mode) {
 	var fromGo atomic.Value
 	fromGo.Store("")
 	s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-		s.Every(5*time.Millisecond, func(t *Task) { ticks.Add(1) })
-		s.Go(func(t *Task) {
+		s.Every("ticker", 5*time.Millisecond, func(t *Task) { ticks.Add(1) })
+		s.Go("once", func(t *Task) {
 			_ = t.Sleep(time.Millisecond)
 			fromGo.Store("ran")
 		})
@@ -820,9 +821,13 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // A client that stops reading makes a streaming handler park on write backpressure
-// instead of buffering without bound; once the client reads, the whole body arrives.
+// instead of buffering without bound; once the client reads, the whole body arrives. The
+// client's receive buffer is small and the body large, so the backlog passes the high-water
+// mark whatever the kernel's buffer autotuning does; the client reads only once the handler
+// has parked.
 func testStreamBackpressure(t *testing.T, m mode) {
-	const total = 8 << 20
+	const total = 16 << 20
+	var written atomic.Int64
 	parkedWrite := make(chan time.Duration, 1)
 	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /big", func(c *Ctx) {
@@ -832,21 +837,35 @@ func testStreamBackpressure(t *testing.T, m mode) {
 				if _, err := w.Write(chunk); err != nil {
 					return
 				}
+				written.Add(int64(len(chunk)))
 			}
-			parkedWrite <- c.Stats().Parked[scheduler.ReasonWrite]
+			parkedWrite <- c.Stats().Parked[accounting.ParkWrite]
 		})
 	})
-	c := dial(t, addr)
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+		})
+	}}
+	nc, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nc.Close() })
+	c := &client{t: t, c: nc, br: newReader(nc)}
 	c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(300 * time.Millisecond) // do not read: the socket buffers fill up
+	// Read nothing until the handler has stopped making progress: it is held back.
+	var last int64 = -1
+	require.Eventually(t, func() bool {
+		n := written.Load()
+		stuck := n > 0 && n == last
+		last = n
+		return stuck
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
 	resp, body := c.read("GET")
 	mustStatus(t, resp, 200)
-	if len(body) != total || strings.Count(body, "z") != total {
-		t.Fatalf("body: %d bytes", len(body))
-	}
-	if d := <-parkedWrite; d <= 0 {
-		t.Fatalf("handler never parked on write backpressure (parked %v)", d)
-	}
+	require.Equal(t, total, len(body))
+	require.Equal(t, total, strings.Count(body, "z"))
+	require.Positive(t, <-parkedWrite, "the handler never parked on write backpressure")
 }
 
 // Graceful shutdown under a steady stream of requests from 200 connections: every request

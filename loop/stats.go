@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -91,10 +92,24 @@ func (s *Server) onSlices(waits []int64, st scheduler.SliceTotals) {
 	s.acct.loop.Slices(waits, accounting.SliceStats(st))
 }
 
+// cpuTask returns the loop Task of a scheduler task (a request's or a background task's),
+// or nil.
+func cpuTask(t *scheduler.Task) *Task {
+	switch a := t.Arg().(type) {
+	case *Ctx:
+		if a.conn != nil {
+			return &a.Task
+		}
+	case *Task:
+		return a
+	}
+	return nil
+}
+
 // onSliceStart starts a slice's CPU clock reading (installed only with Config.CPUClock).
 func (s *Server) onSliceStart(t *scheduler.Task) {
-	if c, _ := t.Arg().(*Ctx); c != nil && c.conn != nil {
-		c.cpuStart = accounting.ThreadCPU()
+	if lt := cpuTask(t); lt != nil {
+		lt.cpuStart = accounting.ThreadCPU()
 	}
 }
 
@@ -102,9 +117,13 @@ func (s *Server) onSliceStart(t *scheduler.Task) {
 // goroutine than the slice before, for the stall detector.
 func (s *Server) onCoroutine(t *scheduler.Task) {
 	key := &s.acct.bgKey
-	c, _ := t.Arg().(*Ctx)
-	if c != nil && c.route != nil {
-		key = &c.route.pattern
+	switch a := t.Arg().(type) {
+	case *Ctx:
+		if a.route != nil {
+			key = &a.route.pattern
+		}
+	case *Task:
+		key = &a.name
 	}
 	s.publishSlot(t, key) // a new coroutine's id is 0 until publishTask, inside it
 }
@@ -119,8 +138,8 @@ func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.R
 
 // onSliceStopCPU is onSliceStop with Config.CPUClock: it adds the slice's CPU time first.
 func (s *Server) onSliceStopCPU(t *scheduler.Task, st scheduler.State, r scheduler.Reason) {
-	if c, ok := t.Arg().(*Ctx); ok && c.conn != nil {
-		c.cpu += accounting.ThreadCPU() - c.cpuStart
+	if lt := cpuTask(t); lt != nil {
+		lt.cpu += accounting.ThreadCPU() - lt.cpuStart
 	}
 	s.onSliceStop(t, st, r)
 }
@@ -132,35 +151,6 @@ func (s *Server) requestFinished(t *scheduler.Task, c *Ctx) {
 	s.releaseCtx(c)
 }
 
-// busyStart and busyEnd bracket a gnet callback or door batch: the loop is busy in
-// between and idle (in epoll) outside. busyStart also takes the turn's clock reading,
-// which connection deadlines and request arrival times use (they need no finer grain),
-// so a read that brings many pipelined requests costs one clock read, not one each.
-func (s *Server) busyStart() {
-	if s.turnAt == 0 {
-		s.turnAt = s.nanotime()
-		s.lastAt = s.turnAt
-	}
-}
-
-func (s *Server) busyEnd() {
-	if s.turnAt != 0 {
-		if s.acct.on {
-			s.acct.loop.Switched(s.sched.Switches()) // this period's switches count in its second
-			s.acct.loop.Busy(s.turnAt, s.nanotime())
-		}
-		s.turnAt = 0
-	}
-}
-
-// now returns the current turn's clock reading, or reads the clock outside a turn.
-func (s *Server) now() int64 {
-	if s.turnAt != 0 {
-		return s.turnAt
-	}
-	return s.nanotime()
-}
-
 // sample fills a TaskSample for request c. Call it from c's task, or on the loop for a
 // parked or queued request.
 func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
@@ -170,15 +160,15 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
 		dst.Goroutine = c.Task.t.Goroutine()
 		if dst.State == "" {
-			dst.State = stateName(c.Task.t.State())
+			dst.State = c.Task.t.State().String()
 			if c.Task.t.State() == scheduler.Parked {
 				dst.ParkReason = reasonName(c.Task.t.Reason())
 			}
 		}
 	case c.Task.g != nil:
-		st = c.Task.g.snapshot()
+		st = c.Task.g.stats(&c.Task)
 		if dst.State == "" {
-			dst.State = "running"
+			dst.State = scheduler.Running.String()
 		}
 	default:
 		dst.State = "queued"
@@ -190,21 +180,49 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 		dst.Method = c.Method() // the path would cost an allocation per request
 		dst.Path = string(c.req.Path)
 	}
+	fillFigures(dst, &st)
+	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay+c.queueWait, st.FirstRunDelay+c.queueWait
+	dst.Parked[accounting.ParkQueue] += c.queueWait
+	s.fillCPU(dst, &c.Task)
+	dst.Age = time.Duration(now - c.acceptedAt)
+	dst.Status = c.status
+}
+
+// sampleBackground fills a TaskSample for a background task (or a scheduler task of no
+// Task). Loop-confined.
+func (s *Server) sampleBackground(t *scheduler.Task, dst *accounting.TaskSample, now int64) {
+	st := t.StatsAt(now)
+	*dst = accounting.TaskSample{
+		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: t.State().String(),
+		Goroutine: t.Goroutine(), Age: time.Duration(now - int64(st.Spawned.Sub(s.epoch))),
+	}
+	fillFigures(dst, &st)
+	if t.State() == scheduler.Parked {
+		dst.ParkReason = reasonName(t.Reason())
+	}
+	if bt, ok := t.Arg().(*Task); ok {
+		s.fillCPU(dst, bt)
+	}
+}
+
+// fillFigures copies the scheduler's figures into a sample.
+func fillFigures(dst *accounting.TaskSample, st *scheduler.Stats) {
 	dst.Rounds, dst.OnLoop, dst.MaxSlice = st.Rounds, st.OnLoop, st.MaxSlice
 	dst.SlowSlices, dst.SlowTime = st.SlowSlices, st.SlowTime
-	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay+c.queueWait, st.FirstRunDelay+c.queueWait
+	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay, st.FirstRunDelay
 	for r := range st.Parked {
 		if r < accounting.NumParkReasons {
 			dst.Parked[r] = st.Parked[r]
 		}
 	}
-	dst.Parked[accounting.ParkQueue] += c.queueWait
-	dst.CPU, dst.CPUMeasured = c.cpu, s.acct.cpuClock
-	if s.acct.cpuClock && c.Task.t != nil && s.sched.Current() == c.Task.t {
-		dst.CPU += accounting.ThreadCPU() - c.cpuStart // the slice running now
+}
+
+// fillCPU adds a task's CPU time, the running slice's included, when it is measured.
+func (s *Server) fillCPU(dst *accounting.TaskSample, t *Task) {
+	dst.CPU, dst.CPUMeasured = t.cpu, s.acct.cpuClock
+	if s.acct.cpuClock && t.t != nil && s.sched.Current() == t.t {
+		dst.CPU += accounting.ThreadCPU() - t.cpuStart // the slice running now
 	}
-	dst.Age = time.Duration(now - c.acceptedAt)
-	dst.Status = c.status
 }
 
 // reasonName maps a scheduler park reason to its accounting name (the two lists are in
@@ -214,27 +232,6 @@ func reasonName(r scheduler.Reason) string {
 		return accounting.ParkReasonNames[r]
 	}
 	return r.String()
-}
-
-func stateName(st scheduler.State) string {
-	switch st {
-	case scheduler.Ready:
-		return "ready"
-	case scheduler.Running:
-		return "running"
-	case scheduler.Parked:
-		return "parked"
-	default:
-		return "done"
-	}
-}
-
-// idOrZero is the task id, or 0 for a request not started yet.
-func (t *Task) idOrZero() uint64 {
-	if t.t == nil && t.g == nil {
-		return 0
-	}
-	return t.ID()
 }
 
 // finishedRingSlow is the latency from which a finished request always goes into the
@@ -262,7 +259,7 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 	if t := c.Task.t; t != nil {
 		onLoop, queue, parked = t.Totals()
 	} else if c.Task.g != nil {
-		st := c.Task.g.snapshot()
+		st := c.Task.g.stats(&c.Task)
 		onLoop, queue, parked = st.OnLoop, st.QueueDelay, st.ParkedTotal()
 	}
 	latency := time.Duration(now - c.acceptedAt)
@@ -280,19 +277,10 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 	}
 }
 
-// Sample returns the request's figures so far, as the stats endpoints show them: rounds,
-// on-loop time, queue delay (admission queue included), parked time by reason, CPU when
-// measured, and age. Call it from the handler.
-func (c *Ctx) Sample() accounting.TaskSample {
-	var smp accounting.TaskSample
-	c.srv.sample(c, &smp, int64(time.Since(c.srv.epoch)))
-	return smp
-}
-
 // appendServerTiming adds the Server-Timing header for c's figures so far.
 func (c *Ctx) appendServerTiming() {
 	var smp accounting.TaskSample
-	c.srv.sample(c, &smp, int64(time.Since(c.srv.epoch)))
+	c.srv.sample(c, &smp, c.srv.nanotimeAny())
 	start := len(c.hdrArena)
 	c.hdrArena = append(c.hdrArena, "Server-Timing"...)
 	mid := len(c.hdrArena)
@@ -309,30 +297,16 @@ func (s *Server) snapshotTasks() accounting.TasksSnapshot {
 		if c, ok := t.Arg().(*Ctx); ok {
 			s.sample(c, &smp, now)
 		} else {
-			st := t.Stats()
-			smp = accounting.TaskSample{
-				ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: stateName(t.State()),
-				Goroutine: t.Goroutine(), Rounds: st.Rounds, OnLoop: st.OnLoop, MaxSlice: st.MaxSlice,
-				SlowSlices: st.SlowSlices, SlowTime: st.SlowTime, QueueDelay: st.QueueDelay,
-				FirstRunDelay: st.FirstRunDelay, Age: time.Since(st.Spawned),
-			}
-			for r := range st.Parked {
-				if r < accounting.NumParkReasons {
-					smp.Parked[r] = st.Parked[r]
-				}
-			}
-			if t.State() == scheduler.Parked {
-				smp.ParkReason = reasonName(t.Reason())
-			}
+			s.sampleBackground(t, &smp, now)
 		}
 		snap.Live = append(snap.Live, smp)
 	}
-	for _, c := range s.queue {
+	for _, c := range s.adm.queue {
 		var smp accounting.TaskSample
 		s.sample(c, &smp, now)
 		snap.Live = append(snap.Live, smp)
 	}
-	for _, cs := range s.conns { // multi-thread handlers are not scheduler tasks
+	for _, cs := range s.conns.all { // multi-thread handlers are not scheduler tasks
 		if c := cs.ctx; c != nil && c.Task.g != nil {
 			var smp accounting.TaskSample
 			s.sample(c, &smp, now)
@@ -355,13 +329,14 @@ func (s *Server) snapshotLoop() accounting.LoopSnapshot {
 }
 
 // statsKinds are the stats pages under the mount prefix.
-var statsKinds = []string{"tasks", "routes", "loop", "offload"}
+var statsKinds = []string{"tasks", "routes", "loop", "offload", "admission"}
 
 // HandleStats mounts the stats endpoints on this server under prefix (e.g. "/debug/baton"):
 // GET prefix/tasks (live tasks, slowest first, and recently finished ones that were slow,
-// failed or sampled; ?stacks=1 adds each live task's goroutine stack), prefix/routes and prefix/loop, as JSON, or as a
-// plain-text top-style view with ?format=text; and prefix/offload (the offload pool's
-// lanes, predictor and the gates made with NewGate, JSON only). The routes are Exempt from admission
+// failed or sampled; ?stacks=1 adds each live task's goroutine stack), prefix/routes and
+// prefix/loop, as JSON, or as a plain-text top-style view with ?format=text;
+// prefix/offload (the offload pool's lanes, predictor and the gates made with NewGate) and
+// prefix/admission (handler slots, queue, requests refused with 429, panics), JSON only. The routes are Exempt from admission
 // control. Figures are snapshotted on the loop and rendered off it. Call it before
 // ListenAndServe. It panics if accounting is off (Config.NoAccounting).
 func (s *Server) HandleStats(prefix string) {
@@ -379,14 +354,14 @@ func (s *Server) serveStats(c *Ctx, kind string) {
 	text := c.Query("format") == "text"
 	stacks := c.Query("stacks") == "1"
 	var snap any
-	s.onLoop(c, func() { snap = s.takeSnapshot(kind) })
+	s.mode.onLoop(c, func() { snap = s.takeSnapshot(kind) })
 	var out []byte
 	var err error
-	s.offLoop(c, func() { out, err = s.renderStats(kind, snap, text, stacks) })
+	s.mode.offLoop(c, func() { out, err = s.renderStats(kind, snap, text, stacks) })
 	switch {
 	case err != nil:
 		c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
-	case text && kind != "offload":
+	case text && !jsonOnly(kind):
 		c.Bytes(200, "text/plain; charset=utf-8", out)
 	default:
 		c.Bytes(200, "application/json", out)
@@ -401,6 +376,8 @@ func (s *Server) takeSnapshot(kind string) any {
 		return s.acct.routes.Snapshot(time.Now())
 	case "offload":
 		return nil // read off the loop: the pool is safe for concurrent use
+	case "admission":
+		return s.admissionSnapshot()
 	default:
 		return s.snapshotLoop()
 	}
@@ -408,8 +385,11 @@ func (s *Server) takeSnapshot(kind string) any {
 
 // renderStats renders a snapshot. Any goroutine.
 func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, error) {
-	if kind == "offload" {
+	switch kind {
+	case "offload":
 		return renderOffload(s.snapshotOffload())
+	case "admission":
+		return json.MarshalIndent(snap, "", "  ")
 	}
 	var buf bytes.Buffer
 	var err error
@@ -456,40 +436,20 @@ func addStacks(ts []accounting.TaskSample) {
 	}
 }
 
-// onLoop runs fn on the loop goroutine on behalf of c: directly in single-thread mode,
-// through the door (waiting for it) in multi-thread mode.
-func (s *Server) onLoop(c *Ctx, fn func()) {
-	if c.Task.g == nil {
-		fn()
-		return
-	}
-	done := make(chan struct{})
-	if s.Post(func() { fn(); close(done) }) != nil {
-		return
-	}
-	select {
-	case <-done:
-	case <-c.Context().Done():
-		<-done
-	}
+// jsonOnly reports the stats pages that have no text view.
+func jsonOnly(kind string) bool { return kind == "offload" || kind == "admission" }
+
+// admissionView is the admission stats page: the admission figures and the server-wide
+// counts beside them.
+type admissionView struct {
+	admissionStats
+	InFlight    int    `json:"in_flight"`    // handlers running or parked, exempt routes included
+	Parsed      uint64 `json:"parsed_total"` // requests parsed and dispatched
+	PanicsTotal uint64 `json:"panics_total"` // handler and background task panics
 }
 
-// offLoop runs fn off the loop on behalf of c: in a goroutine while c's task parks in
-// single-thread mode, directly in multi-thread mode.
-func (s *Server) offLoop(c *Ctx, fn func()) {
-	if c.Task.g != nil {
-		fn()
-		return
-	}
-	f := NewFuture[struct{}](s)
-	go func() {
-		fn()
-		_ = s.Post(func() { f.Resolve(struct{}{}, nil) })
-	}()
-	_, _ = f.Await(c)
-	for !f.Done() { // cancelled while rendering: fn still uses memory we are about to free
-		c.Task.t.Yield()
-	}
+func (s *Server) admissionSnapshot() admissionView {
+	return admissionView{admissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics}
 }
 
 // StatsHandler returns a net/http handler serving the same stats pages, for mounting on a
@@ -529,7 +489,7 @@ func (s *Server) StatsHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		if text && kind != "offload" {
+		if text && !jsonOnly(kind) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		} else {
 			w.Header().Set("Content-Type", "application/json")

@@ -31,12 +31,12 @@ func TestCPUClockPerSlice(t *testing.T) {
 			burnCPU(30 * time.Millisecond)
 			c.Yield()
 			burnCPU(30 * time.Millisecond)
-			got <- c.Sample()
+			got <- c.Stats()
 			c.NoContent()
 		})
 		s.Handle("GET /sleep", func(c *Ctx) {
 			_ = c.Sleep(50 * time.Millisecond)
-			got <- c.Sample()
+			got <- c.Stats()
 			c.NoContent()
 		})
 	})
@@ -101,7 +101,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 					}
 				}
 			}
-			got <- c.Sample()
+			got <- c.Stats()
 			c.NoContent()
 		})
 	})
@@ -250,7 +250,7 @@ func TestStallSlotFollowsRoutesOnAPooledCoroutine(t *testing.T) {
 	var srv *Server
 	check := func(c *Ctx) {
 		route, goid := srv.acct.current.Describe(c.ID())
-		mine = append(mine, seen{route, goid, c.Sample().Goroutine})
+		mine = append(mine, seen{route, goid, c.Stats().Goroutine})
 		c.String(200, "ok")
 	}
 	_, addr := startServer(t, Config{}, func(s *Server) {

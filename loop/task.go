@@ -2,13 +2,25 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/scheduler"
 )
+
+// ErrTimeout is returned by the waits with a deadline (Task.SleepUntil is not one: it
+// returns nil) — Future.AwaitTimeout and Event.WaitTimeout — when the deadline passes
+// first.
+var ErrTimeout = errors.New("loop: wait timed out")
+
+// ErrTaskStopped is the cancellation cause of a background task stopped with
+// TaskHandle.Stop: its parks return it and its Context is cancelled with it.
+var ErrTaskStopped = errors.New("loop: task stopped")
 
 // Task is the handle of the running task: a request's (embedded in Ctx) or a background
 // task's (from Server.Go or Server.Every). Call its methods only from the task it belongs
@@ -16,78 +28,68 @@ import (
 //
 // In single-thread mode a task is a coroutine on the loop and parks without blocking the
 // thread. In multi-thread mode (Config.MultiThread) a request's task is an ordinary
-// goroutine and the same methods block that goroutine instead.
+// goroutine and the same methods block that goroutine instead; background tasks always run
+// on the loop.
 type Task struct {
-	srv *Server
-	t   *scheduler.Task // single-thread mode
-	g   *gtask          // multi-thread mode
+	srv  *Server
+	ops  taskOps         // how this task parks: loopTask or *gtask
+	t    *scheduler.Task // a task on the loop
+	g    *gtask          // a multi-thread request handler
+	c    *Ctx            // the request, for a request's task; nil for a background task
+	name string          // a background task's name; requests use their route
 
-	ctx       context.Context // created on first use (single-thread) or at start (multi-thread)
+	ctx       context.Context // created on first use (loop) or at start (goroutine)
 	cancelCtx context.CancelCauseFunc
-	err       error // single-thread: why the task was cancelled, nil while it is not
+	err       error // loop task: why it was cancelled, nil while it is not
+
+	cpu      time.Duration // loop-thread CPU over its slices (Config.CPUClock)
+	cpuStart time.Duration
+}
+
+// taskOps is the seam between the two ways a task runs. loopTask parks a coroutine on the
+// loop through the scheduler; *gtask blocks a goroutine (multi-thread request handlers).
+// Everything a Task does that depends on the mode goes through it.
+type taskOps interface {
+	// park waits with reason r until wake is signalled, d passes (d > 0: then it returns
+	// ErrTimeout) or the task is cancelled (its cause).
+	park(t *Task, r scheduler.Reason, d time.Duration, wake *signal) error
+	sleep(t *Task, d time.Duration) error
+	yield(t *Task)
+	id(t *Task) uint64
+	stats(t *Task) scheduler.Stats
+	err(t *Task) error
+	suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error)
 }
 
 // Sleep pauses the task for d while others run. It returns nil after d, or the task's
 // cancellation error (context.Canceled when the client went away) as soon as the task is
 // cancelled.
-func (t *Task) Sleep(d time.Duration) error {
-	if t.g != nil {
-		if d <= 0 {
-			t.g.yield()
-			return t.Err()
-		}
-		return t.g.block(t.Context(), scheduler.ReasonSleep, d, nil)
-	}
-	return t.t.Sleep(d)
-}
+func (t *Task) Sleep(d time.Duration) error { return t.ops.sleep(t, d) }
 
 // Yield lets every other ready task and the loop's pending I/O run before this task
 // continues: call it between steps of long CPU work. In multi-thread mode it yields the
 // goroutine's processor.
-func (t *Task) Yield() {
-	if t.g != nil {
-		t.g.yield()
-		return
-	}
-	t.t.Yield()
-}
+func (t *Task) Yield() { t.ops.yield(t) }
 
 // ID returns the task's id, unique within the server's lifetime.
-func (t *Task) ID() uint64 {
-	if t.g != nil {
-		return t.g.id
-	}
-	return t.t.ID()
-}
+func (t *Task) ID() uint64 { return t.ops.id(t) }
 
-// Stats returns the task's scheduling figures so far, including the running slice.
-// In multi-thread mode a "slice" is a stretch between blocking calls of the handler's
-// goroutine, and OnLoop is the wall time of those stretches.
-func (t *Task) Stats() scheduler.Stats {
-	if t.g != nil {
-		return t.g.snapshot()
-	}
-	return t.t.Stats()
-}
+// Name returns what the stats pages and logs call the task: a background task's name, or
+// a request's route pattern.
+func (t *Task) Name() string { return t.name }
 
 // Server returns the server the task runs on.
 func (t *Task) Server() *Server { return t.srv }
 
 // Err returns why the task was cancelled (context.Canceled when its client disconnected,
-// context.DeadlineExceeded when its handler deadline passed), or nil.
-func (t *Task) Err() error {
-	if t.g != nil {
-		if t.ctx.Err() == nil {
-			return nil
-		}
-		return context.Cause(t.ctx)
-	}
-	return t.err
-}
+// context.DeadlineExceeded when its handler deadline passed, ErrTaskStopped when its
+// TaskHandle stopped it), or nil.
+func (t *Task) Err() error { return t.ops.err(t) }
 
 // Context returns a context cancelled when the task is cancelled (its client disconnected,
-// its deadline passed or the server stopped) and, for a request, when its handler returns.
-// Pass it to code run off the loop (offloaded calls); Sleep and Await already return early.
+// its deadline passed, it was stopped, or the server stopped) and, for a request, when its
+// handler returns. Pass it to code run off the loop (offloaded calls); Sleep and Await
+// already return early.
 func (t *Task) Context() context.Context {
 	if t.ctx == nil {
 		t.ctx, t.cancelCtx = context.WithCancelCause(t.srv.baseCtx)
@@ -98,11 +100,48 @@ func (t *Task) Context() context.Context {
 	return t.ctx
 }
 
+// Stats returns the task's figures so far, as the stats pages show them: rounds (times
+// scheduled), time on the loop, queue delay (the admission queue included), parked time by
+// reason, CPU when measured, age, and for a request its route, method, path and status.
+// In multi-thread mode a request's "slice" is a stretch between blocking calls of its
+// goroutine, and OnLoop the wall time of those stretches.
+func (t *Task) Stats() accounting.TaskSample {
+	var smp accounting.TaskSample
+	now := t.srv.nanotimeAny()
+	if t.c != nil {
+		t.srv.sample(t.c, &smp, now)
+	} else {
+		t.srv.sampleBackground(t.t, &smp, now)
+	}
+	return smp
+}
+
+func (t *Task) offloadKey() string {
+	if t.c != nil {
+		return t.c.pattern
+	}
+	return t.name
+}
+
+// suspend prepares one park for the offload package.
+func (t *Task) suspend(why offload.Wait) (resume func(), park func() error) {
+	reason := scheduler.ReasonOffload
+	if why == offload.WaitToken {
+		reason = scheduler.ReasonQueue
+	}
+	return t.ops.suspend(t, reason)
+}
+
+var (
+	_ offload.Caller = (*Ctx)(nil)
+	_ offload.Caller = (*Task)(nil)
+)
+
 // cancel records err, cancels the context if it exists and wakes the task if parked.
 // Loop-confined.
 func (t *Task) cancel(err error) {
 	if t.g != nil {
-		t.cancelCtx(err) // the context always exists in multi-thread mode; safe from the loop
+		t.cancelCtx(err) // the context always exists for a goroutine; safe from the loop
 		return
 	}
 	if t.err != nil {
@@ -112,7 +151,7 @@ func (t *Task) cancel(err error) {
 	if t.cancelCtx != nil {
 		t.cancelCtx(err)
 	}
-	if t.t != nil && !t.srv.schedDone {
+	if t.t != nil && t.srv.life.load() < stateStopping {
 		t.srv.sched.Cancel(t.t, err)
 	}
 }
@@ -122,50 +161,96 @@ func (t *Task) release() {
 	if t.cancelCtx != nil {
 		t.cancelCtx(context.Canceled)
 	}
-	t.ctx, t.cancelCtx, t.err, t.t, t.g = nil, nil, nil, nil, nil
+	t.ctx, t.cancelCtx, t.err, t.t, t.g, t.ops = nil, nil, nil, nil, nil, nil
+	t.cpu, t.cpuStart = 0, 0
 }
 
-// park blocks the task for at most d (d <= 0: until woken) with reason r. The task must be
-// woken by wake, Cancel or the timeout.
-func (t *Task) parkFor(r scheduler.Reason, d time.Duration) error {
-	if t.g != nil {
-		return t.g.block(t.Context(), r, d, nil)
+// idOrZero is the task id, or 0 for a request not started yet.
+func (t *Task) idOrZero() uint64 {
+	if t.ops == nil {
+		return 0
 	}
-	wk := t.t.Waker()
-	tm := t.srv.sched.AfterFunc(d, func() { wk.Wake() })
-	err := t.t.Park(r)
-	tm.Stop()
-	return err
+	return t.ID()
 }
 
-// task returns the scheduler task; it lets Future and Event accept both *Task and *Ctx.
-func (t *Task) task() *Task { return t }
+// loopTask is taskOps for tasks on the loop: coroutines parked through the scheduler.
+type loopTask struct{}
 
-// gtask is a request handler running in its own goroutine (multi-thread mode). Its figures
-// are written by that goroutine and read by others under mu.
+func (loopTask) park(t *Task, r scheduler.Reason, d time.Duration, wake *signal) error {
+	for {
+		if wake != nil && wake.registerWaker(t.t.Waker()) {
+			return nil // already signalled
+		}
+		var tm *scheduler.Timer
+		timedOut := false
+		if d > 0 {
+			wk := t.t.Waker()
+			tm = t.srv.sched.AfterFunc(d, func() {
+				if wk.Wake() {
+					timedOut = true
+				}
+			})
+		}
+		start := t.srv.nanotime()
+		err := t.t.Park(r)
+		if tm != nil {
+			tm.Stop()
+		}
+		switch {
+		case err != nil:
+			return err
+		case timedOut:
+			return ErrTimeout
+		case wake == nil || wake.isSet():
+			return nil
+		}
+		if d > 0 { // woken early without the signal (cannot happen today): wait out the rest
+			d -= time.Duration(t.srv.nanotime() - start)
+			if d <= 0 {
+				return ErrTimeout
+			}
+		}
+	}
+}
+
+func (loopTask) sleep(t *Task, d time.Duration) error { return t.t.Sleep(d) }
+func (loopTask) yield(t *Task)                        { t.t.Yield() }
+func (loopTask) id(t *Task) uint64                    { return t.t.ID() }
+func (loopTask) stats(t *Task) scheduler.Stats        { return t.t.Stats() }
+func (loopTask) err(t *Task) error                    { return t.err }
+
+func (loopTask) suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error) {
+	wk := t.t.Waker()
+	srv := t.srv
+	return func() { _ = srv.door.post(func() { wk.Wake() }) },
+		func() error { return t.t.Park(reason) }
+}
+
+// gtask is taskOps for a request handler running in its own goroutine (multi-thread
+// mode). Its figures are written by that goroutine and read by others under mu.
 type gtask struct {
-	id    uint64
+	gid   uint64
 	mu    sync.Mutex
-	stats scheduler.Stats // guarded by mu
+	st    scheduler.Stats // guarded by mu
 	start time.Time       // when the current stretch began; guarded by mu
 }
 
 var gtaskIDs atomic.Uint64
 
 func newGtask(spawned time.Time) *gtask {
-	g := &gtask{id: 1<<63 | gtaskIDs.Add(1)} // top bit: never equal to a scheduler task id
-	g.stats.Spawned = spawned
+	g := &gtask{gid: 1<<63 | gtaskIDs.Add(1)} // top bit: never equal to a scheduler task id
+	g.st.Spawned = spawned
 	return g
 }
 
 // begin marks the start of a stretch of running.
 func (g *gtask) begin(now time.Time) {
 	g.mu.Lock()
-	if g.stats.Rounds == 0 {
-		g.stats.FirstRunDelay = now.Sub(g.stats.Spawned)
-		g.stats.QueueDelay += g.stats.FirstRunDelay
+	if g.st.Rounds == 0 {
+		g.st.FirstRunDelay = now.Sub(g.st.Spawned)
+		g.st.QueueDelay += g.st.FirstRunDelay
 	}
-	g.stats.Rounds++
+	g.st.Rounds++
 	g.start = now
 	g.mu.Unlock()
 }
@@ -173,24 +258,20 @@ func (g *gtask) begin(now time.Time) {
 // end closes the current stretch.
 func (g *gtask) end(now time.Time) {
 	g.mu.Lock()
-	g.addRun(now.Sub(g.start))
+	d := now.Sub(g.start)
+	g.st.OnLoop += d
+	g.st.MaxSlice = max(g.st.MaxSlice, d)
+	if d > scheduler.DefaultSlowSlice {
+		g.st.SlowSlices++
+		g.st.SlowTime += d
+	}
 	g.start = time.Time{}
 	g.mu.Unlock()
 }
 
-func (g *gtask) addRun(d time.Duration) {
-	g.stats.OnLoop += d
-	if d > g.stats.MaxSlice {
-		g.stats.MaxSlice = d
-	}
-	if d > scheduler.DefaultSlowSlice {
-		g.stats.SlowSlices++
-		g.stats.SlowTime += d
-	}
-}
-
-// block waits with reason r until d passes (d > 0), wake is closed (non-nil), or ctx ends.
-func (g *gtask) block(ctx context.Context, r scheduler.Reason, d time.Duration, wake <-chan struct{}) error {
+// block waits with reason r until d passes (d > 0; then it returns timeoutErr), wake is
+// closed (non-nil), or ctx ends.
+func (g *gtask) block(ctx context.Context, r scheduler.Reason, d time.Duration, wake <-chan struct{}, timeoutErr error) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
@@ -205,32 +286,66 @@ func (g *gtask) block(ctx context.Context, r scheduler.Reason, d time.Duration, 
 	var err error
 	select {
 	case <-timeout:
+		err = timeoutErr
 	case <-wake:
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	}
 	after := time.Now()
 	g.mu.Lock()
-	g.stats.Parked[r] += after.Sub(now)
+	g.st.Parked[r] += after.Sub(now)
 	g.mu.Unlock()
 	g.begin(after)
 	return err
 }
 
-func (g *gtask) yield() {
+func (g *gtask) park(t *Task, r scheduler.Reason, d time.Duration, wake *signal) error {
+	var ch <-chan struct{}
+	if wake != nil {
+		ch = wake.channel()
+	}
+	return g.block(t.Context(), r, d, ch, ErrTimeout)
+}
+
+func (g *gtask) sleep(t *Task, d time.Duration) error {
+	if d <= 0 {
+		g.yield(t)
+		return t.Err()
+	}
+	return g.block(t.Context(), scheduler.ReasonSleep, d, nil, nil)
+}
+
+func (g *gtask) yield(*Task) {
 	g.end(time.Now())
 	runtime.Gosched()
 	g.begin(time.Now())
 }
 
-func (g *gtask) snapshot() scheduler.Stats {
+func (g *gtask) id(*Task) uint64 { return g.gid }
+
+func (g *gtask) stats(*Task) scheduler.Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := g.stats
+	st := g.st
 	if !g.start.IsZero() {
 		d := time.Since(g.start)
 		st.OnLoop += d
 		st.MaxSlice = max(st.MaxSlice, d)
 	}
 	return st
+}
+
+func (g *gtask) err(t *Task) error {
+	if t.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(t.ctx)
+}
+
+func (g *gtask) suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error) {
+	ch := make(chan struct{})
+	var once sync.Once
+	ctx := t.Context()
+	return func() { once.Do(func() { close(ch) }) },
+		func() error { return g.block(ctx, reason, 0, ch, nil) }
 }

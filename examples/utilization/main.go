@@ -91,7 +91,7 @@ func amount(c *loop.Ctx) (time.Duration, bool) {
 
 // answer replies with the task's own figures.
 func answer(c *loop.Ctx) {
-	s := c.Sample()
+	s := c.Stats()
 	c.JSON(200, accounting.TaskJSON(&s))
 }
 

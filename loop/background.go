@@ -1,0 +1,173 @@
+package loop
+
+import (
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/batonrt/baton/scheduler"
+)
+
+// TaskHandle controls a background task started with Server.Go or Server.Every: a game
+// tick per match is stopped when the match ends. Safe for concurrent use.
+type TaskHandle struct {
+	srv      *Server
+	name     string
+	done     chan struct{} // closed when the task has ended
+	stopOnce sync.Once
+
+	// Loop-owned.
+	bt      *Task // the running task; nil before it starts and after it ends
+	stopped bool  // Stop arrived before the task started: it never starts
+}
+
+// Name returns the task's name, as given to Go or Every.
+func (h *TaskHandle) Name() string { return h.name }
+
+// Stop stops the task: a Go task's park (Sleep, Await, ...) returns ErrTaskStopped and its
+// Context is cancelled with that cause, so it can return (its deferred functions run); an
+// Every task runs no further tick (a tick already running finishes). Stop returns at once;
+// Done is closed once the task has ended. Stopping a task that already ended does nothing.
+// Safe for concurrent use, also from the task itself.
+func (h *TaskHandle) Stop() {
+	h.stopOnce.Do(func() {
+		if h.srv.Post(h.stopOnLoop) != nil {
+			h.end() // the loop is gone: so is the task
+		}
+	})
+}
+
+func (h *TaskHandle) stopOnLoop() {
+	if h.bt == nil {
+		h.stopped = true
+		h.end()
+		return
+	}
+	h.bt.cancel(ErrTaskStopped)
+}
+
+// Done returns a channel closed when the task has ended: its function returned, it was
+// stopped, or the server stopped. Safe for concurrent use.
+func (h *TaskHandle) Done() <-chan struct{} { return h.done }
+
+func (h *TaskHandle) end() {
+	select {
+	case <-h.done:
+	default:
+		close(h.done)
+	}
+}
+
+// Go starts fn as a background task on the loop, named name on the stats pages, in the
+// stall log and in CPU accounting: like a handler it may park (Sleep, Yield, Await) and
+// shares loop state without locks. Its Context is cancelled when the task is stopped or the
+// server stops. The task starts once the server is ready. Safe for concurrent use.
+func (s *Server) Go(name string, fn func(t *Task)) *TaskHandle {
+	if fn == nil {
+		panic("loop: Go(" + name + ", nil)")
+	}
+	h := s.newHandle(name)
+	s.spawnBackground(h, fn)
+	return h
+}
+
+// Every runs fn on the loop every d as one background task named name: a game tick that
+// shares state with handlers without locks. Ticks follow absolute deadlines (start + k·d),
+// so they do not drift; a tick that runs late is not repeated (missed deadlines are
+// skipped, not bunched). A panicking tick is logged and the next tick runs. It stops when
+// its handle is stopped or the server stops. Safe for concurrent use.
+func (s *Server) Every(name string, d time.Duration, fn func(t *Task)) *TaskHandle {
+	if d <= 0 {
+		panic("loop: Every(" + name + "): non-positive interval")
+	}
+	if fn == nil {
+		panic("loop: Every(" + name + ", nil)")
+	}
+	h := s.newHandle(name)
+	s.spawnBackground(h, func(t *Task) {
+		next := s.nanotime() + int64(d)
+		for {
+			if err := t.t.Sleep(time.Duration(next - s.nanotime())); err != nil || t.err != nil {
+				return
+			}
+			s.tick(t, fn)
+			now := s.nanotime()
+			next += int64(d)
+			if next <= now { // late: skip the deadlines already missed
+				next += ((now-next)/int64(d) + 1) * int64(d)
+			}
+		}
+	})
+	return h
+}
+
+func (s *Server) newHandle(name string) *TaskHandle {
+	if name == "" {
+		name = "background"
+	}
+	return &TaskHandle{srv: s, name: name, done: make(chan struct{})}
+}
+
+// tick runs one tick of an Every task, containing a panic: logged, and the next tick runs.
+func (s *Server) tick(t *Task, fn func(*Task)) {
+	defer func() {
+		if v := recover(); v != nil {
+			if s.life.load() >= stateStopping {
+				panic(v) // the scheduler is unwinding the task: let it
+			}
+			s.onTaskPanic(t.t, v, debug.Stack())
+		}
+	}()
+	fn(t)
+}
+
+// spawnBackground starts fn as the background task of h once the loop runs. Until then h
+// is pending: if the loop never runs it, endPending ends it.
+func (s *Server) spawnBackground(h *TaskHandle, fn func(t *Task)) {
+	s.pendingMu.Lock()
+	s.pending[h] = struct{}{}
+	s.pendingMu.Unlock()
+	err := s.Post(func() {
+		s.pendingMu.Lock()
+		delete(s.pending, h)
+		s.pendingMu.Unlock()
+		if h.stopped || s.life.load() >= stateStopping {
+			h.end()
+			return
+		}
+		bt := &Task{srv: s, ops: loopTask{}, name: h.name}
+		h.bt = bt
+		bt.t = s.sched.Spawn(func(t *scheduler.Task) {
+			defer func() {
+				h.bt = nil
+				bt.release()
+				if s.acct.on {
+					s.acct.loop.TaskFinished()
+				}
+				h.end()
+			}()
+			s.publishTask(t, &bt.name)
+			fn(bt)
+		}, bt)
+		bt.t.SetLabel(h.name)
+		if s.acct.on {
+			s.acct.loop.TaskStarted()
+		}
+		s.postPump()
+	})
+	if err != nil {
+		h.end()
+	}
+}
+
+// endPending ends the handles of background tasks that were posted but will never start:
+// the door has closed. Safe for concurrent use.
+func (s *Server) endPending() {
+	s.pendingMu.Lock()
+	hs := s.pending
+	s.pending = map[*TaskHandle]struct{}{}
+	s.pendingMu.Unlock()
+	for h := range hs {
+		h.end()
+	}
+}

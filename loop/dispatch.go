@@ -1,0 +1,278 @@
+package loop
+
+import (
+	"context"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/router"
+	"github.com/batonrt/baton/scheduler"
+)
+
+// route is what the router maps a pattern to.
+type route struct {
+	h       HandlerFunc // the handler wrapped in the middleware that applied when it was added
+	pattern string
+	exempt  bool // not subject to admission control (RequestConcurrency)
+	acct    *accounting.Route
+}
+
+// RouteOption changes how a route registered with Handle is served. Build one with Exempt.
+type RouteOption struct{ apply func(*route) }
+
+// Exempt exempts a route from the request concurrency limit and its queue, so that health,
+// admin and stats routes keep answering under a flood. Exempt handlers still count as
+// in flight for graceful shutdown.
+func Exempt() RouteOption { return RouteOption{apply: func(r *route) { r.exempt = true }} }
+
+// dispatch routes a request without a body and admits it. Loop-confined.
+func (s *Server) dispatch(cs *conn, c *Ctx) {
+	if s.routeRequest(cs, c) {
+		s.admit(cs, c)
+	}
+}
+
+// routeRequest matches c to a route. A request that cannot run (draining: 503; no route:
+// 404; wrong method: 405) is answered at once and routeRequest reports false. It runs
+// before a request's body is read, so that a client sending "Expect: 100-continue" is not
+// told to upload a body for a request that will be refused. Loop-confined.
+func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
+	cs.deadline, cs.deadlineKind = 0, deadlineNone
+	s.parsed++
+	c.isHead = string(c.req.Method) == "HEAD"
+	c.mustClose = cs.state != connOpen
+	if s.life.draining() {
+		s.drain.report.RejectedDuring++
+		cs.closeAfterResponse()
+		s.inlineResponse(cs, c, 503, "", "")
+		return false
+	}
+	r, pattern, res, allow := s.router.Lookup(unsafeString(c.req.Method), unsafeString(c.req.Path), &c.params)
+	switch res {
+	case router.Found:
+	case router.MethodNotAllowed:
+		s.inlineResponse(cs, c, 405, "Allow", allow)
+		return false
+	default:
+		s.inlineResponse(cs, c, 404, "", "")
+		return false
+	}
+	c.route, c.pattern = r, pattern
+	return true
+}
+
+// admit runs a routed request whose body has been read, queues it for a handler slot, or
+// refuses it with 429. Loop-confined.
+func (s *Server) admit(cs *conn, c *Ctx) {
+	c.acceptedAt = s.now() // when the loop began handling the read that completed it
+	cs.ctx = c
+	if c.route.exempt || !s.adm.enabled() {
+		s.start(c, true)
+		return
+	}
+	switch s.adm.arrive(c) {
+	case admitNow:
+		c.counted = true
+		s.start(c, true)
+	case admitQueued:
+		c.queuedAt = c.acceptedAt
+	case admitRefused:
+		cs.ctx = nil
+		if ok, suppressed := s.refusalLog.allow(c.acceptedAt); ok {
+			s.log.Warn("loop: admission queue full; refusing requests with 429", "route", c.pattern,
+				"refused_total", s.adm.refused, "suppressed", suppressed, "retry_after", s.adm.retryAfter())
+		}
+		s.inlineResponse(cs, c, 429, "Retry-After", strconv.Itoa(s.adm.retryAfter()))
+	}
+}
+
+// start runs c's handler in the server's mode. first (loop only, not from inside a task)
+// runs a loop task's first slice at once, ahead of the tasks already ready; otherwise the
+// task waits its turn in the ready queue.
+func (s *Server) start(c *Ctx, first bool) {
+	s.inflight++
+	if c.route.acct != nil {
+		c.route.acct.Start()
+		s.acct.loop.TaskStarted()
+	}
+	if c.queuedAt != 0 {
+		c.queueWait = time.Duration(s.nanotime() - c.queuedAt)
+	}
+	if s.cfg.HandlerTimeout > 0 {
+		c.deadline = s.sched.AfterFunc(s.cfg.HandlerTimeout, c.deadlineFn)
+	}
+	s.mode.start(c, first)
+}
+
+// panicked logs a handler panic (rate-limited: every panic is counted, a sample is logged
+// with its stack), answers 500 if nothing was written, cuts a half-written response short
+// and finishes the request. Loop-confined.
+func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
+	s.panics++
+	if ok, suppressed := s.panicLog.allow(s.now()); ok {
+		s.log.Error("loop: handler panicked", "route", c.pattern, "method", c.Method(), "path", string(c.req.Path),
+			"task", id, "panic", v, "panics_total", s.panics, "suppressed", suppressed, "stack", string(stack))
+	}
+	switch c.head.Load() {
+	case headNone:
+		c.hdrs = c.hdrs[:0]
+		c.out = c.out[:0]
+		c.respond(500, "text/plain; charset=utf-8", []byte("500 Internal Server Error\n"))
+	case headHandler:
+		c.aborted = true // a half-written response cannot be completed: close after it
+	}
+	s.finishRequest(c)
+}
+
+// finishRequest completes c's response, frees it, admits the next queued request and lets
+// the connection move on. Loop-confined.
+func (s *Server) finishRequest(c *Ctx) {
+	cs := c.conn
+	if c.deadline != nil {
+		c.deadline.Stop()
+	}
+	switch c.head.Load() {
+	case headNone:
+		c.respond(200, "", nil)
+	case headHandler:
+		if c.chunked && !c.aborted && !c.isHead {
+			c.out = httpcodec.AppendFinalChunk(c.out)
+		}
+	}
+	s.deliver(c)
+	if c.closeConn || c.aborted || (c.streaming && !c.chunked) {
+		cs.closeAfterResponse()
+	}
+	cs.ctx = nil
+	s.inflight--
+	if c.counted {
+		now := s.now()
+		service := now - c.acceptedAt - int64(c.queueWait)
+		if next := s.adm.finish(service); next != nil {
+			next.counted = true
+			s.start(next, false) // this may run inside a finishing task: queue it
+		}
+	}
+	s.markDirty(cs)
+	if s.acct.on {
+		if c.Task.t != nil {
+			// Running in the task's last slice: onSliceStop records the request with the
+			// reading the scheduler takes at the slice's end, then frees c.
+			c.finished = true
+			return
+		}
+		s.recordFinish(c, s.nanotime()) // multi-thread mode: on the loop, after the handler
+	}
+	s.releaseCtx(c)
+}
+
+// deliver moves the handler's output to its connection's output buffer. Loop-confined.
+func (s *Server) deliver(c *Ctx) {
+	if cs := c.conn; len(c.out) > 0 && cs.writable() {
+		cs.out = append(cs.out, c.out...)
+	}
+	c.out = c.out[:0]
+}
+
+// inlineResponse answers c without running a handler. Loop-confined.
+func (s *Server) inlineResponse(cs *conn, c *Ctx, status int, hname, hvalue string) {
+	if hname != "" {
+		c.addHeader(hname, hvalue)
+	}
+	c.String(status, httpcodec.StatusText(status)+"\n")
+	s.deliver(c)
+	if c.closeConn {
+		cs.closeAfterResponse()
+	}
+	s.releaseCtx(c)
+}
+
+// handlerDeadline runs on the loop when a handler's HandlerTimeout passes: it cancels the
+// task and, if the handler wrote nothing yet, answers 503 for it. A streamed response the
+// handler had begun is cut short: it ends without its terminating chunk and the connection
+// closes, so the client sees a truncated body, never one that looks complete.
+func (s *Server) handlerDeadline(c *Ctx) {
+	c.deadline = nil
+	// Claim the response before cancelling: a multi-thread handler woken by the
+	// cancellation must find its writes already refused.
+	claimed := c.head.CompareAndSwap(headNone, headServer)
+	if !claimed && c.streaming {
+		c.aborted = true
+		s.log.Warn("loop: handler deadline passed mid-stream; response cut short", "route", c.pattern,
+			"timeout", s.cfg.HandlerTimeout)
+	}
+	c.Task.cancel(context.DeadlineExceeded)
+	if !claimed {
+		return
+	}
+	s.log.Warn("loop: handler deadline passed", "route", c.pattern, "timeout", s.cfg.HandlerTimeout)
+	cs := c.conn
+	if !cs.writable() {
+		return
+	}
+	body := "503 Service Unavailable: handler deadline exceeded\n"
+	closeConn := !c.req.KeepAlive || c.mustClose || s.life.draining()
+	if closeConn {
+		cs.closeAfterResponse()
+	}
+	if c.isHead {
+		body = ""
+	}
+	cs.out = appendPlainResponse(cs.out, 503, body, closeConn, !closeConn && c.req.KeepAlive && c.req.ProtoMinor == 0, *s.dateBytes.Load())
+	s.markDirty(cs)
+}
+
+// onTaskPanic turns a task panic into a logged error and, for a request, a 500.
+func (s *Server) onTaskPanic(t *scheduler.Task, v any, stack []byte) {
+	if t == nil {
+		s.log.Error("loop: timer callback panicked", "panic", v, "stack", string(stack))
+		return
+	}
+	switch a := t.Arg().(type) {
+	case *Ctx:
+		s.handlerPanicked(a, t.ID(), v, stack)
+	default:
+		s.panics++
+		if ok, suppressed := s.panicLog.allow(s.now()); ok {
+			s.log.Error("loop: background task panicked", "task", t.ID(), "name", t.Label(), "panic", v,
+				"panics_total", s.panics, "suppressed", suppressed, "stack", string(stack))
+		}
+	}
+}
+
+// goexitPanic is what a multi-thread handler that called runtime.Goexit is reported as:
+// like a panic, it is answered with 500 and logged.
+type goexitPanic struct{}
+
+func (goexitPanic) String() string { return "runtime.Goexit called in a handler" }
+
+// runGoroutine is the body of every request handler in multi-thread mode.
+func (s *Server) runGoroutine(c *Ctx) {
+	defer s.mtWG.Done()
+	g := c.Task.g
+	g.begin(time.Now())
+	returned := false
+	defer func() {
+		v := recover()
+		g.end(time.Now())
+		var stack []byte
+		if v == nil && !returned {
+			v = goexitPanic{} // runtime.Goexit: the goroutine ends either way; answer as for a panic
+		}
+		if v != nil {
+			stack = debug.Stack()
+		}
+		_ = s.Post(func() {
+			if v != nil {
+				s.handlerPanicked(c, g.gid, v, stack)
+				return
+			}
+			s.finishRequest(c)
+		})
+	}()
+	c.route.h(c)
+	returned = true
+}

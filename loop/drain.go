@@ -1,0 +1,84 @@
+package loop
+
+import "time"
+
+// DrainReport says what a graceful shutdown drained. It is filled on the loop and can be
+// read with Server.DrainReport once ListenAndServe has returned.
+type DrainReport struct {
+	InFlight        int    // request handlers running or parked when Shutdown began
+	Queued          int    // requests waiting for admission when Shutdown began
+	ClosedIdle      int    // idle connections closed when Shutdown began
+	RejectedDuring  int    // requests answered 503 while draining or at the final stop
+	ForcedTasks     int    // requests still unfinished (running or queued) when the deadline forced the stop
+	Refused         uint64 // requests refused with 429 (admission queue full) over the server's life
+	DeadlineReached bool   // the Shutdown context ended before the drain finished
+}
+
+// drainIdleGrace is how long a connection idle when Shutdown began stays open: a request
+// the client sent in that instant is answered (503, Connection: close) instead of meeting
+// a closed socket.
+const drainIdleGrace = 100 * time.Millisecond
+
+// drainer is the loop's side of a graceful shutdown. Loop-confined.
+type drainer struct {
+	begun  bool
+	report DrainReport
+}
+
+// beginDrain starts a graceful shutdown on the loop: it records what is in flight, sets
+// the drain signal, runs the OnDrain hooks, gives idle connections a short grace and marks
+// every open connection as one the drain waits for. Connections opened from now on are
+// answered 503 and closed, and the drain does not wait for them, so clients (or a load
+// balancer) reconnecting after their 503 cannot hold the drain open.
+func (s *Server) beginDrain() {
+	d := &s.drain
+	if d.begun {
+		return
+	}
+	d.begun = true
+	d.report.InFlight = s.inflight
+	d.report.Queued = len(s.adm.queue)
+	for _, cs := range s.conns.all {
+		cs.beforeDrain = true
+		s.conns.beforeDrain++
+		// Idle connections: a request already on its way gets 503 within the grace; then
+		// the connection closes gracefully (half-close and linger, never a reset). Busy
+		// ones: a response written from now on says "Connection: close"; one written
+		// before (it said keep-alive) leaves the connection idle with the same grace.
+		if !cs.busy() && cs.accepting() && cs.gc.InboundBuffered() == 0 {
+			d.report.ClosedIdle++
+			s.setIdle(cs)
+		}
+	}
+	s.drainSig.Set()
+	s.hooksMu.Lock()
+	hooks := append([]func(){}, s.onDrain...)
+	s.hooksMu.Unlock()
+	for _, fn := range hooks {
+		s.safely(fn)
+	}
+	s.checkDrained()
+}
+
+// checkDrained stops the server once a drain has nothing left: no handler in flight or
+// queued and none of the connections open when the drain began (they close gracefully
+// after their last responses). Loop-confined.
+func (s *Server) checkDrained() {
+	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 {
+		s.requestStop()
+	}
+}
+
+// Draining returns an Event set when Shutdown begins: a handler or background task may
+// WaitTimeout on it (a long-poll answers early, a tick loop saves its state and returns).
+// Safe for concurrent use.
+func (s *Server) Draining() *Event { return s.drainSig }
+
+// OnDrain registers fn to run on the loop when Shutdown begins, before the server waits for
+// work in flight: tell players, stop accepting matchmaking, stop tick tasks. fn must not
+// block. Safe for concurrent use; functions registered after the drain began do not run.
+func (s *Server) OnDrain(fn func()) {
+	s.hooksMu.Lock()
+	s.onDrain = append(s.onDrain, fn)
+	s.hooksMu.Unlock()
+}

@@ -1,0 +1,158 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+)
+
+// events is Server seen by gnet: its callbacks are not part of Server's API.
+type events Server
+
+// controlMarker tags the control connection registered at the first tick.
+type controlMarker struct{}
+
+func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
+	s := (*Server)(e)
+	s.eng.Store(&eng)
+	if fd, err := eng.Dup(); err == nil {
+		if sa, err := unix.Getsockname(fd); err == nil {
+			switch a := sa.(type) {
+			case *unix.SockaddrInet4:
+				s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port})
+			case *unix.SockaddrInet6:
+				s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port})
+			}
+		}
+		_ = unix.Close(fd)
+	}
+	return gnet.None
+}
+
+// OnTick runs on gnet's ticker goroutine, after the event loop exists. Its first call
+// registers one end of a socket pair with the loop; the loop handle of that connection is
+// what the door posts through (gnet offers no engine-level Execute).
+func (e *events) OnTick() (time.Duration, gnet.Action) {
+	s := (*Server)(e)
+	s.tickOnce.Do(func() {
+		if err := s.registerControl(); err != nil {
+			s.startErr.Store(&err)
+			s.log.Error("loop: cannot reach the event loop; stopping", "err", err)
+			if eng := s.eng.Load(); eng != nil {
+				go func() { _ = eng.Stop(context.Background()) }()
+			}
+		}
+	})
+	return 24 * time.Hour, gnet.None
+}
+
+func (s *Server) registerControl() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socketpair: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "baton-control")
+	nc, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		_ = unix.Close(fds[1])
+		return fmt.Errorf("control conn: %w", err)
+	}
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		_ = unix.Close(fds[1])
+		_ = nc.Close()
+		return fmt.Errorf("control peer: %w", err)
+	}
+	s.ctlPeer.Store(int64(fds[1]))
+	ctx := gnet.NewContext(gnet.NewNetConnContext(context.Background(), nc), controlMarker{})
+	eng := s.eng.Load()
+	ch, err := eng.Register(ctx)
+	if err != nil {
+		_ = nc.Close()
+		return fmt.Errorf("register control conn: %w", err)
+	}
+	if res := <-ch; res.Err != nil {
+		return fmt.Errorf("register control conn: %w", res.Err)
+	}
+	return nil
+}
+
+func (e *events) OnShutdown(gnet.Engine) {}
+
+func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	s := (*Server)(e)
+	if _, ok := gc.Context().(controlMarker); ok {
+		s.control = gc
+		s.life.move(stateStarting, stateServing) // fails if a Shutdown came first: its drain is posted
+		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
+		s.startWatchdog()
+		close(s.ready)
+		s.door.open(gc.EventLoop())
+		return nil, gnet.None
+	}
+	cs := s.newConn(gc)
+	gc.SetContext(cs)
+	return nil, gnet.None
+}
+
+func (e *events) OnClose(gc gnet.Conn, _ error) gnet.Action {
+	s := (*Server)(e)
+	cs, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.None
+	}
+	s.connClosed(cs)
+	return gnet.None
+}
+
+func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
+	s := (*Server)(e)
+	s.busyStart()
+	defer s.busyEnd()
+	cs, ok := gc.Context().(*conn)
+	if !ok { // the control connection: a pump was requested
+		_, _ = gc.Discard(-1)
+		// Pump through the door: gnet runs posted functions after every I/O event of the
+		// current epoll batch, so connections that became readable while the last slice ran
+		// are served (their new requests run at once) before ready tasks get another slice.
+		s.door.post(s.pumpFn)
+		return gnet.None
+	}
+	if cs.state >= connClosing { // no more requests: drop what the client sends
+		_, _ = gc.Discard(-1)
+		return gnet.None
+	}
+	if s.life.load() >= stateStopping {
+		return gnet.None
+	}
+	if cs.busy() || cs.blocked {
+		if s.inputBound(cs) {
+			// Input beyond the bound while it cannot be parsed (a request in flight, or the
+			// client is not reading its responses): answer what is in flight, then close.
+			s.log.Debug("loop: too much unparsed input; closing after the current response", "remote", gc.RemoteAddr())
+			_, _ = gc.Discard(-1)
+			cs.closeAfterResponse()
+			if !cs.busy() {
+				s.flush(cs)
+			}
+			return gnet.None
+		}
+		if cs.ctx != nil || cs.blocked {
+			return gnet.None // parsed when the current request finishes or the client reads
+		}
+	}
+	s.serve(cs)
+	// New requests ran their first slice in serve. Tasks that were ready before (a task
+	// that yielded, one woken meanwhile) run from the control socket's pump, once per loop
+	// turn: running them here would give a yielding task a slice per connection read.
+	s.flushDirty()
+	if _, ready := s.sched.Len(); ready > 0 {
+		s.postPump()
+	}
+	return gnet.None
+}

@@ -1,0 +1,152 @@
+package loop
+
+import (
+	"time"
+
+	"github.com/batonrt/baton/scheduler"
+)
+
+// runMode is the seam between the two ways request handlers run, chosen once in New:
+// loopMode (single-thread: every handler a task on the loop) and goroutineMode
+// (Config.MultiThread: every handler in its own goroutine). Everything the server does
+// differently for the two modes goes through it or through taskOps; the rest of the code
+// does not ask which mode it is in.
+type runMode interface {
+	// start runs c's handler. first (loop mode, outside a task) runs its first slice at
+	// once. Loop-confined.
+	start(c *Ctx, first bool)
+	// flush hands c's gathered output to its connection now, then waits while the client
+	// is more than streamHighWater behind. Called from c's handler.
+	flush(c *Ctx) error
+	// onLoop runs fn on the loop on behalf of c's handler and returns when it has run.
+	onLoop(c *Ctx, fn func())
+	// offLoop runs fn off the loop on behalf of c's handler and returns when it has run.
+	offLoop(c *Ctx, fn func())
+	// reuseCtx reports whether a finished Ctx may be pooled for another request.
+	reuseCtx() bool
+}
+
+// loopMode runs handlers as tasks on the loop.
+type loopMode struct{ s *Server }
+
+func (m loopMode) start(c *Ctx, first bool) {
+	s := m.s
+	c.Task.ops = loopTask{}
+	switch {
+	case first && s.acct.on && s.turnAt != 0:
+		if s.lastAt == 0 {
+			s.lastAt = s.nanotime()
+		}
+		// The previous slice's end is this one's start: no clock read in between.
+		s.lastAt = s.sched.SpawnNowAt(s.runTaskFn, c, c.acceptedAt, s.lastAt)
+	case first:
+		s.sched.SpawnNow(s.runTaskFn, c)
+	default:
+		s.sched.Spawn(s.runTaskFn, c)
+		s.postPump()
+	}
+}
+
+// runTask is the body of every request task in loop mode.
+func (s *Server) runTask(t *scheduler.Task) {
+	c := t.Arg().(*Ctx)
+	c.Task.t = t
+	s.publishTask(t, &c.route.pattern)
+	c.route.h(c)
+	s.finishRequest(c)
+}
+
+func (m loopMode) flush(c *Ctx) error {
+	s, cs := m.s, c.conn
+	s.deliver(c)
+	s.markDirty(cs) // written at the end of this loop turn, with whatever else is gathered
+	for cs.state != connClosed && cs.gc.OutboundBuffered()+len(cs.out) > streamHighWater {
+		s.flush(cs)
+		if err := c.Task.ops.park(&c.Task, scheduler.ReasonWrite, streamPoll, nil); err != nil && err != ErrTimeout {
+			return err
+		}
+	}
+	if cs.state == connClosed {
+		return ErrClientGone
+	}
+	return nil
+}
+
+func (loopMode) onLoop(_ *Ctx, fn func()) { fn() }
+
+// offLoop runs fn in a goroutine while c's task parks.
+func (m loopMode) offLoop(c *Ctx, fn func()) {
+	ev := NewEvent(m.s)
+	go func() {
+		fn()
+		ev.Set()
+	}()
+	_ = ev.Wait(c)
+	for !ev.IsSet() { // cancelled while fn runs: it still uses memory about to be freed
+		c.Task.t.Yield()
+	}
+}
+
+func (loopMode) reuseCtx() bool { return true }
+
+// goroutineMode runs each handler in its own goroutine (Config.MultiThread).
+type goroutineMode struct{ s *Server }
+
+func (m goroutineMode) start(c *Ctx, _ bool) {
+	g := newGtask(time.Now())
+	c.Task.g, c.Task.ops = g, g
+	c.Task.Context() // made here, on the loop: the handler's goroutine and the loop share it
+	m.s.mtWG.Add(1)
+	go m.s.runGoroutine(c)
+}
+
+// flush hands the gathered output to the loop and waits, like loopMode.flush, until the
+// socket's backlog is under the high-water mark.
+func (m goroutineMode) flush(c *Ctx) error {
+	s := m.s
+	for {
+		data := c.out
+		c.out = nil // ownership moves to the loop
+		backlog := -1
+		m.onLoop(c, func() {
+			cs := c.conn
+			if cs != nil && cs.writable() {
+				cs.out = append(cs.out, data...)
+				s.flush(cs)
+				if cs.state != connClosed {
+					backlog = cs.gc.OutboundBuffered()
+				}
+			}
+		})
+		if err := c.Err(); err != nil {
+			return err
+		}
+		if backlog < 0 {
+			return ErrClientGone
+		}
+		if backlog <= streamHighWater {
+			return nil
+		}
+		if err := c.Task.ops.park(&c.Task, scheduler.ReasonWrite, streamPoll, nil); err != nil && err != ErrTimeout {
+			return err
+		}
+	}
+}
+
+// onLoop runs fn on the loop through the door and waits for it.
+func (m goroutineMode) onLoop(c *Ctx, fn func()) {
+	done := make(chan struct{})
+	if m.s.Post(func() { fn(); close(done) }) != nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-m.s.door.gone: // the loop stopped before running fn
+	}
+}
+
+func (goroutineMode) offLoop(_ *Ctx, fn func()) { fn() }
+
+// reuseCtx is false: a goroutine may still hold a finished Ctx (a late write after the
+// handler deadline answered for it).
+func (goroutineMode) reuseCtx() bool { return false }

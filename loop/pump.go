@@ -1,0 +1,138 @@
+package loop
+
+import (
+	"context"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+)
+
+// The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose) and runs the door's
+// batches; each callback brackets itself with busyStart/busyEnd (the loop's utilisation)
+// and ends by pumping: ready tasks run one slice each, then the output they produced is
+// written, one write per connection. Tasks made ready meanwhile wait for the next turn,
+// requested through the control socket so the loop polls I/O in between.
+
+// runDoor runs on the loop for each batch of posted functions.
+func (s *Server) runDoor(context.Context) error {
+	s.busyStart()
+	defer s.busyEnd()
+	batch := s.door.take()
+	for _, fn := range batch {
+		s.safely(fn)
+	}
+	s.door.recycle(batch)
+	s.pumpPosted = false
+	st := s.life.load()
+	if st < stateStopping {
+		s.pump()
+		st = s.life.load()
+	}
+	if st >= stateStopping {
+		s.finalStop()
+		return errEngineShutdown
+	}
+	return nil
+}
+
+// safely runs a posted function, logging rather than propagating a panic so that one bad
+// function cannot kill the loop.
+func (s *Server) safely(fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("loop: posted function panicked", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
+}
+
+// pump runs ready tasks and then writes what they produced. It runs after every gnet
+// callback and door batch. Tasks made ready while it runs wait for the next turn, so the
+// loop polls I/O between batches.
+func (s *Server) pump() {
+	if s.acct.on {
+		_, ready := s.sched.Len()
+		s.acct.loop.ReadyDepth(ready)
+	}
+	more := s.sched.Run()
+	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
+	s.flushDirty()
+	if more {
+		s.postPump()
+	}
+	s.checkDrained()
+}
+
+// postPump arranges another pump after the loop has polled I/O. It writes a byte to the
+// control socket rather than posting through the door: gnet runs posted functions in a loop
+// that drains its queue before polling again, so a pump that re-posted itself there would
+// starve every connection (found by TestYieldingTaskDoesNotStarveIO). A readable control
+// socket goes through epoll with all the other connections; its handler then posts the
+// pump, which runs after that epoll batch's I/O.
+func (s *Server) postPump() {
+	if s.pumpPosted {
+		return
+	}
+	s.pumpPosted = true
+	if fd := s.ctlPeer.Load(); fd >= 0 {
+		if _, err := unix.Write(int(fd), pumpByte[:]); err == nil {
+			return
+		}
+	}
+	s.door.post(s.pumpFn) // no control socket (before the loop is reachable): fall back
+}
+
+var pumpByte = [1]byte{1}
+
+// requestStop makes the next door run stop the engine. Loop-confined.
+func (s *Server) requestStop() {
+	if _, moved := s.life.advance(stateStopping); !moved {
+		return
+	}
+	s.drain.report.ForcedTasks = s.inflight + len(s.adm.queue)
+	s.door.post(s.pumpFn)
+}
+
+// finalStop releases everything the loop owns before gnet closes the connections: the
+// door closes, task contexts are cancelled, the scheduler unwinds every task (their
+// deferred functions run), and each connection holding a request it read but never
+// started gets 503 instead of a reset.
+func (s *Server) finalStop() {
+	s.door.close()
+	s.cancel()
+	s.sched.Close() // idempotent
+	s.drain.report.Refused = s.adm.refused
+	for _, cs := range s.conns.all {
+		if cs.state == connOpen && !cs.busy() && cs.gc.InboundBuffered() > 0 {
+			cs.state = connCloseAfter
+			_, _ = cs.gc.Discard(-1)
+			cs.out = appendPlainResponse(cs.out, 503, "503 Service Unavailable\n", true, false, s.date.Bytes())
+			s.drain.report.RejectedDuring++
+		}
+		s.flush(cs)
+		if cs.state == connOpen {
+			cs.state = connClosing
+		}
+	}
+}
+
+// busyStart and busyEnd bracket a gnet callback or door batch: the loop is busy in
+// between and idle (in epoll) outside. busyStart also takes the turn's clock reading,
+// which connection deadlines and request arrival times use (they need no finer grain),
+// so a read that brings many pipelined requests costs one clock read, not one each.
+func (s *Server) busyStart() {
+	if s.turnAt == 0 {
+		s.turnAt = s.nanotime()
+		s.lastAt = s.turnAt
+	}
+}
+
+func (s *Server) busyEnd() {
+	if s.turnAt != 0 {
+		if s.acct.on {
+			s.acct.loop.Switched(s.sched.Switches()) // this period's switches count in its second
+			s.acct.loop.Busy(s.turnAt, s.nanotime())
+		}
+		s.turnAt = 0
+	}
+}
