@@ -21,7 +21,7 @@ import (
 // the plain stores.
 func TestLoadsSeeStoresInOrder(t *testing.T) {
 	var a, b Int64
-	const readers, checks = 2, 20000
+	const readers, checks = 2, 5000
 	var stop atomic.Bool
 	var done atomic.Int32 // readers that made their checks
 	var wg sync.WaitGroup
