@@ -5,9 +5,11 @@ import (
 	"os"
 )
 
-// rdtsc reads the time-stamp counter. It does not serialise: the reading may move by a few
-// dozen cycles against the instructions around it, which is nothing at the microseconds
-// accounting measures.
+// hasTSC reports that rdtsc reads the time-stamp counter.
+const hasTSC = true
+
+// rdtsc reads the time-stamp counter. It does not serialise: the reading may move by up to
+// rdtscSkew ticks against the instructions around it, which the accuracy bound counts.
 func rdtsc() int64
 
 // clocksourcePath is where Linux names the clocksource it keeps time with.

@@ -2,7 +2,10 @@
 
 package clock
 
-// rdtsc is not available off amd64; tscSupported keeps it from being called.
+// hasTSC reports that there is no rdtsc here.
+const hasTSC = false
+
+// rdtsc is not available off amd64; hasTSC and tscSupported keep it from being called.
 func rdtsc() int64 { return 0 }
 
 func tscSupported() bool { return false }

@@ -1,10 +1,13 @@
+//go:build amd64 && !race
+
 package publish
 
-import "sync/atomic"
+// plainStore reports that Store is the plain MOV of store_amd64.s (see the package doc).
+const plainStore = true
 
-// store is a plain 8-byte store to p's word (an atomic.Int64 is its word, at offset 0), in
-// assembly: release order comes with amd64's memory model, and the compiler cannot move
-// memory operations across the call.
+// store is a plain 8-byte store of v to *p, in assembly so that the compiler can neither
+// drop it nor move memory operations across it; x86-TSO keeps it in order with the
+// writer's other stores.
 //
 //go:noescape
-func store(p *atomic.Int64, v int64)
+func store(p *int64, v int64)
