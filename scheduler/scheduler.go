@@ -38,9 +38,23 @@ type Config struct {
 	// OnPanic is called on the loop (inside the task's coroutine, so stack is the
 	// panicking stack) when a task's function panics; the task is Done afterwards and its
 	// coroutine is reused. For a panic in an AfterFunc callback or an Every tick, t is nil
-	// or the Every task respectively. It must not panic or park. Default: log with log/slog
-	// at error level, including the stack.
+	// or the Every task respectively. When the function called runtime.Goexit, v is
+	// ErrGoexit (see there and LockedOSThread). It must not panic or park. Default: log
+	// with log/slog at error level, including the stack.
 	OnPanic func(t *Task, v any, stack []byte)
+
+	// LockedOSThread tells the scheduler that the loop goroutine is locked to its OS thread
+	// (runtime.LockOSThread); the scheduler cannot find out by itself. It matters only
+	// when a task calls runtime.Goexit. The coroutine that ran that task is then in the
+	// middle of the Goexit and must finish it on some goroutine other than the loop
+	// (iter.Pull re-raises the Goexit on whichever goroutine resumes it). Unlocked, the
+	// scheduler resumes it once from a goroutine of its own, which the Goexit then ends.
+	// Locked, that is not possible (the runtime throws a fatal error when a coroutine
+	// created on a locked goroutine is resumed on another thread), so the coroutine stays
+	// parked forever: one goroutine and its stack leaked per Goexit, counted in
+	// Counters.LeakedCoroutines. Setting it wrongly to false on a locked loop makes a
+	// Goexit in a task crash the process.
+	LockedOSThread bool
 
 	// MaxIdle bounds the pool of idle coroutines kept for reuse (see DefaultMaxIdle for the
 	// default and why). Extra coroutines are stopped when their task ends. Negative: keep
@@ -110,6 +124,7 @@ type Scheduler struct {
 	hooks     Hooks
 	onPanic   func(*Task, any, []byte)
 	maxIdle   int
+	locked    bool // Config.LockedOSThread
 	slowSlice int64
 	acct      bool
 	base      time.Time   // epoch of the scheduler's clock (monotonic)
@@ -139,6 +154,7 @@ type Scheduler struct {
 	spLo, spHi uintptr
 
 	spawned, completed, panics, switches, coroutines uint64
+	goexits, leaked                                  uint64
 
 	// Slice figures for Hooks.OnSlices, since the last call (accounting on only).
 	waits  [sliceBatch]int64
@@ -167,6 +183,7 @@ func New(cfg Config) *Scheduler {
 		hooks:     cfg.Hooks,
 		onPanic:   cfg.OnPanic,
 		maxIdle:   cfg.MaxIdle,
+		locked:    cfg.LockedOSThread,
 		slowSlice: int64(cfg.SlowSlice),
 		acct:      !cfg.NoAccounting,
 		base:      time.Now(),
@@ -460,6 +477,9 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 			h(t)
 		}
 	case Done:
+		if t.goexited {
+			s.dropCoroutine(t)
+		}
 		if h := s.hooks.OnStop; h != nil {
 			h(t, Done, ReasonOther)
 		}
@@ -517,6 +537,23 @@ func (s *Scheduler) finish(t *Task) {
 	t.rnext = s.free
 	s.free = t
 	s.nfree++
+}
+
+// dropCoroutine detaches from t the coroutine of a task that called runtime.Goexit (see
+// Task.goexit) and lets the Goexit finish on a goroutine other than the loop: resumed
+// from a throwaway goroutine, the coroutine runs the rest of the Goexit's deferred calls
+// (none of the scheduler's touches the Task any more) and exits, and iter.Pull re-raises
+// the Goexit on the throwaway goroutine, which ends it. On a loop locked to its thread the
+// coroutine is left parked for good. The Task struct gets a new coroutine when reused.
+func (s *Scheduler) dropCoroutine(t *Task) {
+	next := t.resume
+	t.resume, t.stop, t.yield, t.goexited = nil, nil, nil, false
+	s.goexits++
+	if s.locked {
+		s.leaked++
+		return
+	}
+	go next()
 }
 
 func (t *Task) stopCoroutine() {
@@ -679,7 +716,9 @@ type Counters struct {
 	Idle                int // idle coroutines in the pool
 	Timers              int // pending timers (Sleep and AfterFunc)
 	Spawned, Completed  uint64
-	Panics              uint64 // task functions that panicked (AfterFunc and Every ticks included)
+	Panics              uint64 // task functions that panicked (AfterFunc and Every ticks included), Goexits included
+	Goexits             uint64 // tasks that called runtime.Goexit (see ErrGoexit)
+	LeakedCoroutines    uint64 // coroutines left parked by a Goexit (see Config.LockedOSThread)
 	Switches            uint64 // slices run
 	Coroutines          uint64 // coroutines ever created (Spawned - Coroutines = reuses, roughly)
 }
@@ -697,6 +736,7 @@ func (s *Scheduler) Counters() Counters {
 	return Counters{
 		Live: s.nlive, Ready: s.nready, Parked: parked, Idle: s.nfree, Timers: len(s.heap),
 		Spawned: s.spawned, Completed: s.completed, Panics: s.panics,
+		Goexits: s.goexits, LeakedCoroutines: s.leaked,
 		Switches: s.switches, Coroutines: s.coroutines,
 	}
 }

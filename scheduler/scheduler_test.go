@@ -636,7 +636,7 @@ func TestCloseUnwinds(t *testing.T) {
 		}
 	})
 	l.close()
-	goleak.VerifyNone(t)
+	goleak.VerifyNone(t, leakOpts...)
 }
 
 func TestLockFreeSharing(t *testing.T) {
@@ -1148,8 +1148,9 @@ func TestOnCoroutineAndOnSlices(t *testing.T) {
 		for range 3 {
 			t.Yield()
 		}
-		start := s.Now() // the clock slices are measured with
-		for s.Now()-start < int64(2*time.Millisecond) { // one slow slice
+		// One slow slice, measured with the clock the scheduler measures slices with.
+		start := s.Now()
+		for s.Now()-start < int64(2*time.Millisecond) {
 		}
 		t.Park(ReasonOther)
 	})

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -90,9 +91,10 @@ func (st *Stats) ParkedTotal() time.Duration {
 // Task is one cooperative task. Its function receives it and uses it to park.
 //
 // A task must not block its goroutine (channel operations, time.Sleep, mutexes held
-// elsewhere, blocking syscalls): that stalls the whole loop. It parks instead. It must not
-// call runtime.Goexit (nor testing's FailNow/Fatal): iter.Pull re-raises it on the loop
-// goroutine, which then exits. A panic is recovered and reported to Config.OnPanic.
+// elsewhere, blocking syscalls): that stalls the whole loop. It parks instead. A panic is
+// recovered and reported to Config.OnPanic. So is runtime.Goexit (reported as ErrGoexit):
+// the task ends, the loop goes on, and the goroutine that ran the task's coroutine exits
+// (or, with Config.LockedOSThread, stays parked forever; see there).
 //
 // A *Task is recycled when its function returns: do not use it afterwards (keep a Ref or
 // a Waker instead). All methods are loop-confined unless noted.
@@ -108,6 +110,9 @@ type Task struct {
 	reason  Reason
 	started bool // ran at least one slice
 	killed  bool // Close is unwinding it
+	// goexited: the task called runtime.Goexit and its coroutine switched back to the
+	// loop from the middle of the Goexit's unwinding (see Task.goexit).
+	goexited bool
 
 	// The coroutine serving this task. It stays attached to the Task struct while the
 	// struct sits in the idle pool, so one coroutine serves many tasks in turn.
@@ -395,8 +400,7 @@ func (t *Task) call() {
 		v := recover()
 		switch {
 		case v == nil:
-			// runtime.Goexit: it cannot be stopped; iter.Pull re-raises it on the loop.
-			t.s.reportPanic(t, errGoexit, debug.Stack())
+			t.goexit()
 		case v == any(errUnwind):
 			// Close unwinding the task: silent.
 		default:
@@ -405,6 +409,23 @@ func (t *Task) call() {
 	}()
 	t.fn(t)
 	ok = true
+}
+
+// goexit runs on the task's coroutine while runtime.Goexit unwinds it (the function neither
+// returned nor panicked). Goexit cannot be stopped, and iter.Pull would re-raise it on the
+// goroutine that resumes the coroutine next, which must not be the loop. So the task ends
+// here as if it had panicked with ErrGoexit, and the coroutine switches back to the loop
+// marked goexited, with its unwinding unfinished. The loop detaches the coroutine from the
+// Task and finishes it from a throwaway goroutine (see Scheduler.dropCoroutine); if the
+// loop is locked to its thread it never resumes it, and the coroutine stays parked here.
+func (t *Task) goexit() {
+	t.s.reportPanic(t, ErrGoexit, debug.Stack())
+	t.state = Done
+	t.goexited = true
+	yield := t.yield
+	// After this switch the Task belongs to the loop again (and may serve another task):
+	// nothing below may touch it.
+	yield(struct{}{})
 }
 
 // unwindError is the panic value Close uses to unwind parked tasks.
@@ -416,10 +437,9 @@ func (*unwindError) Error() string {
 
 var errUnwind error = &unwindError{}
 
-type goexitError struct{}
-
-func (*goexitError) Error() string {
-	return "scheduler: runtime.Goexit called in a task (this stops the loop goroutine)"
-}
-
-var errGoexit error = &goexitError{}
+// ErrGoexit is the value Config.OnPanic receives (with the stack of the goroutine that
+// called it) when a task's function called runtime.Goexit (directly or through testing's
+// FailNow, Fatal, SkipNow). The task ends as if it had panicked with it: its deferred
+// functions have run, it is Done, and the loop goes on. For an Every task this ends the
+// task (unlike a panic in a tick, which only ends that tick).
+var ErrGoexit = errors.New("scheduler: task called runtime.Goexit")
