@@ -32,10 +32,10 @@
 //
 //	Spawn                      -> Ready
 //	Ready   -> Running         Run picked it from the ready queue
-//	Running -> Parked          Park, Sleep, Future.Await, Event.Wait
+//	Running -> Parked          Park, Sleep, Future.Await, Event.Wait (and their Timeout forms)
 //	Running -> Ready           Yield
 //	Running -> Done            its function returned, panicked or called runtime.Goexit
-//	Parked  -> Ready           Wake, Cancel, its Sleep timer, Future.Resolve, Event.Set
+//	Parked  -> Ready           Wake, Cancel, its Sleep timer or deadline, Future.Resolve, Event.Set
 //
 // # Panics and runtime.Goexit
 //

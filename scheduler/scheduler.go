@@ -270,7 +270,7 @@ func (s *Scheduler) newTaskAt(fn func(t *Task), arg any, now int64) *Task {
 	t.id = s.nextID
 	t.fn, t.arg = fn, arg
 	t.state = Ready
-	t.started, t.killed = false, false
+	t.started, t.killed, t.timed = false, false, false
 	t.st, t.parked = Stats{}, 0
 	t.lastWait, t.lastRun, t.sliceEnd = 0, 0, 0
 

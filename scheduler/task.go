@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"time"
 )
@@ -113,6 +114,9 @@ type Task struct {
 	// goexited: the task called runtime.Goexit and its coroutine switched back to the
 	// loop from the middle of the Goexit's unwinding (see Task.goexit).
 	goexited bool
+	// timed: the task's sleep timer ends the current park with ErrTimeout (ParkTimeout and
+	// the other timed waits), not with nil (Sleep).
+	timed bool
 
 	// The coroutine serving this task. It stays attached to the Task struct while the
 	// struct sits in the idle pool, so one coroutine serves many tasks in turn.
@@ -241,6 +245,51 @@ func (t *Task) Park(r Reason) error {
 		return err
 	}
 	return t.parkNow(r)
+}
+
+// ParkTimeout is Park with a deadline, for long-polls: it parks the task (accounted under
+// r) until Wake or Cancel, or until d has passed. It returns nil when woken, the cancel
+// error when cancelled (at once, without parking, if the task already was), and ErrTimeout
+// when d passed first. With d <= 0 it does not park: it returns the cancel error if any,
+// else ErrTimeout, like a poll that finds nothing. A wake that comes first stops the
+// deadline, so it never ends a later park. It does not allocate: the deadline uses the
+// task's own timer (the one Sleep uses). Task only.
+func (t *Task) ParkTimeout(r Reason, d time.Duration) error {
+	t.mustRun("ParkTimeout")
+	if r >= NumReasons {
+		panic(fmt.Sprintf("scheduler: ParkTimeout with invalid reason %d", r))
+	}
+	if err := t.beginPark(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return ErrTimeout
+	}
+	return t.parkUntil(r, t.s.deadline(d))
+}
+
+// ErrTimeout is what the timed waits (Task.ParkTimeout, Future.AwaitTimeout,
+// Event.WaitTimeout) return when their time is up before they were woken.
+var ErrTimeout = errors.New("scheduler: wait timed out")
+
+// deadline returns the clock reading d from now, saturated rather than overflowing.
+func (s *Scheduler) deadline(d time.Duration) int64 {
+	now := s.clock()
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// parkUntil parks the running task (beginPark done) with reason r until woken or until the
+// clock reaches when; then it returns ErrTimeout.
+func (t *Task) parkUntil(r Reason, when int64) error {
+	t.sleep.when = when
+	t.timed = true
+	t.s.addTimer(&t.sleep, -1)
+	err := t.parkNow(r)
+	t.timed = false
+	return err
 }
 
 // Sleep parks the task (ReasonSleep) until d has passed or the task is cancelled, and

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// timer is an entry of the loop's timer heap: a task's Sleep or an AfterFunc callback.
+// timer is an entry of the loop's timer heap: a task's Sleep or timed wait, or an AfterFunc
+// callback.
 type timer struct {
 	when int64  // deadline, ns since the scheduler's epoch
 	seq  uint64 // insertion order: ties fire FIFO
@@ -197,7 +198,11 @@ func (s *Scheduler) fireDue(now int64) (ranFn bool) {
 		if t := tm.task; t != nil {
 			// The task was ready from the deadline on: a timer fired late (the loop was
 			// busy) shows as queue delay, not as a longer sleep.
-			s.wake(t, nil, max(tm.when, t.parkedAt))
+			var err error
+			if t.timed {
+				err = ErrTimeout // a timed wait's deadline, not a Sleep's end
+			}
+			s.wake(t, err, max(tm.when, t.parkedAt))
 		} else {
 			s.runTimerFn(tm.fn)
 			ranFn = true
