@@ -78,7 +78,7 @@ func TestParkTimeoutCancelAndPoll(t *testing.T) {
 	s := newSync(t, Config{})
 	var errs []error
 	task := s.Go(func(t *Task) {
-		errs = append(errs, t.ParkTimeout(ReasonOther, 0))           // a poll: no park
+		errs = append(errs, t.ParkTimeout(ReasonOther, 0))            // a poll: no park
 		errs = append(errs, t.ParkTimeout(ReasonOther, -time.Second)) // likewise
 		errs = append(errs, t.ParkTimeout(ReasonOther, time.Hour))    // cancelled
 		errs = append(errs, t.ParkTimeout(ReasonOther, time.Hour))    // already cancelled: at once
