@@ -345,7 +345,9 @@ func (s *Scheduler) spawnNow(fn func(t *Task), arg any, ready, start int64) (end
 	return end
 }
 
-// Go starts a background task (not tied to a request): Spawn(fn, nil). Loop-confined.
+// Go starts a background task (not tied to a request): Spawn(fn, nil). The *Task is
+// recycled when fn returns: to stop the task later, keep its Ref and use CancelRef.
+// Loop-confined.
 func (s *Scheduler) Go(fn func(t *Task)) *Task { return s.Spawn(fn, nil) }
 
 // Run runs the ready tasks in FIFO order, each until it parks, yields or returns. It first
@@ -619,6 +621,29 @@ func (s *Scheduler) Cancel(t *Task, err error) {
 	if t.state == Parked {
 		s.wake(t, t.err, -1)
 	}
+}
+
+// CancelRef cancels the task r refers to with err, like Cancel, and reports whether that
+// task was still alive (false for a task that has finished, whose struct may serve
+// another task by now, and for the zero Ref). It is the safe way to stop a task from code
+// that may outlive it: keep t.Ref() (right after Go, Every or Spawn), not the *Task.
+//
+// What stopping means: a parked task is woken and its park returns err; every later park
+// returns err at once; the task's function is expected to return (its deferred functions
+// then run), and a task that ignores the error keeps running until it returns. An Every
+// task checks for cancellation before each tick: the tick in progress, if any (it may be
+// the caller), finishes with its parks returning err, and no tick starts after it.
+// err must not be nil. Loop-confined.
+func (s *Scheduler) CancelRef(r Ref, err error) bool {
+	if err == nil {
+		panic("scheduler: CancelRef with a nil error")
+	}
+	t := r.Task()
+	if t == nil {
+		return false
+	}
+	s.Cancel(t, err)
+	return true
 }
 
 // Close shuts the scheduler down: it stops the timers (pending AfterFunc callbacks never

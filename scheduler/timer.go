@@ -62,7 +62,9 @@ func (t *Timer) Reset(d time.Duration) bool {
 // the next tick is the first deadline still in the future. fn receives the Every task
 // itself and may park. A panic in fn is reported to Config.OnPanic and the ticks go on; a
 // runtime.Goexit in fn ends the task (see ErrGoexit). The task ends when cancelled
-// (Scheduler.Cancel, CancelRef) or at Close. It panics if d <= 0 or after
+// (Scheduler.Cancel, CancelRef: the tick in progress finishes, and no tick starts after
+// it) or at Close. The *Task is recycled when it ends: to stop it later, keep its Ref and
+// use CancelRef. It panics if d <= 0 or after
 // Close. Loop-confined.
 func (s *Scheduler) Every(d time.Duration, fn func(t *Task)) *Task {
 	if d <= 0 {
