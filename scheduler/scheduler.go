@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -27,8 +28,8 @@ type Config struct {
 	// Post hands fn to the loop goroutine to run there later. It must be safe for
 	// concurrent use; the loop supplies it (it is the single door from other goroutines)
 	// and calls Scheduler.Run after every batch of posted functions. The scheduler uses it
-	// only from its timer goroutine, to wake the loop when a timer is due. Required: New
-	// panics without it.
+	// only from its timer goroutine, to wake the loop when a timer is due. Required (see
+	// Validate).
 	Post func(fn func())
 
 	// Hooks are optional callbacks at every switch, for accounting. nil fields are not
@@ -62,7 +63,7 @@ type Config struct {
 	MaxIdle int
 
 	// SlowSlice is the threshold above which a slice counts in Stats.SlowSlices.
-	// Default DefaultSlowSlice.
+	// 0: DefaultSlowSlice. Negative is invalid.
 	SlowSlice time.Duration
 
 	// NoAccounting turns off the per-switch clock reads (to measure their cost): Stats then
@@ -172,11 +173,24 @@ type Scheduler struct {
 	pubID    uint64
 }
 
-// New returns a scheduler. It panics if cfg.Post is nil. Any goroutine (the first goroutine
-// to call Run becomes the loop).
-func New(cfg Config) *Scheduler {
+// Validate reports the first invalid field of cfg, by name: Post is required, SlowSlice
+// must not be negative (0 means DefaultSlowSlice). A negative MaxIdle is valid (keep no
+// idle coroutine). Any goroutine.
+func (cfg Config) Validate() error {
 	if cfg.Post == nil {
-		panic("scheduler: Config.Post is required")
+		return errors.New("scheduler: Config.Post is required")
+	}
+	if cfg.SlowSlice < 0 {
+		return fmt.Errorf("scheduler: Config.SlowSlice (%v) must not be negative (0 means DefaultSlowSlice)", cfg.SlowSlice)
+	}
+	return nil
+}
+
+// New returns a scheduler. It panics with Validate's error if cfg is invalid. Any
+// goroutine (the first goroutine to call Run becomes the loop).
+func New(cfg Config) *Scheduler {
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
 	}
 	s := &Scheduler{
 		post:      cfg.Post,
@@ -197,7 +211,7 @@ func New(cfg Config) *Scheduler {
 	} else if s.maxIdle < 0 {
 		s.maxIdle = 0
 	}
-	if s.slowSlice <= 0 {
+	if s.slowSlice == 0 {
 		s.slowSlice = int64(DefaultSlowSlice)
 	}
 	s.fireFn = s.onTimerPosted

@@ -952,10 +952,31 @@ func TestTasksIterAndCurrent(t *testing.T) {
 }
 
 func TestStringers(t *testing.T) {
-	if Parked.String() != "parked" || State(9).String() != "State(9)" ||
-		ReasonOffload.String() != "offload" || Reason(99).String() != "Reason(99)" {
-		t.Fatal("String")
+	assert.Equal(t, "parked", Parked.String())
+	assert.Equal(t, "State(9)", State(9).String())
+	assert.Equal(t, "offload", ReasonOffload.String())
+	assert.Equal(t, "Reason(99)", Reason(99).String())
+	// The names, in the order accounting.ParkReasonNames lists them.
+	var names []string
+	for r := range NumReasons {
+		names = append(names, r.String())
 	}
+	assert.Equal(t, []string{"other", "sleep", "wait", "offload", "write", "queue"}, names)
+	var states []string
+	for st := range numStates {
+		states = append(states, st.String())
+	}
+	assert.Equal(t, []string{"ready", "running", "parked", "done"}, states)
+}
+
+func TestConfigValidate(t *testing.T) {
+	post := func(func()) {}
+	assert.NoError(t, Config{Post: post}.Validate())
+	assert.NoError(t, Config{Post: post, MaxIdle: -1}.Validate(), "a negative MaxIdle keeps no idle coroutine")
+	assert.EqualError(t, Config{}.Validate(), "scheduler: Config.Post is required")
+	assert.EqualError(t, Config{Post: post, SlowSlice: -time.Millisecond}.Validate(),
+		"scheduler: Config.SlowSlice (-1ms) must not be negative (0 means DefaultSlowSlice)")
+	assert.Equal(t, "scheduler: Config.Post is required", mustPanic(t, func() { New(Config{}) }))
 }
 
 // A timer that fires late because the loop was busy counts the lateness as queue delay

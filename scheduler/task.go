@@ -20,11 +20,15 @@ const (
 	Parked
 	// Done: its function returned or panicked; the *Task is about to be recycled.
 	Done
+	numStates
 )
 
-var stateNames = [...]string{Ready: "ready", Running: "running", Parked: "parked", Done: "done"}
+// stateNames is the one table of state names: every other package that names a state
+// (accounting, the loop's pages) uses State.String.
+var stateNames = [numStates]string{Ready: "ready", Running: "running", Parked: "parked", Done: "done"}
 
-// String returns "ready", "running", "parked" or "done". Any goroutine.
+// String returns "ready", "running", "parked" or "done" (State(n) for an invalid value).
+// Any goroutine.
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
@@ -32,7 +36,9 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Reason says why a task parked; parked time is accounted per reason.
+// Reason says why a task parked; parked time is accounted per reason. The values are the
+// indexes of Stats.Parked and of accounting's TaskSample.Parked: accounting's ParkOther..
+// ParkQueue constants are these, in this order.
 type Reason uint8
 
 const (
@@ -52,12 +58,17 @@ const (
 	NumReasons
 )
 
-var reasonNames = [...]string{
+// reasonNames is the one table of park reason names: Reason.String returns them, and
+// accounting.ParkReasonNames (which cannot import this package) must list the same names
+// in the same order (the loop checks it). Sized by NumReasons, so a new reason without a
+// name does not compile.
+var reasonNames = [NumReasons]string{
 	ReasonOther: "other", ReasonSleep: "sleep", ReasonWait: "wait",
 	ReasonOffload: "offload", ReasonWrite: "write", ReasonQueue: "queue",
 }
 
-// String returns the reason's lower-case name ("sleep", "wait", ...). Any goroutine.
+// String returns the reason's lower-case name ("sleep", "wait", ...), as used in JSON by
+// accounting (Reason(n) for an invalid value). Any goroutine.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]
