@@ -16,8 +16,9 @@ import (
 // Each idle coroutine is a parked goroutine holding at least an 8 KiB stack, so 1024 of
 // them keep about 8 MiB after a burst (more while stacks that handlers grew have not been
 // shrunk by the GC). In exchange, a server that regularly has up to ~1k handlers in flight
-// never creates a coroutine in steady state: a new one costs ~0.5-0.6 us and 7 allocations,
-// a pooled one ~0.1 us and none.
+// never creates a coroutine in steady state: creating one (a goroutine, a stack and the
+// iter.Pull closures) costs several allocations and many times the price of a switch into
+// a pooled one, which allocates nothing (figures in docs/design.md, "scheduler").
 const DefaultMaxIdle = 1024
 
 // DefaultSlowSlice is the default Config.SlowSlice (as in tokio-metrics).
@@ -74,8 +75,9 @@ type Config struct {
 	// OSClock makes every clock reading (see Scheduler.Now) come from the OS's monotonic
 	// clock. By default, on amd64 where the kernel itself keeps time with the CPU's
 	// time-stamp counter, most readings come from the counter instead, calibrated against
-	// the OS clock and re-anchored to it every millisecond: about 10 ns a reading instead
-	// of 22, and within a few hundred nanoseconds of the OS clock.
+	// the OS clock and re-anchored to it every millisecond: cheaper than an OS reading
+	// (the scheduler reads the clock at every switch) and within a few hundred
+	// nanoseconds of the OS clock (figures in docs/accounting.md, "Cost").
 	OSClock bool
 }
 
@@ -167,7 +169,8 @@ type Scheduler struct {
 	// runID (only when it changes) and then runStart = start+1; at the slice end it stores
 	// runStart = 0. pubID is the loop's copy of the last runID stored. They are published
 	// with plain stores where the CPU keeps stores in order (see internal/publish): a
-	// sync/atomic store costs about 5 ns, three times per slice.
+	// sync/atomic store is a locked instruction, several times the price of a plain one,
+	// and there are three per slice (figures in docs/accounting.md, "Cost").
 	runID    publish.Int64 // a uint64
 	runStart publish.Int64
 	pubID    uint64
