@@ -132,9 +132,9 @@ func TestSleepOrderByDeadline(t *testing.T) {
 	s := newSync(t, Config{})
 	var order []int
 	type sleeper struct {
-		task          *Task
-		d             time.Duration
-		before, after int64 // clock readings around the Sleep call's deadline
+		task   *Task
+		d      time.Duration
+		before int64 // clock reading before the Sleep call
 	}
 	var sl []*sleeper
 	for i, ms := range []int{30, 10, 20, 1} {
