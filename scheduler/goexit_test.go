@@ -201,3 +201,31 @@ func TestGoexitInAfterFuncIsReported(t *testing.T) {
 	assert.Equal(t, []any{ErrGoexit}, pl.vals)
 	assert.Equal(t, []uint64{0}, pl.ids)
 }
+
+// A Goexit from a deferred function, while a panic or Close unwinds the task, is contained
+// too. A Goexit during a panic supersedes it (recover no longer sees the panic): only the
+// Goexit is reported.
+func TestGoexitInDeferredFunctions(t *testing.T) {
+	var pl panicLog
+	s := New(Config{Post: func(func()) {}, OnPanic: pl.onPanic})
+	s.Go(func(t *Task) {
+		defer runtime.Goexit()
+		panic("boom")
+	})
+	runAll(s)
+	require.Equal(t, []any{ErrGoexit}, pl.vals)
+	unwound := false
+	s.Go(func(t *Task) {
+		defer func() { unwound = true; runtime.Goexit() }()
+		_ = t.Park(ReasonOther)
+	})
+	runAll(s)
+	after := false
+	s.Go(func(t *Task) { after = true })
+	runAll(s)
+	assert.True(t, after, "the loop goes on")
+	s.Close() // unwinds the parked task, whose deferred function calls Goexit
+	assert.True(t, unwound)
+	assert.Equal(t, []any{ErrGoexit, ErrGoexit}, pl.vals)
+	assert.Equal(t, uint64(2), s.Counters().Goexits)
+}

@@ -441,7 +441,7 @@ func (t *Task) body(yield func(struct{}) bool) {
 	t.yield = yield
 	t.gid = goroutineID()
 	for {
-		t.call()
+		t.run()
 		t.state = Done
 		if !yield(struct{}{}) {
 			return
@@ -449,18 +449,31 @@ func (t *Task) body(yield func(struct{}) bool) {
 	}
 }
 
+// run runs the task's function through call, which recovers its panics. If call does not
+// return, the goroutine is in runtime.Goexit: called by the function itself, or by one of
+// its deferred functions, possibly while a panic unwound it.
+func (t *Task) run() {
+	returned := false
+	defer func() {
+		if !returned {
+			t.goexit()
+		}
+	}()
+	t.call()
+	returned = true
+}
+
 // call runs the task's function, recovering a panic inside the coroutine so that the
-// coroutine stays usable.
+// coroutine stays usable. A Goexit is left to run.
 func (t *Task) call() {
 	ok := false
 	defer func() {
 		if ok {
 			return
 		}
-		v := recover()
-		switch {
+		switch v := recover(); {
 		case v == nil:
-			t.goexit()
+			// runtime.Goexit: run handles it, once every deferred function has run.
 		case v == any(errUnwind):
 			// Close unwinding the task: silent.
 		default:
@@ -499,7 +512,8 @@ var errUnwind error = &unwindError{}
 
 // ErrGoexit is the value Config.OnPanic receives (with the stack of the goroutine that
 // called it) when a task's function called runtime.Goexit (directly or through testing's
-// FailNow, Fatal, SkipNow). The task ends as if it had panicked with it: its deferred
-// functions have run, it is Done, and the loop goes on. For an Every task this ends the
+// FailNow, Fatal, SkipNow), or one of its deferred functions did. The task ends as if it
+// had panicked with it: its deferred functions have run, it is Done, and the loop goes on.
+// A Goexit during a panic supersedes the panic: OnPanic then receives ErrGoexit only. For an Every task this ends the
 // task (unlike a panic in a tick, which only ends that tick).
 var ErrGoexit = errors.New("scheduler: task called runtime.Goexit")
