@@ -755,7 +755,7 @@ func (s *Scheduler) Tasks() iter.Seq[*Task] {
 // Counters are scheduler-wide counts, for loop health figures.
 type Counters struct {
 	Live, Ready, Parked int // tasks now
-	Idle                int // idle coroutines in the pool
+	Idle                int // idle tasks in the pool, each with its coroutine (but for one whose task called Goexit)
 	Timers              int // pending timers (Sleep and AfterFunc)
 	Spawned, Completed  uint64
 	Panics              uint64 // task functions that panicked (AfterFunc and Every ticks included), Goexits included
