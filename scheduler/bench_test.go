@@ -109,3 +109,48 @@ func BenchmarkSpawnRunNoPool(b *testing.B) {
 		s.Run()
 	}
 }
+
+// BenchmarkParkTimeoutWake: a task parks with a deadline, the loop wakes it before the
+// deadline and runs it (ParkResume plus adding and removing the deadline's timer).
+func BenchmarkParkTimeoutWake(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		task := s.Go(func(t *Task) {
+			for t.ParkTimeout(ReasonOther, time.Hour) == nil {
+			}
+		})
+		s.Run()
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Wake(task)
+			s.Run()
+		}
+	})
+}
+
+// BenchmarkEventWaitTimeoutSet: a task waits for an event with a deadline; the loop sets
+// the event and runs the task, which waits for the next one.
+func BenchmarkEventWaitTimeoutSet(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		evs := [2]*Event{NewEvent(s), NewEvent(s)}
+		task := s.Go(func(t *Task) {
+			for i := 0; ; i++ {
+				e := evs[i&1]
+				if e.WaitTimeout(t, time.Hour) != nil {
+					return
+				}
+				e.set = false // reuse the two events (test only)
+			}
+		})
+		_ = task
+		s.Run()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			evs[i&1].Set()
+			i++
+			s.Run()
+		}
+	})
+}

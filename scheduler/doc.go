@@ -32,10 +32,19 @@
 //
 //	Spawn                      -> Ready
 //	Ready   -> Running         Run picked it from the ready queue
-//	Running -> Parked          Park, Sleep, Future.Await, Event.Wait
+//	Running -> Parked          Park, Sleep, Future.Await, Event.Wait (and their Timeout forms)
 //	Running -> Ready           Yield
-//	Running -> Done            its function returned or panicked
-//	Parked  -> Ready           Wake, Cancel, its Sleep timer, Future.Resolve, Event.Set
+//	Running -> Done            its function returned, panicked or called runtime.Goexit
+//	Parked  -> Ready           Wake, Cancel, its Sleep timer or deadline, Future.Resolve, Event.Set
+//
+// # Panics and runtime.Goexit
+//
+// A panic in a task is recovered on the task's coroutine and reported to [Config.OnPanic];
+// the coroutine is reused. A task that calls [runtime.Goexit] (testing's FailNow does) is
+// reported the same way with the value [ErrGoexit], and the loop goes on; the goroutine
+// that ran it ends (see [Config.LockedOSThread] for a loop locked to its thread). An
+// [Scheduler.AfterFunc] callback runs on the loop goroutine itself: a Goexit there is
+// reported and then ends the loop goroutine.
 //
 // # Task reuse
 //

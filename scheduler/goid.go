@@ -7,7 +7,7 @@ import (
 )
 
 // goroutineID returns the current goroutine's id, parsed from runtime.Stack ("goroutine N
-// [..."). It costs about a microsecond: used off the hot path only.
+// [..."). It formats a stack trace, far too slow for a switch: used off the hot path only.
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]

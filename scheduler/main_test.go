@@ -7,7 +7,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// leakOpts are the options of every goleak check: they ignore the coroutine that
+// TestGoexitOnLockedLoopLeaksTheCoroutine leaks on purpose.
+var leakOpts = []goleak.Option{goleak.IgnoreAnyFunction("github.com/batonrt/baton/scheduler.(*Task).goexit")}
+
+// TestMain checks that no test leaks a goroutine.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakOpts...) }
 
 // newSync returns a scheduler driven by the calling goroutine (the test is the loop). Posts
 // are counted and dropped: Run fires due timers itself.

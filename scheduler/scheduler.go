@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -15,8 +16,9 @@ import (
 // Each idle coroutine is a parked goroutine holding at least an 8 KiB stack, so 1024 of
 // them keep about 8 MiB after a burst (more while stacks that handlers grew have not been
 // shrunk by the GC). In exchange, a server that regularly has up to ~1k handlers in flight
-// never creates a coroutine in steady state: a new one costs ~0.5-0.6 us and 7 allocations,
-// a pooled one ~0.1 us and none.
+// never creates a coroutine in steady state: creating one (a goroutine, a stack and the
+// iter.Pull closures) costs several allocations and many times the price of a switch into
+// a pooled one, which allocates nothing (figures in docs/design.md, "scheduler").
 const DefaultMaxIdle = 1024
 
 // DefaultSlowSlice is the default Config.SlowSlice (as in tokio-metrics).
@@ -27,8 +29,8 @@ type Config struct {
 	// Post hands fn to the loop goroutine to run there later. It must be safe for
 	// concurrent use; the loop supplies it (it is the single door from other goroutines)
 	// and calls Scheduler.Run after every batch of posted functions. The scheduler uses it
-	// only from its timer goroutine, to wake the loop when a timer is due. Required: New
-	// panics without it.
+	// only from its timer goroutine, to wake the loop when a timer is due. Required (see
+	// Validate).
 	Post func(fn func())
 
 	// Hooks are optional callbacks at every switch, for accounting. nil fields are not
@@ -38,9 +40,23 @@ type Config struct {
 	// OnPanic is called on the loop (inside the task's coroutine, so stack is the
 	// panicking stack) when a task's function panics; the task is Done afterwards and its
 	// coroutine is reused. For a panic in an AfterFunc callback or an Every tick, t is nil
-	// or the Every task respectively. It must not panic or park. Default: log with log/slog
-	// at error level, including the stack.
+	// or the Every task respectively. When the function called runtime.Goexit, v is
+	// ErrGoexit (see there and LockedOSThread). It must not panic or park. Default: log
+	// with log/slog at error level, including the stack.
 	OnPanic func(t *Task, v any, stack []byte)
+
+	// LockedOSThread tells the scheduler that the loop goroutine is locked to its OS thread
+	// (runtime.LockOSThread); the scheduler cannot find out by itself. It matters only
+	// when a task calls runtime.Goexit. The coroutine that ran that task is then in the
+	// middle of the Goexit and must finish it on some goroutine other than the loop
+	// (iter.Pull re-raises the Goexit on whichever goroutine resumes it). Unlocked, the
+	// scheduler resumes it once from a goroutine of its own, which the Goexit then ends.
+	// Locked, that is not possible (the runtime throws a fatal error when a coroutine
+	// created on a locked goroutine is resumed on another thread), so the coroutine stays
+	// parked forever: one goroutine and its stack leaked per Goexit, counted in
+	// Counters.LeakedCoroutines. Setting it wrongly to false on a locked loop makes a
+	// Goexit in a task crash the process.
+	LockedOSThread bool
 
 	// MaxIdle bounds the pool of idle coroutines kept for reuse (see DefaultMaxIdle for the
 	// default and why). Extra coroutines are stopped when their task ends. Negative: keep
@@ -48,7 +64,7 @@ type Config struct {
 	MaxIdle int
 
 	// SlowSlice is the threshold above which a slice counts in Stats.SlowSlices.
-	// Default DefaultSlowSlice.
+	// 0: DefaultSlowSlice. Negative is invalid.
 	SlowSlice time.Duration
 
 	// NoAccounting turns off the per-switch clock reads (to measure their cost): Stats then
@@ -59,8 +75,9 @@ type Config struct {
 	// OSClock makes every clock reading (see Scheduler.Now) come from the OS's monotonic
 	// clock. By default, on amd64 where the kernel itself keeps time with the CPU's
 	// time-stamp counter, most readings come from the counter instead, calibrated against
-	// the OS clock and re-anchored to it every millisecond: about 10 ns a reading instead
-	// of 22, and within a few hundred nanoseconds of the OS clock.
+	// the OS clock and re-anchored to it every millisecond: cheaper than an OS reading
+	// (the scheduler reads the clock at every switch) and within a few hundred
+	// nanoseconds of the OS clock (figures in docs/accounting.md, "Cost").
 	OSClock bool
 }
 
@@ -110,6 +127,7 @@ type Scheduler struct {
 	hooks     Hooks
 	onPanic   func(*Task, any, []byte)
 	maxIdle   int
+	locked    bool // Config.LockedOSThread
 	slowSlice int64
 	acct      bool
 	base      time.Time   // epoch of the scheduler's clock (monotonic)
@@ -139,6 +157,7 @@ type Scheduler struct {
 	spLo, spHi uintptr
 
 	spawned, completed, panics, switches, coroutines uint64
+	goexits, leaked                                  uint64
 
 	// Slice figures for Hooks.OnSlices, since the last call (accounting on only).
 	waits  [sliceBatch]int64
@@ -150,23 +169,38 @@ type Scheduler struct {
 	// runID (only when it changes) and then runStart = start+1; at the slice end it stores
 	// runStart = 0. pubID is the loop's copy of the last runID stored. They are published
 	// with plain stores where the CPU keeps stores in order (see internal/publish): a
-	// sync/atomic store costs about 5 ns, three times per slice.
+	// sync/atomic store is a locked instruction, several times the price of a plain one,
+	// and there are three per slice (figures in docs/accounting.md, "Cost").
 	runID    publish.Int64 // a uint64
 	runStart publish.Int64
 	pubID    uint64
 }
 
-// New returns a scheduler. It panics if cfg.Post is nil. Any goroutine (the first goroutine
-// to call Run becomes the loop).
-func New(cfg Config) *Scheduler {
+// Validate reports the first invalid field of cfg, by name: Post is required, SlowSlice
+// must not be negative (0 means DefaultSlowSlice). A negative MaxIdle is valid (keep no
+// idle coroutine). Any goroutine.
+func (cfg Config) Validate() error {
 	if cfg.Post == nil {
-		panic("scheduler: Config.Post is required")
+		return errors.New("scheduler: Config.Post is required")
+	}
+	if cfg.SlowSlice < 0 {
+		return fmt.Errorf("scheduler: Config.SlowSlice (%v) must not be negative (0 means DefaultSlowSlice)", cfg.SlowSlice)
+	}
+	return nil
+}
+
+// New returns a scheduler. It panics with Validate's error if cfg is invalid. Any
+// goroutine (the first goroutine to call Run becomes the loop).
+func New(cfg Config) *Scheduler {
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
 	}
 	s := &Scheduler{
 		post:      cfg.Post,
 		hooks:     cfg.Hooks,
 		onPanic:   cfg.OnPanic,
 		maxIdle:   cfg.MaxIdle,
+		locked:    cfg.LockedOSThread,
 		slowSlice: int64(cfg.SlowSlice),
 		acct:      !cfg.NoAccounting,
 		base:      time.Now(),
@@ -180,7 +214,7 @@ func New(cfg Config) *Scheduler {
 	} else if s.maxIdle < 0 {
 		s.maxIdle = 0
 	}
-	if s.slowSlice <= 0 {
+	if s.slowSlice == 0 {
 		s.slowSlice = int64(DefaultSlowSlice)
 	}
 	s.fireFn = s.onTimerPosted
@@ -253,7 +287,7 @@ func (s *Scheduler) newTaskAt(fn func(t *Task), arg any, now int64) *Task {
 	t.id = s.nextID
 	t.fn, t.arg = fn, arg
 	t.state = Ready
-	t.started, t.killed = false, false
+	t.started, t.killed, t.timed = false, false, false
 	t.st, t.parked = Stats{}, 0
 	t.lastWait, t.lastRun, t.sliceEnd = 0, 0, 0
 
@@ -328,7 +362,9 @@ func (s *Scheduler) spawnNow(fn func(t *Task), arg any, ready, start int64) (end
 	return end
 }
 
-// Go starts a background task (not tied to a request): Spawn(fn, nil). Loop-confined.
+// Go starts a background task (not tied to a request): Spawn(fn, nil). The *Task is
+// recycled when fn returns: to stop the task later, keep its Ref and use CancelRef.
+// Loop-confined.
 func (s *Scheduler) Go(fn func(t *Task)) *Task { return s.Spawn(fn, nil) }
 
 // Run runs the ready tasks in FIFO order, each until it parks, yields or returns. It first
@@ -460,6 +496,9 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 			h(t)
 		}
 	case Done:
+		if t.goexited {
+			s.dropCoroutine(t)
+		}
 		if h := s.hooks.OnStop; h != nil {
 			h(t, Done, ReasonOther)
 		}
@@ -517,6 +556,23 @@ func (s *Scheduler) finish(t *Task) {
 	t.rnext = s.free
 	s.free = t
 	s.nfree++
+}
+
+// dropCoroutine detaches from t the coroutine of a task that called runtime.Goexit (see
+// Task.goexit) and lets the Goexit finish on a goroutine other than the loop: resumed
+// from a throwaway goroutine, the coroutine runs the rest of the Goexit's deferred calls
+// (none of the scheduler's touches the Task any more) and exits, and iter.Pull re-raises
+// the Goexit on the throwaway goroutine, which ends it. On a loop locked to its thread the
+// coroutine is left parked for good. The Task struct gets a new coroutine when reused.
+func (s *Scheduler) dropCoroutine(t *Task) {
+	next := t.resume
+	t.resume, t.stop, t.yield, t.goexited = nil, nil, nil, false
+	s.goexits++
+	if s.locked {
+		s.leaked++
+		return
+	}
+	go next()
 }
 
 func (t *Task) stopCoroutine() {
@@ -582,6 +638,29 @@ func (s *Scheduler) Cancel(t *Task, err error) {
 	if t.state == Parked {
 		s.wake(t, t.err, -1)
 	}
+}
+
+// CancelRef cancels the task r refers to with err, like Cancel, and reports whether that
+// task was still alive (false for a task that has finished, whose struct may serve
+// another task by now, and for the zero Ref). It is the safe way to stop a task from code
+// that may outlive it: keep t.Ref() (right after Go, Every or Spawn), not the *Task.
+//
+// What stopping means: a parked task is woken and its park returns err; every later park
+// returns err at once; the task's function is expected to return (its deferred functions
+// then run), and a task that ignores the error keeps running until it returns. An Every
+// task checks for cancellation before each tick: the tick in progress, if any (it may be
+// the caller), finishes with its parks returning err, and no tick starts after it.
+// err must not be nil. Loop-confined.
+func (s *Scheduler) CancelRef(r Ref, err error) bool {
+	if err == nil {
+		panic("scheduler: CancelRef with a nil error")
+	}
+	t := r.Task()
+	if t == nil {
+		return false
+	}
+	s.Cancel(t, err)
+	return true
 }
 
 // Close shuts the scheduler down: it stops the timers (pending AfterFunc callbacks never
@@ -676,10 +755,12 @@ func (s *Scheduler) Tasks() iter.Seq[*Task] {
 // Counters are scheduler-wide counts, for loop health figures.
 type Counters struct {
 	Live, Ready, Parked int // tasks now
-	Idle                int // idle coroutines in the pool
+	Idle                int // idle tasks in the pool, each with its coroutine (but for one whose task called Goexit)
 	Timers              int // pending timers (Sleep and AfterFunc)
 	Spawned, Completed  uint64
-	Panics              uint64 // task functions that panicked (AfterFunc and Every ticks included)
+	Panics              uint64 // task functions that panicked (AfterFunc and Every ticks included), Goexits included
+	Goexits             uint64 // tasks that called runtime.Goexit (see ErrGoexit)
+	LeakedCoroutines    uint64 // coroutines left parked by a Goexit (see Config.LockedOSThread)
 	Switches            uint64 // slices run
 	Coroutines          uint64 // coroutines ever created (Spawned - Coroutines = reuses, roughly)
 }
@@ -697,6 +778,7 @@ func (s *Scheduler) Counters() Counters {
 	return Counters{
 		Live: s.nlive, Ready: s.nready, Parked: parked, Idle: s.nfree, Timers: len(s.heap),
 		Spawned: s.spawned, Completed: s.completed, Panics: s.panics,
+		Goexits: s.goexits, LeakedCoroutines: s.leaked,
 		Switches: s.switches, Coroutines: s.coroutines,
 	}
 }

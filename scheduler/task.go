@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"time"
 )
@@ -18,11 +20,15 @@ const (
 	Parked
 	// Done: its function returned or panicked; the *Task is about to be recycled.
 	Done
+	numStates
 )
 
-var stateNames = [...]string{Ready: "ready", Running: "running", Parked: "parked", Done: "done"}
+// stateNames is the one table of state names: every other package that names a state
+// (accounting, the loop's pages) uses State.String.
+var stateNames = [numStates]string{Ready: "ready", Running: "running", Parked: "parked", Done: "done"}
 
-// String returns "ready", "running", "parked" or "done". Any goroutine.
+// String returns "ready", "running", "parked" or "done" (State(n) for an invalid value).
+// Any goroutine.
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
@@ -30,7 +36,9 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Reason says why a task parked; parked time is accounted per reason.
+// Reason says why a task parked; parked time is accounted per reason. The values are the
+// indexes of Stats.Parked and of accounting's TaskSample.Parked: accounting's ParkOther..
+// ParkQueue constants are these, in this order.
 type Reason uint8
 
 const (
@@ -50,12 +58,17 @@ const (
 	NumReasons
 )
 
-var reasonNames = [...]string{
+// reasonNames is the one table of park reason names: Reason.String returns them, and
+// accounting.ParkReasonNames (which cannot import this package) must list the same names
+// in the same order (the loop checks it). Sized by NumReasons, so a new reason without a
+// name does not compile.
+var reasonNames = [NumReasons]string{
 	ReasonOther: "other", ReasonSleep: "sleep", ReasonWait: "wait",
 	ReasonOffload: "offload", ReasonWrite: "write", ReasonQueue: "queue",
 }
 
-// String returns the reason's lower-case name ("sleep", "wait", ...). Any goroutine.
+// String returns the reason's lower-case name ("sleep", "wait", ...), as used in JSON by
+// accounting (Reason(n) for an invalid value). Any goroutine.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]
@@ -90,9 +103,10 @@ func (st *Stats) ParkedTotal() time.Duration {
 // Task is one cooperative task. Its function receives it and uses it to park.
 //
 // A task must not block its goroutine (channel operations, time.Sleep, mutexes held
-// elsewhere, blocking syscalls): that stalls the whole loop. It parks instead. It must not
-// call runtime.Goexit (nor testing's FailNow/Fatal): iter.Pull re-raises it on the loop
-// goroutine, which then exits. A panic is recovered and reported to Config.OnPanic.
+// elsewhere, blocking syscalls): that stalls the whole loop. It parks instead. A panic is
+// recovered and reported to Config.OnPanic. So is runtime.Goexit (reported as ErrGoexit):
+// the task ends, the loop goes on, and the goroutine that ran the task's coroutine exits
+// (or, with Config.LockedOSThread, stays parked forever; see there).
 //
 // A *Task is recycled when its function returns: do not use it afterwards (keep a Ref or
 // a Waker instead). All methods are loop-confined unless noted.
@@ -108,6 +122,12 @@ type Task struct {
 	reason  Reason
 	started bool // ran at least one slice
 	killed  bool // Close is unwinding it
+	// goexited: the task called runtime.Goexit and its coroutine switched back to the
+	// loop from the middle of the Goexit's unwinding (see Task.goexit).
+	goexited bool
+	// timed: the task's sleep timer ends the current park with ErrTimeout (ParkTimeout and
+	// the other timed waits), not with nil (Sleep).
+	timed bool
 
 	// The coroutine serving this task. It stays attached to the Task struct while the
 	// struct sits in the idle pool, so one coroutine serves many tasks in turn.
@@ -236,6 +256,51 @@ func (t *Task) Park(r Reason) error {
 		return err
 	}
 	return t.parkNow(r)
+}
+
+// ParkTimeout is Park with a deadline, for long-polls: it parks the task (accounted under
+// r) until Wake or Cancel, or until d has passed. It returns nil when woken, the cancel
+// error when cancelled (at once, without parking, if the task already was), and ErrTimeout
+// when d passed first. With d <= 0 it does not park: it returns the cancel error if any,
+// else ErrTimeout, like a poll that finds nothing. A wake that comes first stops the
+// deadline, so it never ends a later park. It does not allocate: the deadline uses the
+// task's own timer (the one Sleep uses). Task only.
+func (t *Task) ParkTimeout(r Reason, d time.Duration) error {
+	t.mustRun("ParkTimeout")
+	if r >= NumReasons {
+		panic(fmt.Sprintf("scheduler: ParkTimeout with invalid reason %d", r))
+	}
+	if err := t.beginPark(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return ErrTimeout
+	}
+	return t.parkUntil(r, t.s.deadline(d))
+}
+
+// ErrTimeout is what the timed waits (Task.ParkTimeout, Future.AwaitTimeout,
+// Event.WaitTimeout) return when their time is up before they were woken.
+var ErrTimeout = errors.New("scheduler: wait timed out")
+
+// deadline returns the clock reading d from now, saturated rather than overflowing.
+func (s *Scheduler) deadline(d time.Duration) int64 {
+	now := s.clock()
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// parkUntil parks the running task (beginPark done) with reason r until woken or until the
+// clock reaches when; then it returns ErrTimeout.
+func (t *Task) parkUntil(r Reason, when int64) error {
+	t.sleep.when = when
+	t.timed = true
+	t.s.addTimer(&t.sleep, -1)
+	err := t.parkNow(r)
+	t.timed = false
+	return err
 }
 
 // Sleep parks the task (ReasonSleep) until d has passed or the task is cancelled, and
@@ -376,7 +441,7 @@ func (t *Task) body(yield func(struct{}) bool) {
 	t.yield = yield
 	t.gid = goroutineID()
 	for {
-		t.call()
+		t.run()
 		t.state = Done
 		if !yield(struct{}{}) {
 			return
@@ -384,19 +449,31 @@ func (t *Task) body(yield func(struct{}) bool) {
 	}
 }
 
+// run runs the task's function through call, which recovers its panics. If call does not
+// return, the goroutine is in runtime.Goexit: called by the function itself, or by one of
+// its deferred functions, possibly while a panic unwound it.
+func (t *Task) run() {
+	returned := false
+	defer func() {
+		if !returned {
+			t.goexit()
+		}
+	}()
+	t.call()
+	returned = true
+}
+
 // call runs the task's function, recovering a panic inside the coroutine so that the
-// coroutine stays usable.
+// coroutine stays usable. A Goexit is left to run.
 func (t *Task) call() {
 	ok := false
 	defer func() {
 		if ok {
 			return
 		}
-		v := recover()
-		switch {
+		switch v := recover(); {
 		case v == nil:
-			// runtime.Goexit: it cannot be stopped; iter.Pull re-raises it on the loop.
-			t.s.reportPanic(t, errGoexit, debug.Stack())
+			// runtime.Goexit: run handles it, once every deferred function has run.
 		case v == any(errUnwind):
 			// Close unwinding the task: silent.
 		default:
@@ -405,6 +482,23 @@ func (t *Task) call() {
 	}()
 	t.fn(t)
 	ok = true
+}
+
+// goexit runs on the task's coroutine while runtime.Goexit unwinds it (the function neither
+// returned nor panicked). Goexit cannot be stopped, and iter.Pull would re-raise it on the
+// goroutine that resumes the coroutine next, which must not be the loop. So the task ends
+// here as if it had panicked with ErrGoexit, and the coroutine switches back to the loop
+// marked goexited, with its unwinding unfinished. The loop detaches the coroutine from the
+// Task and finishes it from a throwaway goroutine (see Scheduler.dropCoroutine); if the
+// loop is locked to its thread it never resumes it, and the coroutine stays parked here.
+func (t *Task) goexit() {
+	t.s.reportPanic(t, ErrGoexit, debug.Stack())
+	t.state = Done
+	t.goexited = true
+	yield := t.yield
+	// After this switch the Task belongs to the loop again (and may serve another task):
+	// nothing below may touch it.
+	yield(struct{}{})
 }
 
 // unwindError is the panic value Close uses to unwind parked tasks.
@@ -416,10 +510,10 @@ func (*unwindError) Error() string {
 
 var errUnwind error = &unwindError{}
 
-type goexitError struct{}
-
-func (*goexitError) Error() string {
-	return "scheduler: runtime.Goexit called in a task (this stops the loop goroutine)"
-}
-
-var errGoexit error = &goexitError{}
+// ErrGoexit is the value Config.OnPanic receives (with the stack of the goroutine that
+// called it) when a task's function called runtime.Goexit (directly or through testing's
+// FailNow, Fatal, SkipNow), or one of its deferred functions did. The task ends as if it
+// had panicked with it: its deferred functions have run, it is Done, and the loop goes on.
+// A Goexit during a panic supersedes the panic: OnPanic then receives ErrGoexit only. For an Every task this ends the
+// task (unlike a panic in a tick, which only ends that tick).
+var ErrGoexit = errors.New("scheduler: task called runtime.Goexit")

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// timer is an entry of the loop's timer heap: a task's Sleep or an AfterFunc callback.
+// timer is an entry of the loop's timer heap: a task's Sleep or timed wait, or an AfterFunc
+// callback.
 type timer struct {
 	when int64  // deadline, ns since the scheduler's epoch
 	seq  uint64 // insertion order: ties fire FIFO
@@ -22,8 +23,10 @@ type Timer struct {
 
 // AfterFunc runs fn on the loop (not in a task: fn must not park) once d has passed, from
 // Run or from the timer function the scheduler posts. A panic in fn is recovered and
-// reported to Config.OnPanic with a nil task. After Close it returns a timer that never
-// fires. Loop-confined.
+// reported to Config.OnPanic with a nil task. fn must not call runtime.Goexit: it runs on
+// the loop goroutine itself, not in a coroutine, so nothing can contain the Goexit and the
+// loop goroutine exits (after OnPanic received ErrGoexit). Spawn a task for code that may.
+// After Close it returns a timer that never fires. Loop-confined.
 func (s *Scheduler) AfterFunc(d time.Duration, fn func()) *Timer {
 	t := &Timer{s: s, tm: timer{idx: -1, fn: fn}}
 	t.Reset(d)
@@ -57,8 +60,11 @@ func (t *Timer) Reset(d time.Duration) bool {
 // k-th tick is due at start + k*d, where start is the time of the call. If a tick (or the
 // loop) runs late past later deadlines, those ticks are skipped rather than run in a burst:
 // the next tick is the first deadline still in the future. fn receives the Every task
-// itself and may park. A panic in fn is reported to Config.OnPanic and the ticks go on. The
-// task ends when cancelled (Scheduler.Cancel) or at Close. It panics if d <= 0 or after
+// itself and may park. A panic in fn is reported to Config.OnPanic and the ticks go on; a
+// runtime.Goexit in fn ends the task (see ErrGoexit). The task ends when cancelled
+// (Scheduler.Cancel, CancelRef: the tick in progress finishes, and no tick starts after
+// it) or at Close. The *Task is recycled when it ends: to stop it later, keep its Ref and
+// use CancelRef. It panics if d <= 0 or after
 // Close. Loop-confined.
 func (s *Scheduler) Every(d time.Duration, fn func(t *Task)) *Task {
 	if d <= 0 {
@@ -194,7 +200,11 @@ func (s *Scheduler) fireDue(now int64) (ranFn bool) {
 		if t := tm.task; t != nil {
 			// The task was ready from the deadline on: a timer fired late (the loop was
 			// busy) shows as queue delay, not as a longer sleep.
-			s.wake(t, nil, max(tm.when, t.parkedAt))
+			var err error
+			if t.timed {
+				err = ErrTimeout // a timed wait's deadline, not a Sleep's end
+			}
+			s.wake(t, err, max(tm.when, t.parkedAt))
 		} else {
 			s.runTimerFn(tm.fn)
 			ranFn = true
@@ -204,12 +214,23 @@ func (s *Scheduler) fireDue(now int64) (ranFn bool) {
 }
 
 func (s *Scheduler) runTimerFn(fn func()) {
+	ok := false
 	defer func() {
-		if v := recover(); v != nil {
-			s.reportPanic(nil, v, debug.Stack())
+		if ok {
+			return
 		}
+		v := recover()
+		if v == nil {
+			// runtime.Goexit on the loop itself: it cannot be stopped, the loop goroutine
+			// exits after this. Report it so that the cause is known, and leave Run so
+			// that the loop's own deferred functions may Close the scheduler.
+			v = ErrGoexit
+			s.inRun = false
+		}
+		s.reportPanic(nil, v, debug.Stack())
 	}()
 	fn()
+	ok = true
 }
 
 // arm makes sure the runtime timer fires by the earliest deadline. It runs on the loop.

@@ -1,5 +1,7 @@
 package scheduler
 
+import "time"
+
 // waitList is an intrusive list of parked tasks (a task waits on at most one list).
 type waitList struct{ head, tail *Task }
 
@@ -58,6 +60,32 @@ func (l *waitList) wait(t *Task, done func() bool) error {
 	return nil
 }
 
+// waitTimeout is wait with a deadline d from now: it returns ErrTimeout once d has passed
+// with done() still false (at once if d <= 0). A plain Wake before that parks t again
+// until the same deadline.
+func (l *waitList) waitTimeout(t *Task, done func() bool, d time.Duration) error {
+	if done() {
+		return nil
+	}
+	if d <= 0 {
+		if err := t.beginPark(); err != nil {
+			return err
+		}
+		return ErrTimeout
+	}
+	when := t.s.deadline(d)
+	for !done() {
+		if err := t.beginPark(); err != nil {
+			return err
+		}
+		l.push(t)
+		if err := t.parkUntil(ReasonWait, when); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Future is a value that one side resolves and tasks wait for, on the loop. It is
 // loop-confined: to resolve it from another goroutine, Post a function that calls Resolve.
 type Future[T any] struct {
@@ -91,6 +119,22 @@ func (f *Future[T]) Await(t *Task) (T, error) {
 		panic("scheduler: Future.Await from a task of another scheduler")
 	}
 	if err := f.waiters.wait(t, f.isDone); err != nil {
+		var zero T
+		return zero, err
+	}
+	return f.v, f.err
+}
+
+// AwaitTimeout is Await with a deadline: it returns the zero value and ErrTimeout if the
+// future is not resolved within d (at once, without parking, if d <= 0), and the cancel
+// error if t is cancelled first. A result already there is returned whatever d. Parked
+// time counts as ReasonWait. Task only.
+func (f *Future[T]) AwaitTimeout(t *Task, d time.Duration) (T, error) {
+	t.mustRun("AwaitTimeout")
+	if f.s != nil && f.s != t.s {
+		panic("scheduler: Future.AwaitTimeout from a task of another scheduler")
+	}
+	if err := f.waiters.waitTimeout(t, f.isDone, d); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -138,6 +182,17 @@ func (e *Event) Wait(t *Task) error {
 		panic("scheduler: Event.Wait from a task of another scheduler")
 	}
 	return e.waiters.wait(t, e.isSet)
+}
+
+// WaitTimeout is Wait with a deadline: it returns nil once the event is set, ErrTimeout if
+// it is not set within d (at once, without parking, if d <= 0), or the cancel error if t
+// is cancelled first. Parked time counts as ReasonWait. Task only.
+func (e *Event) WaitTimeout(t *Task, d time.Duration) error {
+	t.mustRun("WaitTimeout")
+	if e.s != nil && e.s != t.s {
+		panic("scheduler: Event.WaitTimeout from a task of another scheduler")
+	}
+	return e.waiters.waitTimeout(t, e.isSet, d)
 }
 
 func (e *Event) isSet() bool { return e.set }
