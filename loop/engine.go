@@ -134,12 +134,15 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 		if s.inputBound(cs) {
 			// Input beyond the bound while it cannot be parsed (a request in flight, or the
 			// client is not reading its responses): answer what is in flight, then close.
-			s.log.Debug("loop: too much unparsed input; closing after the current response", "remote", gc.RemoteAddr())
 			_, _ = gc.Discard(-1)
-			cs.closeAfterResponse()
-			if !cs.busy() {
-				s.flush(cs)
+			if cs.blocked {
+				// Not reading its responses either: nothing it sent will be answered.
+				s.log.Debug("loop: too much unparsed input from a client that does not read; closing", "remote", gc.RemoteAddr())
+				s.closeNow(cs)
+				return gnet.None
 			}
+			s.log.Debug("loop: too much unparsed input; closing after the current response", "remote", gc.RemoteAddr())
+			cs.closeAfterResponse()
 			return gnet.None
 		}
 		if cs.ctx != nil || cs.blocked {

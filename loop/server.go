@@ -133,6 +133,9 @@ func New(cfg Config) *Server {
 		Hooks:        s.schedHooks(),
 		NoAccounting: cfg.NoAccounting,
 		OSClock:      cfg.OSClock,
+		// A coroutine made on a locked thread may only be resumed there: the scheduler
+		// then cannot finish a task that called runtime.Goexit (it stays parked).
+		LockedOSThread: cfg.LockOSThread,
 	})
 	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
 	s.pool = offload.New(cfg.Offload)

@@ -177,38 +177,28 @@ func (t *Task) idOrZero() uint64 {
 type loopTask struct{}
 
 func (loopTask) park(t *Task, r scheduler.Reason, d time.Duration, wake *signal) error {
+	bounded := d > 0
 	for {
 		if wake != nil && wake.registerWaker(t.t.Waker()) {
 			return nil // already signalled
 		}
-		var tm *scheduler.Timer
-		timedOut := false
-		if d > 0 {
-			wk := t.t.Waker()
-			tm = t.srv.sched.AfterFunc(d, func() {
-				if wk.Wake() {
-					timedOut = true
-				}
-			})
-		}
-		start := t.srv.nanotime()
-		err := t.t.Park(r)
-		if tm != nil {
-			tm.Stop()
+		var err error
+		if bounded {
+			start := t.srv.nanotime()
+			err = t.t.ParkTimeout(r, d)
+			d -= time.Duration(t.srv.nanotime() - start)
+		} else {
+			err = t.t.Park(r)
 		}
 		switch {
+		case errors.Is(err, scheduler.ErrTimeout):
+			return ErrTimeout
 		case err != nil:
 			return err
-		case timedOut:
-			return ErrTimeout
 		case wake == nil || wake.isSet():
 			return nil
-		}
-		if d > 0 { // woken early without the signal (cannot happen today): wait out the rest
-			d -= time.Duration(t.srv.nanotime() - start)
-			if d <= 0 {
-				return ErrTimeout
-			}
+		case bounded && d <= 0: // woken without the signal and the bound is used up
+			return ErrTimeout
 		}
 	}
 }
