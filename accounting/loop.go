@@ -49,8 +49,10 @@ type secBucket struct {
 }
 
 // NewLoop returns a loop recorder that starts at now (its uptime origin; also the Epoch
-// when cfg.Epoch is zero). Any goroutine (the recorder then belongs to the loop).
+// when cfg.Epoch is zero). It panics if cfg.Validate fails. Any goroutine (the recorder
+// then belongs to the loop).
 func NewLoop(cfg Config, now time.Time) *Loop {
+	cfg.mustValidate()
 	cfg = cfg.withDefaults(now)
 	lay := cfg.layout()
 	l := &Loop{cfg: cfg, start: since(cfg.Epoch, now), lag: newHist(lay), lagCum: newStore(lay), slowSlice: cfg.SlowSlice}
