@@ -49,16 +49,18 @@ type WatchdogConfig struct {
 
 	// ThreadCPU returns the CPU time consumed so far by the loop's OS thread
 	// (LoopThread.CPU fits), or ok=false when it is not known. Optional. The watchdog reads
-	// it at each poll that sees a slice running, and a stall's log line compares its
-	// advance with the wall time since the watchdog first saw the slice, to tell a task
-	// that holds the loop (the thread computed: cause=task) from one blocked in the kernel
-	// (cause=blocked) and from a thread the machine did not run (cause=starved). It is
-	// meaningful only for a loop locked to its thread. Called from the watchdog's goroutine.
+	// it at each poll that sees a slice running, and a stall's log lines compare its
+	// advance with the wall time since the watchdog first saw the slice (up to the stall's
+	// detection for the line then, up to the last poll that saw it for the line at its
+	// end), to tell a task that holds the loop (the thread computed: cause=task) from one
+	// blocked in the kernel (cause=blocked) and from a thread the machine did not run
+	// (cause=starved). It is meaningful only for a loop locked to its thread. Called from
+	// the watchdog's goroutine.
 	ThreadCPU func() (time.Duration, bool)
 
 	// ThreadState returns the loop thread's scheduling state, as ThreadStateOf does
-	// (LoopThread.State fits), or ok=false when unknown. Optional; read once per stall
-	// whose thread hardly computed, to tell cause=starved ('R': runnable, waiting for a
+	// (LoopThread.State fits), or ok=false when unknown. Optional; read at the polls of a
+	// stall whose thread hardly computed, to tell cause=starved ('R': runnable, waiting for a
 	// CPU) from cause=blocked (sleeping in the kernel). Without it such a stall's cause is
 	// off_cpu. Called from the watchdog's goroutine.
 	ThreadState func() (state byte, ok bool)
@@ -113,7 +115,9 @@ const (
 	// starved and blocked cannot be told apart.
 	StallCauseOffCPU = "off_cpu"
 	// StallCauseUnknown: the thread's CPU time was not measured (no ThreadCPU, or the
-	// watchdog saw the slice first when it was already a stall).
+	// watchdog saw the slice first when it was already a stall: its log line has no
+	// window, though the line at the stall's end has one if the watchdog polled again
+	// while it lasted).
 	StallCauseUnknown = "unknown"
 )
 
@@ -132,6 +136,9 @@ const (
 func stallCause(used, window time.Duration, measured bool, state byte, stateOK bool, gstatus string) string {
 	switch {
 	case !measured || window <= 0:
+		if gstatus == "runnable" {
+			return StallCauseStarved // the goroutine waits for a Go processor
+		}
 		return StallCauseUnknown
 	case used*blockedDivisor >= window:
 		return StallCauseTask
@@ -180,7 +187,8 @@ type Watchdog struct {
 	endSeen   time.Time // the poll that saw it over
 	logged    bool      // it was logged
 	route     string    // its route, as described when it was logged
-	cause     string
+	gstatus   string    // its goroutine's status in the dump, when it was logged
+	obs       threadObs // the loop thread over it so far
 
 	seenOK  bool // the thread CPU reading at the first poll that saw the current slice
 	seenID  uint64
@@ -291,6 +299,9 @@ func (w *Watchdog) poll() {
 	if w.active {
 		if ok && sameSlice(id, start, w.id, w.lastPoll) {
 			w.lastPoll, w.lastElap = now, elapsed
+			if cpuOK && w.seenOK && sameSlice(id, start, w.seenID, w.seenAt) {
+				w.observe(cpu-w.seenCPU, now.Sub(w.seenAt))
+			}
 			w.mu.Lock()
 			w.st.CurrentElapsed = elapsed
 			w.mu.Unlock()
@@ -319,7 +330,7 @@ func (w *Watchdog) poll() {
 		w.finish(false) // another stall starts before the last one's length came
 	}
 	w.active, w.id, w.startedAt, w.lastPoll, w.lastElap = true, id, start, now, elapsed
-	w.route, w.cause = "", ""
+	w.route, w.gstatus, w.obs = "", "", threadObs{}
 	logIt, suppressed := w.lim.Allow(now)
 	w.logged = logIt
 	w.mu.Lock()
@@ -330,16 +341,22 @@ func (w *Watchdog) poll() {
 		w.st.Suppressed++
 	}
 	w.mu.Unlock()
-	obs := threadObs{used: used, window: window, measured: measured}
-	if measured && used*blockedDivisor < window && w.cfg.ThreadState != nil {
-		obs.state, obs.stateOK = w.cfg.ThreadState()
+	if measured {
+		w.observe(used, window)
 	}
 	if logIt {
-		w.log(id, now, elapsed, suppressed, obs)
-	} else {
-		w.cause = obs.cause("")
+		w.log(id, now, elapsed, suppressed)
 	}
-	w.countCause()
+}
+
+// observe updates the stall's view of the loop thread: used CPU time over window since the
+// first poll that saw the slice, and the thread's state when it hardly computed.
+func (w *Watchdog) observe(used, window time.Duration) {
+	w.obs.used, w.obs.window, w.obs.measured = used, window, true
+	w.obs.stateOK = false
+	if used*blockedDivisor < window && w.cfg.ThreadState != nil {
+		w.obs.state, w.obs.stateOK = w.cfg.ThreadState()
+	}
 }
 
 // threadObs is what the watchdog saw of the loop thread over a stall: CPU time used over
@@ -353,14 +370,6 @@ type threadObs struct {
 
 func (o threadObs) cause(gstatus string) string {
 	return stallCause(o.used, o.window, o.measured, o.state, o.stateOK, gstatus)
-}
-
-func (w *Watchdog) countCause() {
-	if w.cause == StallCauseStarved {
-		w.mu.Lock()
-		w.st.Starved++
-		w.mu.Unlock()
-	}
 }
 
 // stallEndSlack is the disagreement allowed between the loop's report of a slice's length
@@ -382,8 +391,12 @@ func (w *Watchdog) finish(wait bool) {
 		return
 	}
 	w.ending = false
+	cause := w.obs.cause(w.gstatus)
 	w.mu.Lock()
 	w.st.Count++
+	if cause == StallCauseStarved {
+		w.st.Starved++
+	}
 	w.h.record(int64(length), int64(DefaultHistogramMax))
 	w.mu.Unlock()
 	if w.logged {
@@ -392,7 +405,9 @@ func (w *Watchdog) finish(wait bool) {
 			slog.String("route", w.route),
 			slog.Duration("length", length),
 			slog.Bool("exact", exact), // false: the last observed length, at most Interval short
-			slog.String("cause", w.cause),
+			slog.String("cause", cause),
+			slog.Duration("thread_cpu", w.obs.used),
+			slog.Duration("window", w.obs.window),
 		}
 		w.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "baton: a stalled task gave the loop back", attrs...)
 	}
@@ -408,8 +423,8 @@ const (
 // log writes the Warn line of a stall first seen at poll time at: it describes the task
 // while it still runs, dumps its goroutine's stack, and keeps what it learned before the
 // slice ended if it ends in between (only the stack is lost then). It sets w.route and
-// w.cause (which can use the goroutine's status in the dump).
-func (w *Watchdog) log(id uint64, at time.Time, elapsed time.Duration, suppressed uint64, obs threadObs) {
+// w.gstatus, the goroutine's status in the dump, which the cause can use.
+func (w *Watchdog) log(id uint64, at time.Time, elapsed time.Duration, suppressed uint64) {
 	var route string
 	var goid uint64
 	if w.cfg.Describe != nil {
@@ -431,13 +446,14 @@ func (w *Watchdog) log(id uint64, at time.Time, elapsed time.Duration, suppresse
 			stack = stackEndedBeforeDump // the goroutine may be running another task by now
 		}
 	}
-	w.route, w.cause = route, obs.cause(gstatus)
+	w.route, w.gstatus = route, gstatus
+	obs := w.obs
 	attrs := []slog.Attr{
 		slog.Uint64("task", id),
 		slog.String("route", route),
 		slog.Duration("elapsed", elapsed),
 		slog.Duration("threshold", w.cfg.Threshold),
-		slog.String("cause", w.cause),
+		slog.String("cause", obs.cause(gstatus)),
 		slog.Duration("thread_cpu", obs.used),
 		slog.Duration("window", obs.window),
 	}
@@ -487,7 +503,7 @@ type StallStats struct {
 	Count      uint64        // stalls that ended
 	Logged     uint64        // stalls logged
 	Suppressed uint64        // stalls not logged because of the rate limit
-	Starved    uint64        // stalls whose cause was StallCauseStarved (the machine's doing)
+	Starved    uint64        // ended stalls whose cause, over all of it, was StallCauseStarved
 	Durations  Summary       // length of each ended stall (see Watchdog.SliceEnded)
 
 	InProgress     bool          // a stall is going on now
