@@ -136,14 +136,9 @@ const (
 func stallCause(used, window time.Duration, measured bool, state byte, stateOK bool, gstatus string) string {
 	switch {
 	case !measured || window <= 0:
-		if gstatus == "runnable" {
-			return StallCauseStarved // the goroutine waits for a Go processor
-		}
 		return StallCauseUnknown
 	case used*blockedDivisor >= window:
 		return StallCauseTask
-	case gstatus == "runnable":
-		return StallCauseStarved // the goroutine waits for a Go processor
 	case !stateOK:
 		if used*computedDivisor >= window {
 			return StallCauseTask
@@ -153,6 +148,12 @@ func stallCause(used, window time.Duration, measured bool, state byte, stateOK b
 		if used*computedDivisor >= window {
 			return StallCauseTask
 		}
+		return StallCauseStarved
+	case gstatus == "runnable":
+		// The thread sleeps because its goroutine waits for a Go processor (a locked thread
+		// sleeps while its goroutine is off it). A goroutine that was computing also shows
+		// as runnable in a dump, which stops the world, so this tells only for a thread
+		// found asleep.
 		return StallCauseStarved
 	default:
 		return StallCauseBlocked

@@ -547,6 +547,7 @@ func TestStallCause(t *testing.T) {
 		assert.Equal(t, tc.want, got, "%+v", tc)
 	}
 	assert.Equal(t, StallCauseUnknown, stallCause(0, 0, true, 'R', true, ""), "no window")
+	assert.Equal(t, StallCauseUnknown, stallCause(0, 0, false, 0, false, "runnable"), "not measured")
 }
 
 // TestWatchdogCauseFromFakeThread: the watchdog measures the thread's CPU from the first
