@@ -309,9 +309,10 @@ func (r SwitchRate) PerSecond() float64 {
 
 // SliceStats are the lengths of the loop's slices: exact count, total, maximum, and the
 // slices over Config.SlowSlice. Percentiles are left out on purpose: a histogram record per
-// slice cost a fifth of all the accounting per request (as tokio, whose poll-time
-// histogram is opt-in); the routes' on-loop histograms hold the same lengths per request,
-// and the tasks' max_slice and the stall detector name the long ones. Plain data.
+// slice was measured to cost a large share of all the accounting per request
+// (docs/accounting.md, the loop's slices; tokio makes its poll-time histogram opt-in for the
+// same reason); the routes' on-loop histograms hold the same lengths per request, and the
+// tasks' max_slice and the stall detector name the long ones. Plain data.
 type SliceStats struct {
 	Count     uint64        // slices run
 	Total     time.Duration // their total length

@@ -144,8 +144,10 @@ func TestLoopThread(t *testing.T) {
 
 // realStall runs one stall of a task on thread th against a real watchdog reading th's
 // clock and state (and the goroutine's status in the dump, as with a real loop). It ends
-// the stall once it is logged and the watchdog has watched it for another threshold, and
-// returns the stall's log line, the line logged at its end and the stall figures.
+// the stall once it is logged, has lasted two thresholds and the watchdog has polled it
+// again after logging it (so that the line at its end has a window even when the first
+// line had none), and returns the stall's log line, the line logged at its end and the
+// stall figures.
 func realStall(t *testing.T, th *lockedThread) (warn, end string, st StallStats) {
 	t.Helper()
 	var lt LoopThread
@@ -160,8 +162,16 @@ func realStall(t *testing.T, th *lockedThread) (warn, end string, st StallStats)
 	})
 	defer w.Stop()
 	sl.begin(1)
+	var atLog time.Duration
 	require.Eventually(t, func() bool {
-		return len(warnLines(logs.String())) == 1 && w.Stats().CurrentElapsed >= 2*threshold
+		if atLog == 0 {
+			if len(warnLines(logs.String())) == 0 {
+				return false
+			}
+			atLog = w.Stats().CurrentElapsed
+		}
+		e := w.Stats().CurrentElapsed
+		return e > atLog && e >= 2*threshold
 	}, 30*time.Second, time.Millisecond)
 	sl.end()
 	require.Eventually(t, func() bool { return len(endLines(logs.String())) == 1 }, 30*time.Second, time.Millisecond)
@@ -169,11 +179,13 @@ func realStall(t *testing.T, th *lockedThread) (warn, end string, st StallStats)
 	return warnLines(logs.String())[0], endLines(logs.String())[0], w.Stats()
 }
 
-// TestWatchdogCauseTask: a thread that computes through the stall is the task's doing. On
-// a machine so loaded that the thread gets under an eighth of a core it is starved in
-// truth, so the test allows a few tries.
+// TestWatchdogCauseTask: a thread that computes through the stall is the task's doing.
+// The thread asks for a larger share of the CPU (nice -10, where permitted) so that the
+// other processes of a loaded machine do not starve it; a try where they still did (the
+// thread got under an eighth of the time, runnable: cause=starved, rightly) is
+// inconclusive, and the test is skipped after five such tries. Any other cause fails.
 func TestWatchdogCauseTask(t *testing.T) {
-	th := startLocked(t, nil, busy)
+	th := startLocked(t, func(tid int) { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, -10) }, busy)
 	var lines []string
 	for range 5 {
 		warn, end, st := realStall(t, th)
@@ -181,17 +193,20 @@ func TestWatchdogCauseTask(t *testing.T) {
 			assert.Zero(t, st.Starved)
 			return
 		}
+		require.Contains(t, end, "cause=starved", "a busy thread is the task's doing, or starved:\n%s\n%s", warn, end)
 		lines = append(lines, warn, end)
 	}
-	t.Fatalf("a busy thread never classified as the task's doing:\n%s", strings.Join(lines, "\n"))
+	t.Skipf("the machine starved a busy thread in every try:\n%s", strings.Join(lines, "\n"))
 }
 
 // TestWatchdogCauseBlocked: a thread asleep in a system call is the task blocking the loop.
 func TestWatchdogCauseBlocked(t *testing.T) {
 	th := startLocked(t, nil, blockedInPoll)
 	warn, end, st := realStall(t, th)
-	assert.Contains(t, warn, "cause=blocked", warn)
-	assert.Contains(t, warn, "thread_state=S", warn)
+	if !strings.Contains(warn, "cause=unknown") { // the watchdog was late: no window yet
+		assert.Contains(t, warn, "cause=blocked", warn)
+		assert.Contains(t, warn, "thread_state=S", warn)
+	}
 	assert.Contains(t, end, "cause=blocked", end)
 	assert.Zero(t, st.Starved)
 }
@@ -200,10 +215,16 @@ func TestWatchdogCauseBlocked(t *testing.T) {
 // pinned to the CPU of a thread that computes at normal priority) is starved. With both
 // Go processors (GOMAXPROCS=2 here) held by computing goroutines, the runtime also
 // preempts the task's goroutine to run others, which leaves it runnable with its thread
-// asleep: starved too, told by the goroutine's status in the dump. The watchdog, starved
-// as well, may see the slice first when it is already a stall: its first line may then
-// not know the cause, but the line at the end, measured over the rest of the stall, does.
+// asleep: starved too, told by the goroutine's status in the dump; the test adds Go
+// processors so that the watchdog is not starved as well. A watchdog that is late anyway
+// sees the slice first when it is already a stall: its first line may then not know the
+// cause, but the line at the end, measured over the rest of the stall, does.
 func TestWatchdogCauseStarved(t *testing.T) {
+	// Two computing goroutines hold two Go processors: give the watchdog and the test
+	// two more, so that only the victim's thread is starved, by the OS.
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + 2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	var set unix.CPUSet
 	require.NoError(t, unix.SchedGetaffinity(0, &set))
 	cpu := -1
