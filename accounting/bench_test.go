@@ -86,3 +86,37 @@ func BenchmarkTimeNow(b *testing.B) {
 		_ = time.Now()
 	}
 }
+
+// BenchmarkThreadCPUOf reads another thread's CPU clock by its id, as the watchdog does at
+// each poll that sees a slice running.
+func BenchmarkThreadCPUOf(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := Gettid()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = ThreadCPUOf(tid)
+	}
+}
+
+// BenchmarkThreadStateOf reads a thread's state from /proc, as the watchdog does at the
+// polls of a stall whose thread hardly computed.
+func BenchmarkThreadStateOf(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := Gettid()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = ThreadStateOf(tid)
+	}
+}
+
+// BenchmarkLogLimiterAllow is the price of counting a suppressed event (a panic in a flood).
+func BenchmarkLogLimiterAllow(b *testing.B) {
+	l := NewLogLimiter(1, time.Hour)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Allow(now)
+	}
+}

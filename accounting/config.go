@@ -1,6 +1,9 @@
 package accounting
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Defaults. Each is used when the corresponding Config or WatchdogConfig field is zero.
 const (
@@ -67,7 +70,8 @@ const (
 var UtilisationWindows = [3]time.Duration{time.Second, 10 * time.Second, time.Minute}
 
 // Config configures the loop-confined recorders (Routes and Loop). The zero value is
-// ready to use.
+// ready to use: zero fields take the defaults named below. Validate reports fields that are
+// invalid rather than correcting them.
 type Config struct {
 	// Epoch is the origin of the int64 nanosecond timestamps passed to the hot-path
 	// methods (Route.FinishAt, Loop.Busy): pass the scheduler's Epoch so its clock readings
@@ -79,11 +83,12 @@ type Config struct {
 	// DefaultRecentWindow).
 	RecentWindow time.Duration
 
-	// HistogramMax is the largest value histograms track (default DefaultHistogramMax).
+	// HistogramMax is the largest value histograms track (default DefaultHistogramMax; at
+	// least MinHistogramMax).
 	HistogramMax time.Duration
 
-	// HistogramDigits is the histograms' significant decimal digits, 1 to 5 (default
-	// DefaultHistogramDigits).
+	// HistogramDigits is the histograms' significant decimal digits, 1 to
+	// MaxHistogramDigits (default DefaultHistogramDigits).
 	HistogramDigits int
 
 	// SlowSlice is the length above which Loop counts a slice as slow (default
@@ -91,22 +96,58 @@ type Config struct {
 	SlowSlice time.Duration
 }
 
+// Limits of Config's fields.
+const (
+	// MaxHistogramDigits is the most significant digits a histogram can keep: hdrhistogram
+	// refuses more, and each digit multiplies a histogram's size by about ten.
+	MaxHistogramDigits = 5
+
+	// MinHistogramMax is the smallest Config.HistogramMax: the figures are durations of
+	// slices and requests, and a shorter range would put nearly all of them at the top.
+	MinHistogramMax = time.Microsecond
+)
+
+// Validate reports the first invalid field, naming it; nil when c is usable (zero fields
+// take their defaults). NewRoutes and NewLoop panic on a Config that does not validate.
+// Any goroutine.
+func (c Config) Validate() error {
+	switch {
+	case c.RecentWindow < 0:
+		return fmt.Errorf("accounting: Config.RecentWindow (%v) must not be negative", c.RecentWindow)
+	case c.HistogramMax < 0 || (c.HistogramMax > 0 && c.HistogramMax < MinHistogramMax):
+		return fmt.Errorf("accounting: Config.HistogramMax (%v) must be 0 (default %v) or at least %v",
+			c.HistogramMax, DefaultHistogramMax, MinHistogramMax)
+	case c.HistogramDigits < 0 || c.HistogramDigits > MaxHistogramDigits:
+		return fmt.Errorf("accounting: Config.HistogramDigits (%d) must be 0 (default %d) or 1 to %d",
+			c.HistogramDigits, DefaultHistogramDigits, MaxHistogramDigits)
+	case c.SlowSlice < 0:
+		return fmt.Errorf("accounting: Config.SlowSlice (%v) must not be negative", c.SlowSlice)
+	}
+	return nil
+}
+
+// mustValidate panics with c's Validate error (a programming error).
+func (c Config) mustValidate() {
+	if err := c.Validate(); err != nil {
+		panic(err)
+	}
+}
+
 // withDefaults fills zero fields; now is the Epoch when none is given.
 func (c Config) withDefaults(now time.Time) Config {
 	if c.Epoch.IsZero() {
 		c.Epoch = now
 	}
-	if c.RecentWindow <= 0 {
+	if c.RecentWindow == 0 {
 		c.RecentWindow = DefaultRecentWindow
 	}
-	if c.HistogramMax <= 0 {
+	if c.HistogramMax == 0 {
 		c.HistogramMax = DefaultHistogramMax
 	}
 	if c.HistogramDigits <= 0 {
 		c.HistogramDigits = DefaultHistogramDigits
 	}
-	c.HistogramDigits = min(c.HistogramDigits, 5)
-	if c.SlowSlice <= 0 {
+	if c.SlowSlice == 0 {
 		c.SlowSlice = DefaultSlowSlice
 	}
 	return c

@@ -15,11 +15,14 @@
 //     allocate; their snapshots allocate and are meant to be taken on the loop and rendered
 //     off it.
 //   - Safe for concurrent use: [Watchdog] (it runs its own goroutine and polls a probe),
-//     [Current] (the slot the loop publishes the running task into, read by the watchdog).
+//     [Current] (the slot the loop publishes the running task into, read by the watchdog),
+//     [LoopThread] (the loop's OS thread, whose CPU clock and state the watchdog reads),
+//     [LogLimiter] (rate-limits log lines about stalls, panics and other floods).
 //   - Plain data, owned by whoever holds the value: [TaskSample], [TaskRecord], [Summary],
 //     [RouteSnapshot], [LoopSnapshot], [StallStats], [TasksSnapshot].
 //   - Functions ([AppendServerTiming], [TaskJSON], [SortTasks], the Write* renderers,
-//     [StackOf], [ThreadCPU]) may be called from any goroutine.
+//     [StackOf], [ThreadCPU], [ThreadCPUOf], [ThreadStateOf], [Gettid]) may be called from
+//     any goroutine.
 //
 // # Clock
 //

@@ -49,8 +49,10 @@ type secBucket struct {
 }
 
 // NewLoop returns a loop recorder that starts at now (its uptime origin; also the Epoch
-// when cfg.Epoch is zero). Any goroutine (the recorder then belongs to the loop).
+// when cfg.Epoch is zero). It panics if cfg.Validate fails. Any goroutine (the recorder
+// then belongs to the loop).
 func NewLoop(cfg Config, now time.Time) *Loop {
+	cfg.mustValidate()
 	cfg = cfg.withDefaults(now)
 	lay := cfg.layout()
 	l := &Loop{cfg: cfg, start: since(cfg.Epoch, now), lag: newHist(lay), lagCum: newStore(lay), slowSlice: cfg.SlowSlice}
@@ -307,9 +309,10 @@ func (r SwitchRate) PerSecond() float64 {
 
 // SliceStats are the lengths of the loop's slices: exact count, total, maximum, and the
 // slices over Config.SlowSlice. Percentiles are left out on purpose: a histogram record per
-// slice cost a fifth of all the accounting per request (as tokio, whose poll-time
-// histogram is opt-in); the routes' on-loop histograms hold the same lengths per request,
-// and the tasks' max_slice and the stall detector name the long ones. Plain data.
+// slice was measured to cost a large share of all the accounting per request
+// (docs/accounting.md, the loop's slices; tokio makes its poll-time histogram opt-in for the
+// same reason); the routes' on-loop histograms hold the same lengths per request, and the
+// tasks' max_slice and the stall detector name the long ones. Plain data.
 type SliceStats struct {
 	Count     uint64        // slices run
 	Total     time.Duration // their total length

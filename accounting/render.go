@@ -80,6 +80,7 @@ type (
 		Count          uint64     `json:"count"`
 		Logged         uint64     `json:"logged"`
 		Suppressed     uint64     `json:"suppressed"`
+		Starved        uint64     `json:"starved"`
 		Durations      summaryDoc `json:"durations"`
 		InProgress     bool       `json:"in_progress"`
 		CurrentTask    uint64     `json:"current_task"`
@@ -185,7 +186,7 @@ func WriteLoopJSON(w io.Writer, l LoopSnapshot) error {
 	if st := l.Stalls; st != nil {
 		doc.Stalls = &stallsDoc{
 			Threshold: st.Threshold.Seconds(), Count: st.Count, Logged: st.Logged,
-			Suppressed: st.Suppressed, Durations: summaryJSON(st.Durations),
+			Suppressed: st.Suppressed, Starved: st.Starved, Durations: summaryJSON(st.Durations),
 			InProgress: st.InProgress, CurrentTask: st.CurrentTask,
 			CurrentElapsed: st.CurrentElapsed.Seconds(),
 		}
@@ -333,7 +334,8 @@ func WriteLoopText(w io.Writer, l LoopSnapshot) error {
 	}
 	t.table("COUNT\tMEAN\tP50\tP90\tP99\tP999\tMAX\t(ms)", rows)
 	if st := l.Stalls; st != nil {
-		t.printf("\nstalls over %s: %d ended, %d logged, %d not logged (rate limit)", st.Threshold, st.Count, st.Logged, st.Suppressed)
+		t.printf("\nstalls over %s: %d ended, %d logged, %d not logged (rate limit), %d starved (the machine's doing)",
+			st.Threshold, st.Count, st.Logged, st.Suppressed, st.Starved)
 		if st.InProgress {
 			t.printf("; IN PROGRESS: task %d for %s", st.CurrentTask, st.CurrentElapsed.Round(time.Millisecond))
 		}

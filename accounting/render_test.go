@@ -139,7 +139,7 @@ func TestLoopJSONSchema(t *testing.T) {
 	stalls := m["stalls"].(map[string]any)
 	checkSchema(t, "stalls", stalls, map[string]string{
 		"threshold_seconds": tNum, "count": tInt, "logged": tInt, "suppressed": tInt,
-		"durations": tObj, "in_progress": tBool, "current_task": tInt, "current_elapsed_seconds": tNum,
+		"starved": tInt, "durations": tObj, "in_progress": tBool, "current_task": tInt, "current_elapsed_seconds": tNum,
 	}, true)
 	checkSchema(t, "stalls.durations", stalls["durations"].(map[string]any), summarySchema, true)
 	if m["utilisation_1s"] != 0.25 || m["ready_depth_max"] != 4.0 || m["live_tasks"] != 1.0 || stalls["count"] != 1.0 {

@@ -42,9 +42,10 @@ type Routes struct {
 // recorded in a few microseconds, too short to matter as a pause of the loop.
 const finishBatch = 256
 
-// NewRoutes returns an empty registry. Any goroutine (the registry then belongs to the
-// loop).
+// NewRoutes returns an empty registry. It panics if cfg.Validate fails. Any goroutine (the
+// registry then belongs to the loop).
 func NewRoutes(cfg Config) *Routes {
+	cfg.mustValidate()
 	cfg = cfg.withDefaults(time.Now())
 	l := cfg.layout()
 	return &Routes{cfg: cfg, layout: l, byKey: make(map[string]*Route), scratch: l.newHDR()}

@@ -23,6 +23,24 @@ const (
 // in TaskSample.ParkReason. Read-only.
 var ParkReasonNames = [NumParkReasons]string{"other", "sleep", "wait", "offload", "write", "queue"}
 
+// Task states (TaskSample.State), as used in JSON and the text view.
+const (
+	StateReady   = "ready"   // waiting in the ready queue for the loop
+	StateRunning = "running" // holding the loop (or running on a thread of its own)
+	StateParked  = "parked"  // suspended; TaskSample.ParkReason says why
+	StateDone    = "done"    // finished (the ring of recently finished tasks)
+	StateQueued  = "queued"  // a request waiting in an admission queue: no task yet
+)
+
+// NumTaskStates is the number of scheduler task states TaskStateNames names.
+const NumTaskStates = 4
+
+// TaskStateNames are the names of the scheduler's task states in its order (Ready,
+// Running, Parked, Done), so that the loop maps a state by indexing, as ParkReasonNames
+// does for park reasons. StateQueued is the loop's own: a request with no task yet.
+// Read-only.
+var TaskStateNames = [NumTaskStates]string{StateReady, StateRunning, StateParked, StateDone}
+
 // Task kinds (TaskSample.Kind).
 const (
 	KindRequest    = "request"    // a request's handler
@@ -38,7 +56,7 @@ type TaskSample struct {
 	Route      string // method + pattern, e.g. "GET /users/{id}"; "" for background tasks
 	Method     string // request only
 	Path       string // request only
-	State      string // "ready", "running", "parked" or "done"
+	State      string // StateReady, StateRunning, StateParked, StateDone or StateQueued
 	ParkReason string // while parked: one of ParkReasonNames
 	Goroutine  uint64 // the coroutine's goroutine id (as in stack dumps), 0 before it ran
 

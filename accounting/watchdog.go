@@ -2,29 +2,38 @@ package accounting
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// WatchdogConfig configures a Watchdog.
+// WatchdogConfig configures a Watchdog. Zero fields take the defaults named below;
+// Validate reports fields that are invalid rather than correcting them.
 type WatchdogConfig struct {
 	// Threshold is how long a slice may run before it is a stall (default
-	// DefaultStallThreshold).
+	// DefaultStallThreshold; at least MinStallThreshold).
 	Threshold time.Duration
 
-	// Interval is the poll period (default Threshold/DefaultStallPollDivisor). A stall is
-	// noticed at most Interval late, and its recorded duration is at most Interval short.
+	// Interval is the poll period (default Threshold/DefaultStallPollDivisor, and at least
+	// a millisecond; at most Threshold). A stall is noticed at most Interval late; its
+	// recorded length is exact when the loop reports the end (Watchdog.SliceEnded) and
+	// otherwise at most Interval short.
 	Interval time.Duration
 
 	// LogEvery rate-limits log lines: a stall that starts less than LogEvery after the last
-	// logged one is counted but not logged (default DefaultStallLogEvery).
+	// logged one is counted but not logged (default DefaultStallLogEvery). The next logged
+	// line says how many were not (suppressed=N).
 	LogEvery time.Duration
 
-	// Logger receives one Warn record per logged stall (default slog.Default()).
+	// Logger receives one Warn record per logged stall and one Info record when a logged
+	// stall ends (default slog.Default()).
 	Logger *slog.Logger
 
 	// Probe reports the slice holding the loop right now: its task id and how long it has
@@ -37,12 +46,126 @@ type WatchdogConfig struct {
 	// while the loop is stalled, so it must be safe for concurrent use and must not need
 	// the loop. route "" and goid 0 when unknown.
 	Describe func(taskID uint64) (route string, goid uint64)
+
+	// ThreadCPU returns the CPU time consumed so far by the loop's OS thread
+	// (LoopThread.CPU fits), or ok=false when it is not known. Optional. The watchdog reads
+	// it at each poll that sees a slice running, and a stall's log lines compare its
+	// advance with the wall time since the watchdog first saw the slice (up to the stall's
+	// detection for the line then, up to the last poll that saw it for the line at its
+	// end), to tell a task that holds the loop (the thread computed: cause=task) from one
+	// blocked in the kernel (cause=blocked) and from a thread the machine did not run
+	// (cause=starved). It is meaningful only for a loop locked to its thread. Called from
+	// the watchdog's goroutine.
+	ThreadCPU func() (time.Duration, bool)
+
+	// ThreadState returns the loop thread's scheduling state, as ThreadStateOf does
+	// (LoopThread.State fits), or ok=false when unknown. Optional; read at the polls of a
+	// stall whose thread hardly computed, to tell cause=starved ('R': runnable, waiting for a
+	// CPU) from cause=blocked (sleeping in the kernel). Without it such a stall's cause is
+	// off_cpu. Called from the watchdog's goroutine.
+	ThreadState func() (state byte, ok bool)
+}
+
+// MinStallThreshold is the shortest WatchdogConfig.Threshold: the watchdog polls at most
+// once a millisecond (each poll wakes a goroutine), so a shorter threshold could not be
+// honoured.
+const MinStallThreshold = minStallPoll
+
+// Validate reports the first invalid field, naming it; nil when cfg is usable (zero
+// fields take their defaults). Any goroutine.
+func (c WatchdogConfig) Validate() error {
+	if c.Probe == nil {
+		return errors.New("accounting: WatchdogConfig.Probe is required")
+	}
+	if c.Threshold < 0 || (c.Threshold > 0 && c.Threshold < MinStallThreshold) {
+		return fmt.Errorf("accounting: WatchdogConfig.Threshold (%v) must be 0 (default %v) or at least %v",
+			c.Threshold, DefaultStallThreshold, MinStallThreshold)
+	}
+	threshold := c.Threshold
+	if threshold == 0 {
+		threshold = DefaultStallThreshold
+	}
+	if c.Interval < 0 || (c.Interval > 0 && c.Interval < minStallPoll) {
+		return fmt.Errorf("accounting: WatchdogConfig.Interval (%v) must be 0 (default Threshold/%d) or at least %v",
+			c.Interval, DefaultStallPollDivisor, minStallPoll)
+	}
+	if c.Interval > threshold {
+		return fmt.Errorf("accounting: WatchdogConfig.Interval (%v) must be at most WatchdogConfig.Threshold (%v)",
+			c.Interval, threshold)
+	}
+	if c.LogEvery < 0 {
+		return fmt.Errorf("accounting: WatchdogConfig.LogEvery (%v) must not be negative", c.LogEvery)
+	}
+	return nil
+}
+
+// Stall causes, the cause attribute of a stall's log line.
+const (
+	// StallCauseTask: the loop thread computed for much of the stall: the task's code held
+	// the loop (a long computation without Yield).
+	StallCauseTask = "task"
+	// StallCauseBlocked: the thread hardly computed and was asleep in the kernel: the task
+	// made a blocking call (a system call, a lock, a sleep) on the loop.
+	StallCauseBlocked = "blocked"
+	// StallCauseStarved: the thread hardly computed although it was runnable (or the task's
+	// goroutine was waiting for a Go processor): the machine did not run the loop (too few
+	// cores, a noisy neighbour, a CPU quota). Not the handler's doing.
+	StallCauseStarved = "starved"
+	// StallCauseOffCPU: the thread hardly computed; without WatchdogConfig.ThreadState
+	// starved and blocked cannot be told apart.
+	StallCauseOffCPU = "off_cpu"
+	// StallCauseUnknown: the thread's CPU time was not measured (no ThreadCPU, or the
+	// watchdog saw the slice first when it was already a stall: its log line has no
+	// window, though the line at the stall's end has one if the watchdog polled again
+	// while it lasted).
+	StallCauseUnknown = "unknown"
+)
+
+// Cause thresholds: the thread computed if its CPU time advanced by at least
+// 1/computedDivisor of the wall time (a busy thread sharing a core with a few others still
+// does); below that, a thread asleep in the kernel counts as blocked only if it computed
+// less than 1/blockedDivisor of the time.
+const (
+	computedDivisor = 8
+	blockedDivisor  = 2
+)
+
+// stallCause classifies a stall from the loop thread's CPU time used over window of wall
+// time, the thread's state (when stateOK) and the task goroutine's status in a stack dump
+// ("" when not dumped).
+func stallCause(used, window time.Duration, measured bool, state byte, stateOK bool, gstatus string) string {
+	switch {
+	case !measured || window <= 0:
+		return StallCauseUnknown
+	case used*blockedDivisor >= window:
+		return StallCauseTask
+	case !stateOK:
+		if used*computedDivisor >= window {
+			return StallCauseTask
+		}
+		return StallCauseOffCPU
+	case state == 'R':
+		if used*computedDivisor >= window {
+			return StallCauseTask
+		}
+		return StallCauseStarved
+	case gstatus == "runnable":
+		// The thread sleeps because its goroutine waits for a Go processor (a locked thread
+		// sleeps while its goroutine is off it). A goroutine that was computing also shows
+		// as runnable in a dump, which stops the world, so this tells only for a thread
+		// found asleep.
+		return StallCauseStarved
+	default:
+		return StallCauseBlocked
+	}
 }
 
 // Watchdog notices slices that hold the loop past a threshold, from its own goroutine: it
-// polls Probe every Interval, logs each stall once (task id, route, time so far and the
-// task's goroutine stack, rate-limited), and when the stall ends (the probe shows another
-// slice, or none) records the stall's final observed duration. Safe for concurrent use.
+// polls Probe every Interval, logs each stall once (task id, route, time so far, cause and
+// the task's goroutine stack, rate-limited), and when the stall ends (the probe shows
+// another slice, or none) records its length: the one the loop reports through
+// SliceEnded, or else the last observed. A logged stall's end is logged too, with that
+// length. Safe for concurrent use.
 //
 // Capturing the stack dumps every goroutine (runtime.Stack with all=true), which stops the
 // world for a moment; it happens only for a stall that is logged.
@@ -52,22 +175,34 @@ type Watchdog struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+	lim  *LogLimiter
+	end  endSlot // the loop's reports of long slices' ends
 
 	// The watchdog goroutine's own state.
-	active    bool
-	id        uint64    // task of the stall in progress
+	active    bool      // a stall is in progress
+	ending    bool      // a stall ended at endSeen; its length is recorded at the next poll
+	id        uint64    // task of the stall in progress (or ending)
 	startedAt time.Time // its slice's start, as seen by the watchdog
 	lastPoll  time.Time // last poll that saw it
 	lastElap  time.Duration
-	lastLog   time.Time
+	endSeen   time.Time // the poll that saw it over
+	logged    bool      // it was logged
+	route     string    // its route, as described when it was logged
+	gstatus   string    // its goroutine's status in the dump, when it was logged
+	obs       threadObs // the loop thread over it so far
 
-	mu sync.Mutex // guards st
+	seenOK  bool // the thread CPU reading at the first poll that saw the current slice
+	seenID  uint64
+	seenAt  time.Time
+	seenCPU time.Duration
+
+	mu sync.Mutex // guards st and h
 	st StallStats
 	h  store
 }
 
-// StartWatchdog starts a watchdog goroutine; stop it with Stop. It panics if cfg.Probe is
-// nil. Any goroutine.
+// StartWatchdog starts a watchdog goroutine; stop it with Stop. It panics if cfg.Validate
+// fails (a programming error). Any goroutine.
 func StartWatchdog(cfg WatchdogConfig) *Watchdog {
 	w := newWatchdog(cfg)
 	go w.run()
@@ -75,16 +210,16 @@ func StartWatchdog(cfg WatchdogConfig) *Watchdog {
 }
 
 func newWatchdog(cfg WatchdogConfig) *Watchdog {
-	if cfg.Probe == nil {
-		panic("accounting: WatchdogConfig.Probe is required")
+	if err := cfg.Validate(); err != nil {
+		panic(err)
 	}
-	if cfg.Threshold <= 0 {
+	if cfg.Threshold == 0 {
 		cfg.Threshold = DefaultStallThreshold
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = max(cfg.Threshold/DefaultStallPollDivisor, minStallPoll)
+	if cfg.Interval == 0 {
+		cfg.Interval = min(max(cfg.Threshold/DefaultStallPollDivisor, minStallPoll), cfg.Threshold)
 	}
-	if cfg.LogEvery <= 0 {
+	if cfg.LogEvery == 0 {
 		cfg.LogEvery = DefaultStallLogEvery
 	}
 	if cfg.Logger == nil {
@@ -95,14 +230,31 @@ func newWatchdog(cfg WatchdogConfig) *Watchdog {
 		now:  time.Now,
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
+		lim:  NewLogLimiter(1, cfg.LogEvery),
 		h:    newStore(Config{}.withDefaults(time.Time{}).layout()),
 	}
 	w.st.Threshold = cfg.Threshold
 	return w
 }
 
+// Threshold returns the stall threshold in force (the default when none was given). Any
+// goroutine.
+func (w *Watchdog) Threshold() time.Duration { return w.cfg.Threshold }
+
+// SliceEnded reports that a slice of task taskID that ran for length has just ended, so
+// that a stall is recorded with its true length rather than with the watchdog's last
+// observation. The loop calls it at the end of every slice at least Threshold long (a
+// comparison per slice; the call is for stalls only); shorter ones are ignored. It neither
+// blocks nor allocates. Any goroutine, one at a time (the loop).
+func (w *Watchdog) SliceEnded(taskID uint64, length time.Duration) {
+	if length < w.cfg.Threshold {
+		return
+	}
+	w.end.store(taskID, length)
+}
+
 // Stop stops the watchdog and waits for its goroutine to exit. A stall in progress is not
-// counted. Safe to call more than once. Any goroutine.
+// counted; one that ended is. Safe to call more than once. Any goroutine.
 func (w *Watchdog) Stop() {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
@@ -115,11 +267,20 @@ func (w *Watchdog) run() {
 	for {
 		select {
 		case <-w.stop:
+			if w.ending {
+				w.finish(false)
+			}
 			return
 		case <-t.C:
 			w.poll()
 		}
 	}
+}
+
+// sameSlice reports whether a slice of task id that started at start is the one of task
+// seenID already running at seen: a later slice of the same task starts after that poll.
+func sameSlice(id uint64, start time.Time, seenID uint64, seen time.Time) bool {
+	return id == seenID && !start.After(seen)
 }
 
 // poll runs one probe. Called only from the watchdog goroutine (or a test standing in
@@ -128,26 +289,51 @@ func (w *Watchdog) poll() {
 	id, elapsed, ok := w.cfg.Probe()
 	now := w.now() // after the probe: start below is at or after the true start
 	start := now.Add(-elapsed)
+	var cpu time.Duration
+	cpuOK := false
+	if ok && w.cfg.ThreadCPU != nil {
+		cpu, cpuOK = w.cfg.ThreadCPU()
+	}
+	if w.ending {
+		w.finish(false)
+	}
 	if w.active {
-		// Same slice iff same task and it already ran at the previous poll (a later slice
-		// of the same task starts after that poll).
-		if ok && id == w.id && !start.After(w.lastPoll) {
+		if ok && sameSlice(id, start, w.id, w.lastPoll) {
 			w.lastPoll, w.lastElap = now, elapsed
+			if cpuOK && w.seenOK && sameSlice(id, start, w.seenID, w.seenAt) {
+				w.observe(cpu-w.seenCPU, now.Sub(w.seenAt))
+			}
 			w.mu.Lock()
 			w.st.CurrentElapsed = elapsed
 			w.mu.Unlock()
 			return
 		}
-		w.end()
+		w.active, w.endSeen = false, now
+		w.mu.Lock()
+		w.st.InProgress, w.st.CurrentTask, w.st.CurrentElapsed = false, 0, 0
+		w.mu.Unlock()
+		w.finish(true)
+	}
+
+	// The CPU window runs from the first poll that saw this slice.
+	var used, window time.Duration
+	measured := false
+	if cpuOK && w.seenOK && sameSlice(id, start, w.seenID, w.seenAt) {
+		used, window, measured = cpu-w.seenCPU, now.Sub(w.seenAt), true
+	} else {
+		w.seenOK, w.seenID, w.seenAt, w.seenCPU = cpuOK, id, now, cpu
 	}
 	if !ok || elapsed < w.cfg.Threshold {
 		return
 	}
-	w.active, w.id, w.startedAt, w.lastPoll, w.lastElap = true, id, start, now, elapsed
-	logIt := w.lastLog.IsZero() || now.Sub(w.lastLog) >= w.cfg.LogEvery
-	if logIt {
-		w.lastLog = now
+
+	if w.ending {
+		w.finish(false) // another stall starts before the last one's length came
 	}
+	w.active, w.id, w.startedAt, w.lastPoll, w.lastElap = true, id, start, now, elapsed
+	w.route, w.gstatus, w.obs = "", "", threadObs{}
+	logIt, suppressed := w.lim.Allow(now)
+	w.logged = logIt
 	w.mu.Lock()
 	w.st.InProgress, w.st.CurrentTask, w.st.CurrentElapsed = true, id, elapsed
 	if logIt {
@@ -156,43 +342,150 @@ func (w *Watchdog) poll() {
 		w.st.Suppressed++
 	}
 	w.mu.Unlock()
+	if measured {
+		w.observe(used, window)
+	}
 	if logIt {
-		w.log(id, elapsed)
+		w.log(id, now, elapsed, suppressed)
 	}
 }
 
-// end records the stall in progress with its last observed duration.
-func (w *Watchdog) end() {
-	w.active = false
-	w.mu.Lock()
-	w.st.Count++
-	w.h.record(int64(w.lastElap), int64(DefaultHistogramMax))
-	w.st.InProgress, w.st.CurrentTask, w.st.CurrentElapsed = false, 0, 0
-	w.mu.Unlock()
+// observe updates the stall's view of the loop thread: used CPU time over window since the
+// first poll that saw the slice, and the thread's state when it hardly computed.
+func (w *Watchdog) observe(used, window time.Duration) {
+	w.obs.used, w.obs.window, w.obs.measured = used, window, true
+	w.obs.stateOK = false
+	if used*blockedDivisor < window && w.cfg.ThreadState != nil {
+		w.obs.state, w.obs.stateOK = w.cfg.ThreadState()
+	}
 }
 
-func (w *Watchdog) log(id uint64, elapsed time.Duration) {
+// threadObs is what the watchdog saw of the loop thread over a stall: CPU time used over
+// a window of wall time (when measured), and its state when it was read.
+type threadObs struct {
+	used, window time.Duration
+	measured     bool
+	state        byte
+	stateOK      bool
+}
+
+func (o threadObs) cause(gstatus string) string {
+	return stallCause(o.used, o.window, o.measured, o.state, o.stateOK, gstatus)
+}
+
+// stallEndSlack is the disagreement allowed between the loop's report of a slice's length
+// and the watchdog's view of its start and end: the two read different clocks (the
+// scheduler's, the watchdog's time.Now) at slightly different moments.
+const stallEndSlack = time.Millisecond
+
+// finish records the stall that ended (at endSeen) with its length: the loop's report when
+// it matches, else the last observed elapsed time. When wait is set and the loop reports
+// ends but this one's report has not come yet (the probe can see the slice over just
+// before the loop's report), it leaves the stall pending for the next poll instead.
+func (w *Watchdog) finish(wait bool) {
+	length, exact := w.lastElap, false
+	rid, rlen, reported, used := w.end.load()
+	if reported && rid == w.id && rlen >= w.lastElap-stallEndSlack && rlen <= w.endSeen.Sub(w.startedAt)+stallEndSlack {
+		length, exact = rlen, true
+	} else if wait && used {
+		w.ending = true
+		return
+	}
+	w.ending = false
+	cause := w.obs.cause(w.gstatus)
+	w.mu.Lock()
+	w.st.Count++
+	if cause == StallCauseStarved {
+		w.st.Starved++
+	}
+	w.h.record(int64(length), int64(DefaultHistogramMax))
+	w.mu.Unlock()
+	if w.logged {
+		attrs := []slog.Attr{
+			slog.Uint64("task", w.id),
+			slog.String("route", w.route),
+			slog.Duration("length", length),
+			slog.Bool("exact", exact), // false: the last observed length, at most Interval short
+			slog.String("cause", cause),
+			slog.Duration("thread_cpu", w.obs.used),
+			slog.Duration("window", w.obs.window),
+		}
+		w.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "baton: a stalled task gave the loop back", attrs...)
+	}
+}
+
+// Stack placeholders for a log line whose stack could not be taken.
+const (
+	stackEndedBeforeDescribe = "(the slice ended before it could be described)"
+	stackEndedBeforeDump     = "(the slice ended before the dump)"
+	stackUnknown             = "(no goroutine id for the task)"
+)
+
+// log writes the Warn line of a stall first seen at poll time at: it describes the task
+// while it still runs, dumps its goroutine's stack, and keeps what it learned before the
+// slice ended if it ends in between (only the stack is lost then). It sets w.route and
+// w.gstatus, the goroutine's status in the dump, which the cause can use.
+func (w *Watchdog) log(id uint64, at time.Time, elapsed time.Duration, suppressed uint64) {
 	var route string
 	var goid uint64
 	if w.cfg.Describe != nil {
 		route, goid = w.cfg.Describe(id)
 	}
-	var stack string
-	if goid != 0 {
+	var stack, gstatus string
+	// The description is this task's only if its slice still runs after Describe: the slot
+	// holds the slice published last, and the loop cannot publish another while stuck.
+	switch {
+	case !w.stillRuns(id, at):
+		route, goid, stack = "", 0, stackEndedBeforeDescribe
+	case goid == 0:
+		stack = stackUnknown
+	default:
 		stack = StackOf(goid)
+		if w.stillRuns(id, at) {
+			gstatus = goroutineStatus(stack)
+		} else {
+			stack = stackEndedBeforeDump // the goroutine may be running another task by now
+		}
 	}
-	// The description is this task's only if the task still runs now: a stall that ended
-	// in between would leave the next slice's route and stack.
-	if now, _, ok := w.cfg.Probe(); !ok || now != id {
-		route, goid, stack = "", 0, ""
-	}
-	w.cfg.Logger.Warn("baton: a task is holding the loop",
+	w.route, w.gstatus = route, gstatus
+	obs := w.obs
+	attrs := []slog.Attr{
 		slog.Uint64("task", id),
 		slog.String("route", route),
 		slog.Duration("elapsed", elapsed),
 		slog.Duration("threshold", w.cfg.Threshold),
+		slog.String("cause", obs.cause(gstatus)),
+		slog.Duration("thread_cpu", obs.used),
+		slog.Duration("window", obs.window),
+	}
+	if obs.stateOK {
+		attrs = append(attrs, slog.String("thread_state", string(obs.state)))
+	}
+	attrs = append(attrs,
+		slog.Uint64("suppressed", suppressed),
 		slog.Uint64("goroutine", goid),
 		slog.String("stack", stack))
+	w.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "baton: a task is holding the loop", attrs...)
+}
+
+// stillRuns reports whether the probe still shows the slice of task id that was running
+// at at.
+func (w *Watchdog) stillRuns(id uint64, at time.Time) bool {
+	nid, elapsed, ok := w.cfg.Probe()
+	return ok && sameSlice(nid, w.now().Add(-elapsed), id, at)
+}
+
+// goroutineStatus returns the status in a stack's header ("goroutine 7 [runnable]:" gives
+// "runnable", "goroutine 7 [syscall, 2 minutes]:" gives "syscall"), or "".
+func goroutineStatus(stack string) string {
+	_, s, ok := strings.Cut(stack, " [")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(s, "],"); i >= 0 {
+		return s[:i]
+	}
+	return ""
 }
 
 // Stats returns the stall figures so far. It takes a mutex the watchdog holds only
@@ -211,11 +504,45 @@ type StallStats struct {
 	Count      uint64        // stalls that ended
 	Logged     uint64        // stalls logged
 	Suppressed uint64        // stalls not logged because of the rate limit
-	Durations  Summary       // final observed duration of each ended stall
+	Starved    uint64        // ended stalls whose cause, over all of it, was StallCauseStarved
+	Durations  Summary       // length of each ended stall (see Watchdog.SliceEnded)
 
 	InProgress     bool          // a stall is going on now
 	CurrentTask    uint64        // its task id
 	CurrentElapsed time.Duration // its slice's time so far, at the last poll
+}
+
+// endSlot holds the loop's last report of a long slice's end: a sequence lock over the
+// task id and length, written by one goroutine at a time and read by the watchdog.
+type endSlot struct {
+	seq    atomic.Uint64 // odd while a store is in progress; 0: nothing reported yet
+	id     atomic.Uint64
+	length atomic.Int64
+}
+
+func (e *endSlot) store(id uint64, length time.Duration) {
+	s := e.seq.Load()
+	e.seq.Store(s + 1)
+	e.id.Store(id)
+	e.length.Store(int64(length))
+	e.seq.Store(s + 2)
+}
+
+// load returns the last report (ok=false when there is none or a store is in progress)
+// and whether anything was ever reported.
+func (e *endSlot) load() (id uint64, length time.Duration, ok, used bool) {
+	s := e.seq.Load()
+	if s == 0 {
+		return 0, 0, false, false
+	}
+	if s&1 != 0 {
+		return 0, 0, false, true
+	}
+	id, length = e.id.Load(), time.Duration(e.length.Load())
+	if e.seq.Load() != s {
+		return 0, 0, false, true
+	}
+	return id, length, true, true
 }
 
 // StackOf returns the stack of goroutine goid, cut out of a dump of all goroutines
