@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/offload"
 )
@@ -96,8 +97,15 @@ type Config struct {
 	// MultiThread runs each request handler in its own goroutine, in parallel, instead of
 	// as a task on the loop. Handlers then must be safe for concurrent use (shared state
 	// needs locks) but may block; the handler API, accounting and limits stay the same.
-	// Default false: single-thread mode (see docs/concurrency.md).
+	// Background tasks (Go, Every) always run on the loop. Default false: single-thread
+	// mode (see docs/concurrency.md).
 	MultiThread bool
+
+	// RequireSingleThread declares that the application's handlers rely on single-thread
+	// mode (they share state without locks). MultiThread is then an error, and so is an
+	// environment asking for it (BATON_USE_SINGLE_THREAD=false in FromEnv), instead of a
+	// silent switch into data races.
+	RequireSingleThread bool
 
 	// HandlerTimeout is the longest a handler may run; then its context is cancelled
 	// (context.DeadlineExceeded) and, if it wrote nothing yet, the client gets 503 at once
@@ -218,6 +226,12 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("loop: Config.%s must not be negative, got %d", f.name, f.v)
 		}
+	}
+	if c.RequireSingleThread && c.MultiThread {
+		return fmt.Errorf("loop: Config.MultiThread is set but Config.RequireSingleThread says the handlers rely on single-thread mode")
+	}
+	if c.StallThreshold > 0 && c.StallThreshold < accounting.MinStallThreshold {
+		return fmt.Errorf("loop: Config.StallThreshold %v is below the detector's resolution %v (negative turns it off)", c.StallThreshold, accounting.MinStallThreshold)
 	}
 	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
 		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)

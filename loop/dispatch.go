@@ -81,7 +81,7 @@ func (s *Server) admit(cs *conn, c *Ctx) {
 		c.queuedAt = c.acceptedAt
 	case admitRefused:
 		cs.ctx = nil
-		if ok, suppressed := s.refusalLog.allow(c.acceptedAt); ok {
+		if ok, suppressed := s.refusalLog.Allow(s.timeAt(c.acceptedAt)); ok {
 			s.log.Warn("loop: admission queue full; refusing requests with 429", "route", c.pattern,
 				"refused_total", s.adm.refused, "suppressed", suppressed, "retry_after", s.adm.retryAfter())
 		}
@@ -112,7 +112,7 @@ func (s *Server) start(c *Ctx, first bool) {
 // and finishes the request. Loop-confined.
 func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
 	s.panics++
-	if ok, suppressed := s.panicLog.allow(s.now()); ok {
+	if ok, suppressed := s.panicLog.Allow(s.timeAt(s.now())); ok {
 		s.log.Error("loop: handler panicked", "route", c.pattern, "method", c.Method(), "path", string(c.req.Path),
 			"task", id, "panic", v, "panics_total", s.panics, "suppressed", suppressed, "stack", string(stack))
 	}
@@ -236,7 +236,7 @@ func (s *Server) onTaskPanic(t *scheduler.Task, v any, stack []byte) {
 		s.handlerPanicked(a, t.ID(), v, stack)
 	default:
 		s.panics++
-		if ok, suppressed := s.panicLog.allow(s.now()); ok {
+		if ok, suppressed := s.panicLog.Allow(s.timeAt(s.now())); ok {
 			s.log.Error("loop: background task panicked", "task", t.ID(), "name", t.Label(), "panic", v,
 				"panics_total", s.panics, "suppressed", suppressed, "stack", string(stack))
 		}

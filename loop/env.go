@@ -8,77 +8,89 @@ import (
 	"time"
 )
 
-// Environment variables read by FromEnv. Each BATON_X falls back to BATON_DEFAULT_X: the
-// deployment sets server-wide defaults in BATON_DEFAULT_*, and an application overrides
-// them for itself in BATON_*. A variable that is set wins over the value passed in (the
-// code's own default); an empty variable counts as unset.
-const (
-	EnvRequestConcurrency = "REQUEST_CONCURRENCY" // Config.RequestConcurrency, integer >= 0 (0: no limit)
-	EnvMaxQueueLength     = "MAX_QUEUE_LENGTH"    // Config.MaxQueueLength, integer >= 0
-	EnvUseSingleThread    = "USE_SINGLE_THREAD"   // !Config.MultiThread: true or false (also 1/0, yes/no, on/off)
-	EnvLockOSThread       = "LOCK_OS_THREAD"      // Config.LockOSThread, boolean
-	EnvReadHeaderTimeout  = "READ_HEADER_TIMEOUT" // Config.ReadHeaderTimeout, Go duration ("10s"); negative: none
-	EnvIdleTimeout        = "IDLE_TIMEOUT"        // Config.IdleTimeout, duration
-	EnvHandlerTimeout     = "HANDLER_TIMEOUT"     // Config.HandlerTimeout, duration >= 0 (0: none)
-	EnvWriteStallTimeout  = "WRITE_STALL_TIMEOUT" // Config.WriteStallTimeout, duration
-	EnvMaxBodyBytes       = "MAX_BODY_BYTES"      // Config.Limits.MaxBodyBytes, integer > 0
-	EnvMaxHeaderBytes     = "MAX_HEADER_BYTES"    // Config.Limits.MaxHeaderBytes, integer > 0
-	EnvMaxOutputBytes     = "MAX_OUTPUT_BYTES"    // Config.MaxOutputBytes, integer > 0
-	EnvMaxBufferedInput   = "MAX_BUFFERED_INPUT"  // Config.MaxBufferedInput, integer > 0
-	EnvOffloadTokens      = "OFFLOAD_TOKENS"      // Config.Offload.Tokens, integer > 0
-	EnvOffloadSlowTokens  = "OFFLOAD_SLOW_TOKENS" // Config.Offload.SlowTokens, integer > 0
-	EnvOffloadLanes       = "OFFLOAD_LANES"       // !Config.Offload.NoLanes, boolean
-	EnvStallThreshold     = "STALL_THRESHOLD"     // Config.StallThreshold, duration; negative: off
-	EnvAccounting         = "ACCOUNTING"          // !Config.NoAccounting, boolean
-	EnvOSClock            = "OS_CLOCK"            // Config.OSClock, boolean
-)
-
 // envPrefix and envDefaultPrefix name the two layers.
 const (
 	envPrefix        = "BATON_"
 	envDefaultPrefix = "BATON_DEFAULT_"
 )
 
-// FromEnv returns cfg with every setting given in the environment applied (see the Env*
-// constants: BATON_X, else BATON_DEFAULT_X, else cfg's own value), then validated. A value
-// that does not parse or is out of range is an error naming the variable; it is never
-// silently replaced. Safe for concurrent use.
+// FromEnv returns cfg with every setting given in the environment applied, then
+// validated. Each setting X is read from BATON_X, else BATON_DEFAULT_X (the deployment sets
+// server-wide defaults in BATON_DEFAULT_*, an application overrides them in BATON_*), else
+// cfg keeps its own value; an empty variable counts as unset. A value that does not parse
+// or is out of range is an error naming the variable; it is never silently replaced.
+//
+//	variable                   Config field                 value
+//	BATON_ADDR (then PORT)     Addr                         host:port; PORT=n means ":n" (all interfaces), as platforms set it
+//	BATON_REQUEST_CONCURRENCY  RequestConcurrency           integer >= 0 (0: no limit)
+//	BATON_MAX_QUEUE_LENGTH     MaxQueueLength               integer >= 0
+//	BATON_USE_SINGLE_THREAD    !MultiThread                 boolean; false with Config.RequireSingleThread is an error
+//	BATON_LOCK_OS_THREAD       LockOSThread                 boolean
+//	BATON_READ_HEADER_TIMEOUT  ReadHeaderTimeout            duration ("10s"); negative: none
+//	BATON_IDLE_TIMEOUT         IdleTimeout                  duration; negative: none
+//	BATON_HANDLER_TIMEOUT      HandlerTimeout               duration >= 0 (0: none)
+//	BATON_WRITE_STALL_TIMEOUT  WriteStallTimeout            duration; negative: never
+//	BATON_MAX_BODY_BYTES       Limits.MaxBodyBytes          integer > 0
+//	BATON_MAX_HEADER_BYTES     Limits.MaxHeaderBytes        integer > 0
+//	BATON_MAX_OUTPUT_BYTES     MaxOutputBytes               integer > 0
+//	BATON_MAX_BUFFERED_INPUT   MaxBufferedInput             integer > 0
+//	BATON_OFFLOAD_TOKENS       Offload.Tokens               integer > 0
+//	BATON_OFFLOAD_SLOW_TOKENS  Offload.SlowTokens           integer > 0
+//	BATON_OFFLOAD_LANES        !Offload.NoLanes             boolean
+//	BATON_STALL_THRESHOLD      StallThreshold               duration; negative: detector off
+//	BATON_ACCOUNTING           !NoAccounting                boolean
+//	BATON_OS_CLOCK             OSClock                      boolean
+//
+// Booleans are true/false, 1/0, yes/no or on/off; durations are Go durations (500ms, 2m).
+// The BATON_DEFAULT_ form exists for every variable but PORT. Safe for concurrent use.
 func FromEnv(cfg Config) (Config, error) {
 	return fromLookup(cfg, os.LookupEnv)
 }
 
 func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) {
 	e := envReader{lookup: lookup}
-	e.int(EnvRequestConcurrency, 0, &cfg.RequestConcurrency)
-	e.int(EnvMaxQueueLength, 0, &cfg.MaxQueueLength)
+	if v, _, ok := e.get("ADDR"); ok {
+		cfg.Addr = v
+	} else if v, ok := lookup("PORT"); ok && strings.TrimSpace(v) != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > 65535 {
+			e.fail("PORT", v, "not a port number")
+		} else {
+			cfg.Addr = ":" + strconv.Itoa(n)
+		}
+	}
+	e.int("REQUEST_CONCURRENCY", 0, &cfg.RequestConcurrency)
+	e.int("MAX_QUEUE_LENGTH", 0, &cfg.MaxQueueLength)
 	var single bool
-	if e.bool(EnvUseSingleThread, &single) {
+	if from, ok := e.bool("USE_SINGLE_THREAD", &single); ok {
+		if !single && cfg.RequireSingleThread {
+			e.fail(from, "false", "this application requires single-thread mode (Config.RequireSingleThread): its handlers share state without locks")
+		}
 		cfg.MultiThread = !single
 	}
-	e.bool(EnvLockOSThread, &cfg.LockOSThread)
-	e.duration(EnvReadHeaderTimeout, true, &cfg.ReadHeaderTimeout)
-	e.duration(EnvIdleTimeout, true, &cfg.IdleTimeout)
-	e.duration(EnvHandlerTimeout, false, &cfg.HandlerTimeout)
-	e.duration(EnvWriteStallTimeout, true, &cfg.WriteStallTimeout)
+	e.bool("LOCK_OS_THREAD", &cfg.LockOSThread)
+	e.duration("READ_HEADER_TIMEOUT", true, &cfg.ReadHeaderTimeout)
+	e.duration("IDLE_TIMEOUT", true, &cfg.IdleTimeout)
+	e.duration("HANDLER_TIMEOUT", false, &cfg.HandlerTimeout)
+	e.duration("WRITE_STALL_TIMEOUT", true, &cfg.WriteStallTimeout)
 	var maxBody int
-	if e.int(EnvMaxBodyBytes, 1, &maxBody) {
+	if e.int("MAX_BODY_BYTES", 1, &maxBody) {
 		cfg.Limits.MaxBodyBytes = int64(maxBody)
 	}
-	e.int(EnvMaxHeaderBytes, 1, &cfg.Limits.MaxHeaderBytes)
-	e.int(EnvMaxOutputBytes, 1, &cfg.MaxOutputBytes)
-	e.int(EnvMaxBufferedInput, 1, &cfg.MaxBufferedInput)
-	e.int(EnvOffloadTokens, 1, &cfg.Offload.Tokens)
-	e.int(EnvOffloadSlowTokens, 1, &cfg.Offload.SlowTokens)
+	e.int("MAX_HEADER_BYTES", 1, &cfg.Limits.MaxHeaderBytes)
+	e.int("MAX_OUTPUT_BYTES", 1, &cfg.MaxOutputBytes)
+	e.int("MAX_BUFFERED_INPUT", 1, &cfg.MaxBufferedInput)
+	e.int("OFFLOAD_TOKENS", 1, &cfg.Offload.Tokens)
+	e.int("OFFLOAD_SLOW_TOKENS", 1, &cfg.Offload.SlowTokens)
 	var lanes bool
-	if e.bool(EnvOffloadLanes, &lanes) {
+	if _, ok := e.bool("OFFLOAD_LANES", &lanes); ok {
 		cfg.Offload.NoLanes = !lanes
 	}
-	e.duration(EnvStallThreshold, true, &cfg.StallThreshold)
+	e.duration("STALL_THRESHOLD", true, &cfg.StallThreshold)
 	var acct bool
-	if e.bool(EnvAccounting, &acct) {
+	if _, ok := e.bool("ACCOUNTING", &acct); ok {
 		cfg.NoAccounting = !acct
 	}
-	e.bool(EnvOSClock, &cfg.OSClock)
+	e.bool("OS_CLOCK", &cfg.OSClock)
 	if e.err != nil {
 		return cfg, e.err
 	}
@@ -128,10 +140,11 @@ func (e *envReader) int(name string, minimum int, dst *int) bool {
 	return true
 }
 
-func (e *envReader) bool(name string, dst *bool) bool {
+// bool reads a boolean, reporting the variable it came from and whether one was set.
+func (e *envReader) bool(name string, dst *bool) (from string, ok bool) {
 	v, from, ok := e.get(name)
 	if !ok {
-		return false
+		return "", false
 	}
 	switch strings.ToLower(v) {
 	case "1", "t", "true", "yes", "y", "on":
@@ -140,9 +153,9 @@ func (e *envReader) bool(name string, dst *bool) bool {
 		*dst = false
 	default:
 		e.fail(from, v, "not a boolean (true/false, 1/0, yes/no, on/off)")
-		return false
+		return from, false
 	}
-	return true
+	return from, true
 }
 
 func (e *envReader) duration(name string, negativeOK bool, dst *time.Duration) bool {

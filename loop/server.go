@@ -14,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/offload"
@@ -86,8 +87,8 @@ type Server struct {
 	inflight   int    // request handlers started and not yet finished (admitted or exempt)
 	parsed     uint64 // requests parsed and dispatched (answered by a handler or by the server)
 	panics     uint64 // handler and background task panics
-	panicLog   logLimiter
-	refusalLog logLimiter
+	panicLog   *accounting.LogLimiter
+	refusalLog *accounting.LogLimiter
 	pumpPosted bool
 	turnAt     int64 // clock reading at the start of the current callback, 0 outside one
 	lastAt     int64 // latest clock reading in the current callback, 0 when stale (see start)
@@ -119,8 +120,8 @@ func New(cfg Config) *Server {
 	s.pumpFn = func() {}
 	s.sweepEvery = sweepInterval(cfg)
 	s.adm = newAdmission(cfg.RequestConcurrency, cfg.MaxQueueLength)
-	s.panicLog = newLogLimiter(10, time.Second)
-	s.refusalLog = newLogLimiter(1, 10*time.Second)
+	s.panicLog = accounting.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
+	s.refusalLog = accounting.NewLogLimiter(1, 10*time.Second) // one line per overload episode
 	s.drainSig = NewEvent(s)
 	if cfg.MultiThread {
 		s.mode = goroutineMode{s}
@@ -408,6 +409,9 @@ func (s *Server) DrainReport() DrainReport {
 // nanotime is the loop's monotonic clock, in nanoseconds since the server was created: the
 // scheduler's, so that task figures and request times share one clock. Loop only.
 func (s *Server) nanotime() int64 { return s.sched.Now() }
+
+// timeAt converts a loop clock reading to wall-clock time.
+func (s *Server) timeAt(now int64) time.Time { return s.epoch.Add(time.Duration(now)) }
 
 // nanotimeAny is the same clock read from any goroutine (through the OS clock).
 func (s *Server) nanotimeAny() int64 { return int64(time.Since(s.epoch)) }

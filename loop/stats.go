@@ -3,6 +3,7 @@ package loop
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"time"
 
@@ -29,6 +30,8 @@ type acct struct {
 	current    accounting.Current
 	watchdog   *accounting.Watchdog
 	cpuClock   bool // read the thread CPU clock per slice
+	thread     accounting.LoopThread
+	stallAt    time.Duration // slices this long are reported to the watchdog (max when off)
 	bgKey      string
 	nextSample int64 // when the next ordinary request is sampled into the ring (loop clock)
 	// pubGoid and pubKey are what current holds, so that a slice of the same goroutine
@@ -63,6 +66,7 @@ func (s *Server) initAccounting() {
 	a := &s.acct
 	a.on = !s.cfg.NoAccounting
 	a.bgKey = "background"
+	a.stallAt = math.MaxInt64
 	if !a.on {
 		return
 	}
@@ -134,6 +138,9 @@ func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.R
 	if c, ok := t.Arg().(*Ctx); ok && c.finished {
 		s.requestFinished(t, c)
 	}
+	if _, run := t.LastSlice(); run >= s.acct.stallAt {
+		s.acct.watchdog.SliceEnded(t.ID(), run) // a stall's true length
+	}
 }
 
 // onSliceStopCPU is onSliceStop with Config.CPUClock: it adds the slice's CPU time first.
@@ -160,7 +167,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
 		dst.Goroutine = c.Task.t.Goroutine()
 		if dst.State == "" {
-			dst.State = c.Task.t.State().String()
+			dst.State = accounting.TaskStateNames[c.Task.t.State()]
 			if c.Task.t.State() == scheduler.Parked {
 				dst.ParkReason = reasonName(c.Task.t.Reason())
 			}
@@ -168,15 +175,15 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	case c.Task.g != nil:
 		st = c.Task.g.stats(&c.Task)
 		if dst.State == "" {
-			dst.State = scheduler.Running.String()
+			dst.State = accounting.StateRunning
 		}
 	default:
-		dst.State = "queued"
+		dst.State = accounting.StateQueued
 	}
 	dst.ID = c.Task.idOrZero()
 	dst.Kind = accounting.KindRequest
 	dst.Route = c.pattern
-	if dst.State != "done" { // finished tasks keep no method or path (the route has them):
+	if dst.State != accounting.StateDone { // finished tasks keep no method or path (the route has them):
 		dst.Method = c.Method() // the path would cost an allocation per request
 		dst.Path = string(c.req.Path)
 	}
@@ -193,7 +200,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 func (s *Server) sampleBackground(t *scheduler.Task, dst *accounting.TaskSample, now int64) {
 	st := t.StatsAt(now)
 	*dst = accounting.TaskSample{
-		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: t.State().String(),
+		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: accounting.TaskStateNames[t.State()],
 		Goroutine: t.Goroutine(), Age: time.Duration(now - int64(st.Spawned.Sub(s.epoch))),
 	}
 	fillFigures(dst, &st)
@@ -271,7 +278,7 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 	}
 	if sample {
 		smp := s.acct.ring.Slot()
-		smp.State = "done"
+		smp.State = accounting.StateDone
 		s.sample(c, smp, now)
 		s.acct.ring.Commit()
 	}
@@ -503,11 +510,19 @@ func (s *Server) startWatchdog() {
 	if s.cfg.NoAccounting || s.cfg.StallThreshold < 0 {
 		return
 	}
-	s.acct.watchdog = accounting.StartWatchdog(accounting.WatchdogConfig{
+	wc := accounting.WatchdogConfig{
 		Threshold: s.cfg.StallThreshold,
 		Logger:    s.log,
 		Probe:     s.sched.Running,
 		Describe:  s.acct.current.Describe,
-	})
+	}
+	if s.cfg.LockOSThread {
+		// Runs on the loop goroutine, locked to its thread: the watchdog can then tell a
+		// task holding the loop from a thread the machine does not run.
+		s.acct.thread.Publish()
+		wc.ThreadCPU, wc.ThreadState = s.acct.thread.CPU, s.acct.thread.State
+	}
+	s.acct.watchdog = accounting.StartWatchdog(wc)
 	s.acct.loop.AttachWatchdog(s.acct.watchdog)
+	s.acct.stallAt = s.acct.watchdog.Threshold()
 }

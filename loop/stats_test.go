@@ -86,7 +86,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 	release := make(chan struct{})
 	var first atomic.Bool
 	got := make(chan accounting.TaskSample, 1)
-	_, addr := startServer(t, m.cfg(Config{RequestConcurrency: 1, MaxQueueLength: 1}), func(s *Server) {
+	srv, addr := startServer(t, m.cfg(Config{RequestConcurrency: 1, MaxQueueLength: 1}), func(s *Server) {
 		s.Handle("GET /q", func(c *Ctx) {
 			if first.CompareAndSwap(false, true) {
 				for {
@@ -110,12 +110,19 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 	waitFor(t, func() bool { return first.Load() })
 	b := dial(t, addr)
 	b.send("GET /q HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { // the second request is in the admission queue
+		n := make(chan int, 1)
+		if srv.Post(func() { n <- len(srv.adm.queue) }) != nil {
+			return false
+		}
+		return <-n == 1
+	})
+	time.Sleep(50 * time.Millisecond) // it waits at least this long
 	close(release)
 	a.read("GET")
 	b.read("GET")
 	smp := <-got
-	if q := smp.Parked[accounting.ParkQueue]; q < 40*time.Millisecond {
+	if q := smp.Parked[accounting.ParkQueue]; q < 50*time.Millisecond {
 		t.Fatalf("queued request: parked by queue %v, want about 50 ms", q)
 	}
 	if smp.QueueDelay < smp.Parked[accounting.ParkQueue] {
