@@ -1,10 +1,16 @@
 package layout
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const (
@@ -65,18 +71,133 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
-	// examples and bench use public packages only.
+	// examples use public packages only.
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) == 0 || !(strings.HasPrefix(fields[0], module+"/examples") || strings.HasPrefix(fields[0], module+"/bench")) {
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], module+"/examples") {
 			continue
 		}
 		for _, imp := range fields[1:] {
 			if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
-				t.Errorf("%s imports %s: examples and bench use public APIs only", fields[0], imp)
+				t.Errorf("%s imports %s: examples use public APIs only", fields[0], imp)
 			}
 		}
 	}
+}
+
+// TestBenchUsesPublicPackages checks that the bench harness, a module of its own (bench/go.mod)
+// so that its plotting dependencies stay out of loop's importers' module graphs, imports
+// only baton's public packages: no internal/ package and no gnet.
+func TestBenchUsesPublicPackages(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	benchDir := filepath.Join(repoRoot(t), "bench")
+	if _, err := os.Stat(filepath.Join(benchDir, "go.mod")); err != nil {
+		t.Fatalf("bench must be a module of its own (bench/go.mod): %v", err)
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+	cmd.Dir = benchDir
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list ./... in bench/: %s", stderrOf(err))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		assert.True(t, strings.HasPrefix(fields[0], module+"/bench/"), "bench package %s is outside %s/bench", fields[0], module)
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
+				t.Errorf("%s imports %s: bench uses public APIs only", fields[0], imp)
+			}
+		}
+	}
+}
+
+// TestLoopConsumerModuleGraph builds a throwaway module that imports only loop, as a user's
+// game backend would, and checks that its module graph carries none of the bench harness's
+// plotting dependencies (gonum/plot and the fonts, LaTeX and PDF modules under it). Only the
+// local module cache is used (GOPROXY=off).
+func TestLoopConsumerModuleGraph(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	root := repoRoot(t)
+	goVersion := run(t, root, "go", "mod", "edit", "-print")
+	var directive string
+	for _, line := range strings.Split(goVersion, "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			directive = strings.TrimSpace(v)
+		}
+	}
+	require.NotEmpty(t, directive, "no go directive in %s/go.mod", root)
+
+	dir := t.TempDir()
+	goMod := fmt.Sprintf("module example.com/consumer\n\ngo %s\n\nrequire %s v0.0.0\n\nreplace %s => %s\n", directive, module, module, root)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
+	main := "package main\n\nimport _ \"" + module + "/loop\"\n\nfunc main() {}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644))
+	// baton's go.sum holds every checksum the consumer needs, so no checksum database is asked.
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	tidy.Env = offlineEnv()
+	if out, err := tidy.CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "GOPROXY=off") {
+			t.Skipf("a module is missing from the local module cache; run `go mod download` in the repository root first:\n%s", out)
+		}
+		t.Fatalf("go mod tidy in the consumer module: %v\n%s", err, out)
+	}
+	list := exec.Command("go", "list", "-m", "all")
+	list.Dir = dir
+	list.Env = offlineEnv()
+	out, err := list.CombinedOutput()
+	if err != nil && strings.Contains(string(out), "GOPROXY=off") {
+		t.Skipf("a module is missing from the local module cache; run `go mod download` in the repository root first:\n%s", out)
+	}
+	require.NoError(t, err, "go list -m all in the consumer module:\n%s", out)
+	mods := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Contains(t, strings.Join(mods, "\n"), module+" v0.0.0 => "+root, "the consumer must see baton through its replace")
+	for _, m := range mods {
+		for _, bad := range []string{"gonum", "go-fonts", "go-latex", "go-pdf"} {
+			assert.NotContains(t, m, bad, "a module importing only loop gets %q in its module graph; it belongs to the bench module", m)
+		}
+	}
+}
+
+// offlineEnv is the environment for go commands that must use only the local module cache.
+func offlineEnv() []string {
+	return append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+}
+
+// repoRoot is the absolute path of the repository root (this package is internal/layout).
+func repoRoot(t *testing.T) string {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	return root
+}
+
+// run runs a command in dir and returns its standard output; it fails the test on error.
+func run(t *testing.T, dir string, name string, args ...string) string {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s %v: %s", name, args, stderrOf(err))
+	return string(out)
+}
+
+// stderrOf returns the standard error captured in an *exec.ExitError, if any.
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(ee.Stderr)
+	}
+	return ""
 }
 
 // listDeps lists pkg's dependencies; ok is false when the package does not exist yet.
