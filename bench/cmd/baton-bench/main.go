@@ -133,6 +133,10 @@ func main() {
 	if *out == "" {
 		*out = filepath.Join("results", time.Now().Format("20060102-150405"))
 	}
+	// make bench runs in bench/: an absolute path in the report says where that is.
+	if abs, err := filepath.Abs(*out); err == nil {
+		*out = abs
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	_, err = harness.Run(ctx, harness.Options{
