@@ -1,6 +1,6 @@
 module github.com/batonrt/baton
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
