@@ -212,7 +212,7 @@ func offline(t *testing.T, dir string, args ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil && strings.Contains(stderr.String(), "GOPROXY=off") {
-		t.Skipf("go %s: a module is missing from the local module cache; run `go mod download` in the repository root and in bench/ first:\n%s", strings.Join(args, " "), stderr.String())
+		t.Skipf("go %s: a module is missing from the local module cache; run `go mod download` and then `go mod tidy -diff` (which also fetches dependencies' test dependencies) in the repository root and in bench/, as .ci/run does:\n%s", strings.Join(args, " "), stderr.String())
 	}
 	require.NoError(t, err, "go %s in %s:\n%s", strings.Join(args, " "), dir, stderr.String())
 	return string(out)
