@@ -116,8 +116,9 @@ func TestBenchUsesPublicPackages(t *testing.T) {
 	}
 }
 
-// plottingModules are path fragments of the bench harness's plotting modules (gonum/plot, its
-// fonts, LaTeX and PDF writers), which must stay out of the module graph of loop's importers.
+// plottingModules are path fragments of the bench harness's plotting modules (gonum/plot, the
+// gonum numeric module under it, its fonts, LaTeX and PDF writers), which must stay out of the
+// module graph of loop's importers.
 var plottingModules = []string{"gonum", "go-fonts", "go-latex", "go-pdf"}
 
 // hdrhistogram is accounting's histogram module. Its go.mod at v1.1.2 says go 1.14, so Go does
