@@ -3,7 +3,7 @@ module github.com/batonrt/baton
 go 1.26.0
 
 require (
-	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/panjf2000/gnet/v2 v2.10.0
 	github.com/stretchr/testify v1.11.1
 	go.uber.org/goleak v1.3.0

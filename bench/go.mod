@@ -3,7 +3,7 @@ module github.com/batonrt/baton/bench
 go 1.26.0
 
 require (
-	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/batonrt/baton v0.0.0
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.16.0
