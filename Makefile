@@ -3,6 +3,8 @@ GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 STATICCHECK_VERSION ?= v0.8.2
 ADDR        ?= 127.0.0.1:8080
+# bench/ is a module of its own (bench/go.mod), so that importers of loop do not get its
+# plotting dependencies; vet, staticcheck and race run in both modules.
 
 .PHONY: run test vet staticcheck race tools bench bench-full bench-go fuzz fmt
 
@@ -10,7 +12,8 @@ ADDR        ?= 127.0.0.1:8080
 run:
 	$(GO) run ./examples/hello -addr $(ADDR)
 
-## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included)
+## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included), in
+## the root module and in the bench module
 test: fmt vet staticcheck race
 
 fmt:
@@ -19,12 +22,15 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 staticcheck: tools
 	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
 
 race:
 	$(GO) test -race -count=1 -timeout 10m ./...
+	cd bench && $(GO) test -race -count=1 -timeout 10m ./...
 
 ## tools: install staticcheck if it is missing
 tools:
@@ -32,18 +38,20 @@ tools:
 
 ## bench: the short load suite of bench/ (all scenarios, short windows; under 5 minutes on
 ## 2 cores), server pinned to CPU $(BENCH_CPU_SERVER) and load generator to CPU $(BENCH_CPU_CLIENT);
-## results under bench/results/<timestamp>/. Extra flags: BENCH_FLAGS='-scenario plaintext'.
+## results under bench/results/<timestamp>/. Extra flags: BENCH_FLAGS='-scenario plaintext'
+## (they run in bench/, so a relative -out is relative to bench/).
 BENCH_CPU_SERVER ?= 0
 BENCH_CPU_CLIENT ?= 1
 BENCH_FLAGS      ?=
 bench:
-	$(GO) run ./bench/cmd/baton-bench -quick -cpu-server $(BENCH_CPU_SERVER) -cpu-client $(BENCH_CPU_CLIENT) $(BENCH_FLAGS)
+	cd bench && $(GO) run ./cmd/baton-bench -quick -cpu-server $(BENCH_CPU_SERVER) -cpu-client $(BENCH_CPU_CLIENT) $(BENCH_FLAGS)
 
 ## bench-full: the long load suite (30 s windows, 5,000 reconnecting workers; about 15 minutes)
 bench-full:
-	$(GO) run ./bench/cmd/baton-bench -cpu-server $(BENCH_CPU_SERVER) -cpu-client $(BENCH_CPU_CLIENT) $(BENCH_FLAGS)
+	cd bench && $(GO) run ./cmd/baton-bench -cpu-server $(BENCH_CPU_SERVER) -cpu-client $(BENCH_CPU_CLIENT) $(BENCH_FLAGS)
 
-## bench-go: the packages' Go benchmarks (codec, scheduler, accounting, offload, end to end)
+## bench-go: the packages' Go benchmarks (codec, scheduler, accounting, offload, end to end;
+## the bench module has none)
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./...
 

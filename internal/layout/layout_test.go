@@ -1,10 +1,16 @@
 package layout
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const (
@@ -65,18 +71,178 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
-	// examples and bench use public packages only.
+	// examples use public packages only.
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) == 0 || !(strings.HasPrefix(fields[0], module+"/examples") || strings.HasPrefix(fields[0], module+"/bench")) {
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], module+"/examples") {
 			continue
 		}
 		for _, imp := range fields[1:] {
 			if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
-				t.Errorf("%s imports %s: examples and bench use public APIs only", fields[0], imp)
+				t.Errorf("%s imports %s: examples use public APIs only", fields[0], imp)
 			}
 		}
 	}
+}
+
+// TestBenchUsesPublicPackages checks that the bench harness, a module of its own (bench/go.mod)
+// so that its plotting dependencies stay out of loop's importers' module graphs, imports
+// only baton's public packages: no internal/ package and no gnet.
+func TestBenchUsesPublicPackages(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	benchDir := filepath.Join(repoRoot(t), "bench")
+	if _, err := os.Stat(filepath.Join(benchDir, "go.mod")); err != nil {
+		t.Fatalf("bench must be a module of its own (bench/go.mod): %v", err)
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+	cmd.Dir = benchDir
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list ./... in bench/: %s", stderrOf(err))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		assert.True(t, strings.HasPrefix(fields[0], module+"/bench/"), "bench package %s is outside %s/bench", fields[0], module)
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
+				t.Errorf("%s imports %s: bench uses public APIs only", fields[0], imp)
+			}
+		}
+	}
+}
+
+// plottingModules are path fragments of the bench harness's plotting modules (gonum/plot, the
+// gonum numeric module under it, its fonts, LaTeX and PDF writers), which must stay out of the
+// module graph of loop's importers.
+var plottingModules = []string{"gonum", "go-fonts", "go-latex", "go-pdf"}
+
+// hdrhistogram is accounting's histogram module. Its go.mod requires gonum.org/v1/gonum for
+// its own tests, so gonum's module appears in the graph of everything that imports
+// accounting, as a requirement whose go.mod Go does not read (graph pruning) and of which
+// nothing is compiled; the test allows it below hdrhistogram-go. (v1.1.2 said go 1.14, was
+// not pruned, and brought gonum v0.8.2's 2019 gonum.org/v1/plot along.)
+const hdrhistogram = "github.com/HdrHistogram/hdrhistogram-go"
+
+// TestLoopConsumerModuleGraph builds a throwaway module that imports only loop, as a user's
+// game backend would, runs go mod tidy in it and checks its module graph: no plotting module
+// (plottingModules) may be reached except through hdrhistogram-go, and gonum/plot and its
+// fonts, LaTeX and PDF modules not at all. Only the local module cache is used
+// (GOPROXY=off); a module missing from it skips the test.
+func TestLoopConsumerModuleGraph(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	root := repoRoot(t)
+	var directive string
+	for _, line := range strings.Split(run(t, root, "go", "mod", "edit", "-print"), "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			directive = strings.TrimSpace(v)
+		}
+	}
+	require.NotEmpty(t, directive, "no go directive in %s/go.mod", root)
+
+	dir := t.TempDir()
+	const consumer = "example.com/consumer"
+	goMod := fmt.Sprintf("module %s\n\ngo %s\n\nrequire %s v0.0.0\n\nreplace %s => %s\n", consumer, directive, module, module, root)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
+	main := "package main\n\nimport _ \"" + module + "/loop\"\n\nfunc main() {}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644))
+	// baton's go.sum holds every checksum the consumer needs, so no checksum database is asked.
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+
+	offline(t, dir, "mod", "tidy")
+	// -e: modules whose .info file is not cached still list (only their dates are missing).
+	all := strings.Fields(offline(t, dir, "list", "-m", "-e", "-f", "{{.Path}}", "all"))
+	require.Contains(t, all, module)
+	require.Contains(t, all, gnet+"/v2", "the consumer's module graph must hold loop's dependencies")
+	for _, m := range all {
+		for _, bad := range []string{"gonum.org/v1/plot", "go-fonts", "go-latex", "go-pdf"} {
+			assert.NotContains(t, m, bad, "a module importing only loop has %s in its module graph; it belongs to the bench module", m)
+		}
+	}
+
+	// Walk the requirement graph from the consumer without entering hdrhistogram-go: no
+	// plotting module may be reachable.
+	edges := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(offline(t, dir, "mod", "graph")), "\n") {
+		from, to, ok := strings.Cut(line, " ")
+		require.True(t, ok, "go mod graph line %q", line)
+		edges[from] = append(edges[from], to)
+	}
+	via := map[string]string{consumer: ""}
+	queue := []string{consumer}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, bad := range plottingModules {
+			if strings.Contains(n, bad) {
+				chain := n
+				for p := via[n]; p != ""; p = via[p] {
+					chain = p + " -> " + chain
+				}
+				t.Errorf("a module importing only loop reaches %s: %s", n, chain)
+			}
+		}
+		if strings.HasPrefix(n, hdrhistogram+"@") {
+			continue
+		}
+		for _, m := range edges[n] {
+			if _, seen := via[m]; !seen {
+				via[m] = n
+				queue = append(queue, m)
+			}
+		}
+	}
+	require.Contains(t, via, module+"@v0.0.0", "go mod graph must show the consumer requiring baton")
+}
+
+// offline runs "go args..." in dir with the local module cache only and returns its standard
+// output. A module missing from the cache skips the test.
+func offline(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil && strings.Contains(stderr.String(), "GOPROXY=off") {
+		t.Skipf("go %s: a module is missing from the local module cache; run `go mod download` and then `go mod tidy -diff` (which also fetches dependencies' test dependencies) in the repository root and in bench/, as .ci/run does:\n%s", strings.Join(args, " "), stderr.String())
+	}
+	require.NoError(t, err, "go %s in %s:\n%s", strings.Join(args, " "), dir, stderr.String())
+	return string(out)
+}
+
+// repoRoot is the absolute path of the repository root (this package is internal/layout).
+func repoRoot(t *testing.T) string {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	return root
+}
+
+// run runs a command in dir and returns its standard output; it fails the test on error.
+func run(t *testing.T, dir string, name string, args ...string) string {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s %v: %s", name, args, stderrOf(err))
+	return string(out)
+}
+
+// stderrOf returns the standard error captured in an *exec.ExitError, if any.
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(ee.Stderr)
+	}
+	return ""
 }
 
 // listDeps lists pkg's dependencies; ok is false when the package does not exist yet.

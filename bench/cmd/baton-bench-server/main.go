@@ -2,7 +2,7 @@
 // net/http baseline) with every scenario's routes, for measuring it by hand with another
 // load generator such as wrk:
 //
-//	go run ./bench/cmd/baton-bench-server -target baton -addr 127.0.0.1:8081
+//	cd bench && go run ./cmd/baton-bench-server -target baton -addr 127.0.0.1:8081
 //	wrk -t1 -c64 -d10s http://127.0.0.1:8081/plaintext
 //
 // It prints "baton-bench listening on ADDR" once it accepts connections and stops on

@@ -1,9 +1,10 @@
 // Command baton-bench measures baton against a net/http baseline (and any external server)
 // under named load scenarios, over loopback, and writes tables, JSON results, HdrHistogram
-// percentile files and latency plots. See docs/bench.md.
+// percentile files and latency plots. See docs/bench.md. bench is a module of its own
+// (bench/go.mod), so run it from bench/:
 //
-//	go run ./bench/cmd/baton-bench -quick -cpu-server 0 -cpu-client 1
-//	go run ./bench/cmd/baton-bench -scenario plaintext -conns 64 -duration 10s
+//	cd bench && go run ./cmd/baton-bench -quick -cpu-server 0 -cpu-client 1
+//	cd bench && go run ./cmd/baton-bench -scenario plaintext -conns 64 -duration 10s
 package main
 
 import (
@@ -68,7 +69,7 @@ func main() {
 		scenario  = fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of names (see the list below)")
 		targets   = fs.String("targets", "baton,nethttp", "servers to measure, comma-separated: baton, nethttp, and external servers as\n[name=]http://127.0.0.1:PORT[/prefix] (loopback only; they must serve the scenario's routes;\nexternal targets take part in plaintext only)")
 		duration  = fs.Duration("duration", 0, "measurement window of every phase (0: each scenario's default: 3s with -quick\n(cpu-hog 5s), 30s otherwise)")
-		out       = fs.String("out", "", "output directory (default bench/results/<timestamp>)")
+		out       = fs.String("out", "", "output directory (default results/<timestamp> under the working directory: bench/results/\nwhen run from bench/ as make bench does)")
 		conns     = fs.String("conns", "", "connection counts for plaintext, comma-separated (default 64,256,1024)")
 		rate      = fs.Float64("rate", 0, "open-loop rate in requests/s of each scenario's main load: plaintext becomes open loop at\nthis rate, json's open phase and cpu-hog's neighbours use it (0: scenario defaults)")
 		pipeline  = fs.Int("pipeline", 1, "requests in flight per connection for plaintext and json (closed loop: written in\nbatches of this many)")
@@ -87,7 +88,7 @@ func main() {
 	fs.Var(&cmds, "cmd", "name=command: command starting the external target name (run with sh -c \"exec command\",\npinned like the built-in servers, stopped with SIGTERM); repeatable")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: go run ./bench/cmd/baton-bench [flags]\n\n")
+		fmt.Fprintf(w, "Usage (in bench/): go run ./cmd/baton-bench [flags]\n\n")
 		fmt.Fprintf(w, "Runs load scenarios against baton and a net/http baseline on loopback and writes a table per\n")
 		fmt.Fprintf(w, "scenario, results.json, .hgrm percentile files and PNG plots under -out. See docs/bench.md.\n\n")
 		fmt.Fprintf(w, "Flags:\n")
@@ -130,7 +131,11 @@ func main() {
 		cs = append(cs, n)
 	}
 	if *out == "" {
-		*out = filepath.Join("bench", "results", time.Now().Format("20060102-150405"))
+		*out = filepath.Join("results", time.Now().Format("20060102-150405"))
+	}
+	// make bench runs in bench/: an absolute path in the report says where that is.
+	if abs, err := filepath.Abs(*out); err == nil {
+		*out = abs
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
