@@ -13,21 +13,16 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/batonrt/baton/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleakOptions...)
 }
 
-// goleakOptions ignores the goroutines of gnet's package-level worker pool (ants): its
-// janitors start when gnet is loaded and never stop, and its idle workers (gnet ran the
-// control connection's registration on one) wait there until the pool expires them.
-// They are not the server's: every goroutine the server starts is still checked.
-var goleakOptions = []goleak.Option{
-	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*goWorker).run.func1"),
-	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-}
+// goleakOptions ignores gnet's package-level worker pool (see leakcheck.GnetPool).
+var goleakOptions = leakcheck.GnetPool()
 
 // quietLogger drops logs below Error unless -v is given.
 func quietLogger(t testing.TB) *slog.Logger {

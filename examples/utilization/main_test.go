@@ -18,17 +18,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/looptest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// gnet's package-level worker pool (ants) is not the server's.
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*goWorker).run.func1"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	goleak.VerifyTestMain(m, append(looptest.GoleakOptions(), // gnet's worker pool is not the server's
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-	)
+	)...)
 }
 
 // logBuffer collects the server's log records.

@@ -1,0 +1,80 @@
+// Package looptest starts baton servers in tests: on a free loopback port, shut down when
+// the test ends, with the goroutine-leak checks that gnet's package-level pool needs.
+package looptest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/batonrt/baton/internal/leakcheck"
+	"github.com/batonrt/baton/loop"
+)
+
+// Config returns cfg ready for a test server: Addr "127.0.0.1:0" (a free loopback port)
+// unless set, and a Logger that writes through t.Log when the test runs with -v and
+// discards otherwise, unless set. Safe for concurrent use.
+func Config(t testing.TB, cfg loop.Config) loop.Config {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		var w io.Writer = io.Discard
+		if testing.Verbose() {
+			w = testLog{t}
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return cfg
+}
+
+type testLog struct{ t testing.TB }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Start serves s (its routes already added, its Config from Config or with a port of its
+// own) in a goroutine, waits until it is ready and returns its base URL, e.g.
+// "http://127.0.0.1:41234". When the test ends the server is shut down gracefully (10 s at
+// most) and the test fails if ListenAndServe returned anything but loop.ErrServerClosed.
+// Call it from the test's goroutine.
+func Start(t testing.TB, s *loop.Server) string {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	select {
+	case <-s.Ready():
+	case err := <-errc:
+		t.Fatalf("looptest: server did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("looptest: server not ready after 10 s")
+	}
+	if s.Addr() == nil {
+		t.Fatal("looptest: server stopped before it was ready")
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("looptest: Shutdown: %v", err)
+		}
+		if err := <-errc; !errors.Is(err, loop.ErrServerClosed) {
+			t.Errorf("looptest: ListenAndServe returned %v, want loop.ErrServerClosed", err)
+		}
+	})
+	return "http://" + s.Addr().String()
+}
+
+// GoleakOptions returns goleak options that ignore the goroutines of gnet's package-level
+// worker pool: its janitors start when gnet is loaded and never stop, and its idle workers
+// wait until the pool expires them. They are not the server's; every goroutine the server
+// starts is still checked. Use them with goleak.VerifyTestMain or goleak.VerifyNone.
+func GoleakOptions() []goleak.Option { return leakcheck.GnetPool() }
