@@ -14,9 +14,6 @@ const (
 	formAuthority        // "host:port", CONNECT only
 )
 
-// maxHeadBytes caps MaxHeaderBytes so that offsets fit in an int32.
-const maxHeadBytes = 1 << 30
-
 // Parser parses request heads incrementally. The zero value is ready to use
 // with the default Config; call Init (or use NewParser) for other limits. A
 // Parser belongs to one connection and must be used from one goroutine at a
@@ -76,8 +73,8 @@ func NewParser(cfg Config) *Parser {
 // cfg take their defaults.
 func (p *Parser) Init(cfg Config) {
 	p.cfg = cfg.normalized()
-	if p.cfg.MaxHeaderBytes > maxHeadBytes {
-		p.cfg.MaxHeaderBytes = maxHeadBytes
+	if p.cfg.MaxHeaderBytes > MaxHeadBytesLimit {
+		p.cfg.MaxHeaderBytes = MaxHeadBytesLimit
 	}
 	if p.cfg.MaxRequestLineBytes > p.cfg.MaxHeaderBytes {
 		p.cfg.MaxRequestLineBytes = p.cfg.MaxHeaderBytes
