@@ -54,7 +54,9 @@
 // is an *Error carrying the status to answer; after it the connection must
 // be closed. The codes:
 //
-//   - 400: a malformed request line (method not a token; target with a
+//   - 400: more than MaxLeadingEmptyLines (8) empty lines before the
+//     request line (up to 8 CRLFs are skipped, RFC 9112 §2.2), a malformed
+//     request line (method not a token; target with a
 //     byte outside visible ASCII, a bad percent-encoding in its path,
 //     userinfo, or an invalid host or port; "*" with a method other than
 //     OPTIONS; CONNECT without host:port), a version that is not
@@ -95,8 +97,11 @@
 // "*" with methods other than OPTIONS, non-ASCII bytes in the target,
 // userinfo or IPv6 zones in absolute-form, CONNECT without host:port or
 // without Host, chunk extensions that break the grammar, an Expect list
-// with anything besides 100-continue, and empty lines before a request
-// (net/http's Server skips them after a POST). The one
+// with anything besides 100-continue, and more than 8 empty lines before a
+// request or empty lines ending in a bare LF. net/http's Server skips up to
+// 4 bytes of CR or LF before a request only after a POST (ReadRequest
+// itself rejects them); baton skips up to 8 CRLFs before any request. The
+// one
 // request net/http rejects and baton accepts is a chunked request whose
 // Trailer header announces Content-Length, Transfer-Encoding or Trailer:
 // baton never merges trailer fields into the head, so the announcement is
