@@ -33,6 +33,12 @@ const (
 	// (size, extensions and CRLF). Chunk extensions are discarded, so there
 	// is no reason to accept long ones; 4 KiB matches net/http. Over it: 400.
 	DefaultMaxChunkLineBytes = 4 << 10
+
+	// DefaultMaxWSMessageBytes bounds a WebSocket message (all its
+	// fragments) read by a WSReader. 1 MiB is far above what game and chat
+	// protocols send and keeps a malicious client from making the server
+	// buffer much per connection. Over it: close code 1009.
+	DefaultMaxWSMessageBytes = 1 << 20
 )
 
 // Config holds the limits of a Parser and a BodyDecoder. The zero value
@@ -68,6 +74,19 @@ type Config struct {
 	// of a chunked body; a longer one is answered with 400.
 	// 0 means DefaultMaxChunkLineBytes.
 	MaxChunkLineBytes int
+
+	// MaxWSMessageBytes bounds a WebSocket message read by a WSReader, all
+	// fragments together; a message whose next frame would take it over
+	// is refused with close code 1009 as soon as the frame's length has
+	// arrived. 0 means DefaultMaxWSMessageBytes.
+	MaxWSMessageBytes int64
+
+	// MaxWSFrameBytes bounds the payload of one WebSocket data frame read
+	// by a WSReader (the caller buffers a whole frame before it is
+	// parsed); over it: 1009. Control frames are bounded by 125 bytes
+	// whatever it says. It must not exceed MaxWSMessageBytes.
+	// 0 means MaxWSMessageBytes.
+	MaxWSFrameBytes int64
 }
 
 // normalized returns c with defaults filled in and MaxRequestLineBytes
@@ -90,6 +109,12 @@ func (c Config) normalized() Config {
 	}
 	if c.MaxRequestLineBytes > c.MaxHeaderBytes {
 		c.MaxRequestLineBytes = c.MaxHeaderBytes
+	}
+	if c.MaxWSMessageBytes <= 0 {
+		c.MaxWSMessageBytes = DefaultMaxWSMessageBytes
+	}
+	if c.MaxWSFrameBytes <= 0 || c.MaxWSFrameBytes > c.MaxWSMessageBytes {
+		c.MaxWSFrameBytes = c.MaxWSMessageBytes
 	}
 	return c
 }
@@ -116,8 +141,9 @@ func (e *ConfigError) Error() string {
 
 // Validate reports the first field of c that is out of range as a
 // *ConfigError, or nil. Zero fields are fine (they take their defaults);
-// negative fields, a MaxHeaderBytes above MaxHeadBytesLimit and a
-// MaxRequestLineBytes above MaxHeaderBytes (defaults counted) are errors.
+// negative fields, a MaxHeaderBytes above MaxHeadBytesLimit, a
+// MaxRequestLineBytes above MaxHeaderBytes (defaults counted), and a
+// MaxWSFrameBytes above MaxWSMessageBytes are errors.
 // It may be called from any goroutine.
 func (c Config) Validate() error {
 	neg := func(field string, v int64) error {
@@ -132,6 +158,8 @@ func (c Config) Validate() error {
 		neg("MaxHeaderCount", int64(c.MaxHeaderCount)),
 		neg("MaxBodyBytes", c.MaxBodyBytes),
 		neg("MaxChunkLineBytes", int64(c.MaxChunkLineBytes)),
+		neg("MaxWSMessageBytes", c.MaxWSMessageBytes),
+		neg("MaxWSFrameBytes", c.MaxWSFrameBytes),
 	} {
 		if err != nil {
 			return err
@@ -153,6 +181,16 @@ func (c Config) Validate() error {
 			return &ConfigError{Field: "MaxRequestLineBytes", Reason: "(" + strconv.Itoa(rl) +
 				defaultNote(c.MaxRequestLineBytes) + ") must not exceed MaxHeaderBytes (" +
 				strconv.Itoa(hb) + defaultNote(c.MaxHeaderBytes) + ")"}
+		}
+	}
+	if c.MaxWSFrameBytes > 0 {
+		msg := c.MaxWSMessageBytes
+		if msg == 0 {
+			msg = DefaultMaxWSMessageBytes
+		}
+		if c.MaxWSFrameBytes > msg {
+			return &ConfigError{Field: "MaxWSFrameBytes", Reason: "(" + strconv.FormatInt(c.MaxWSFrameBytes, 10) +
+				") must not exceed MaxWSMessageBytes (" + strconv.FormatInt(msg, 10) + defaultNote(int(c.MaxWSMessageBytes)) + ")"}
 		}
 	}
 	return nil
