@@ -180,17 +180,21 @@ func WSProtocolOffers(req *Request, yield func(proto []byte) bool) error {
 
 // WSSelectProtocol returns the first subprotocol the client offers
 // (client preference first) that is in supported (compared exactly: RFC
-// 6455 subprotocol names are case-sensitive), or nil if none is, and the
-// error WSProtocolOffers reports for a malformed header. The result is a
+// 6455 subprotocol names are case-sensitive), or nil if none is. Every
+// offer is checked: a malformed header gives the error WSProtocolOffers
+// reports (400) and no choice. The result is a
 // view into req, ready for AppendWSUpgradeResponse. It allocates nothing
 // and may be called from any goroutine that owns req.
 func WSSelectProtocol(req *Request, supported []string) ([]byte, error) {
 	var chosen []byte
 	err := WSProtocolOffers(req, func(p []byte) bool {
+		if chosen != nil {
+			return true // the rest is only checked
+		}
 		for _, s := range supported {
 			if string(p) == s {
 				chosen = p
-				return false
+				break
 			}
 		}
 		return true
