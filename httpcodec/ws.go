@@ -151,14 +151,24 @@ type wsHeader struct {
 	masked bool
 }
 
+// Message sequence states for parseWSHeader.
+const (
+	wsSeqAny = iota
+	wsSeqNone
+	wsSeqInMsg
+)
+
 // parseWSHeader parses the header of a client frame at the start of buf.
 // Each rule is checked as soon as the bytes it depends on have arrived,
 // in byte order, so the result does not depend on how buf was split. A
 // data frame whose payload length is over maxFrame (1009, frame too big)
 // or over maxMsg (1009, message too big) is refused as soon as the length
 // is known, before the payload is waited for; control frames are bounded
-// by 125 bytes only.
-func parseWSHeader(buf []byte, maxFrame, maxMsg int64, h *wsHeader) *WSError {
+// by 125 bytes only. seq is the message sequence state of a WSReader
+// (wsSeqNone: no fragmented message in progress, so a continuation is an
+// error; wsSeqInMsg: one is, so a text or binary frame is an error) or
+// wsSeqAny to skip those rules; they are checked on the first byte.
+func parseWSHeader(buf []byte, maxFrame, maxMsg int64, seq int, h *wsHeader) *WSError {
 	if len(buf) < 1 {
 		return wsNeedMore
 	}
@@ -175,6 +185,12 @@ func parseWSHeader(buf []byte, maxFrame, maxMsg int64, h *wsHeader) *WSError {
 	}
 	if h.op.IsControl() && !h.fin {
 		return errWSControlFragment
+	}
+	switch {
+	case seq == wsSeqNone && h.op == WSContinuation:
+		return errWSContinuation
+	case seq == wsSeqInMsg && (h.op == WSText || h.op == WSBinary):
+		return errWSInterleaved
 	}
 	if len(buf) < 2 {
 		return wsNeedMore
@@ -254,7 +270,7 @@ func parseWSHeader(buf []byte, maxFrame, maxMsg int64, h *wsHeader) *WSError {
 // the caller.
 func ParseWSFrame(buf []byte, maxPayload int64, f *WSFrame) (n int, err error) {
 	var h wsHeader
-	if e := parseWSHeader(buf, maxPayload, maxPayload, &h); e != nil {
+	if e := parseWSHeader(buf, maxPayload, maxPayload, wsSeqAny, &h); e != nil {
 		if e == wsNeedMore {
 			return 0, ErrNeedMore
 		}

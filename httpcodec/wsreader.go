@@ -108,25 +108,16 @@ func (r *WSReader) Next(buf []byte, m *WSMessage) (n int, ok bool, err error) {
 	if r.closed {
 		return 0, false, errWSFrameAfterClose
 	}
+	seq := wsSeqNone
+	if r.op != 0 {
+		seq = wsSeqInMsg
+	}
 	var h wsHeader
-	if e := parseWSHeader(buf, r.maxFrame, r.maxMsg-r.size, &h); e != nil {
+	if e := parseWSHeader(buf, r.maxFrame, r.maxMsg-r.size, seq, &h); e != nil {
 		if e == wsNeedMore {
 			return 0, false, ErrNeedMore
 		}
 		return 0, false, e
-	}
-	// The sequence rules only need the first byte, but they are checked
-	// here, after the header, so that an oversized frame is reported the
-	// same way whatever the order; both are fatal anyway.
-	switch h.op {
-	case WSContinuation:
-		if r.op == 0 {
-			return 0, false, errWSContinuation
-		}
-	case WSText, WSBinary:
-		if r.op != 0 {
-			return 0, false, errWSInterleaved
-		}
 	}
 	if int64(len(buf)-h.hlen) < h.plen {
 		return 0, false, ErrNeedMore
