@@ -1,5 +1,6 @@
 // Package httpcodec is a strict, allocation-free HTTP/1.1 request parser and
-// response writer working on byte slices.
+// response writer working on byte slices, with the server side of
+// WebSocket (RFC 6455) handshakes and framing.
 //
 // It is the front door of baton's server: the event loop hands it the raw
 // bytes read from a connection and gets back parsed requests, and it appends
@@ -37,13 +38,34 @@
 // it is formatted once a second rather than per response. None of them
 // allocate when the destination has capacity.
 //
+// # WebSocket
+//
+// The package also holds the server side of RFC 6455 framing, on the same
+// terms: []byte in and out, no I/O, no goroutines, no allocation on the
+// hot path. CheckWSUpgrade validates an upgrade request parsed by
+// ParseHead and returns its key, WSSelectProtocol picks a subprotocol,
+// and AppendWSUpgradeResponse writes the 101 head with the
+// Sec-WebSocket-Accept value. After it, the connection's bytes are
+// frames: ParseWSFrame parses one client frame and unmasks it in place;
+// WSReader turns frames into messages (reassembling fragments, letting
+// control frames through between them, checking limits, UTF-8 and close
+// payloads). Both are incremental over a growing buffer like ParseHead
+// and report failures as a *WSError carrying the close code (1002, 1007,
+// 1009). AppendWSFrame, AppendWSFrameHeader and AppendWSClose write
+// unmasked server frames; an encoded frame can be appended to any number
+// of connections (broadcast). Compression (permessage-deflate) and other
+// extensions are not implemented: reserved bits are always an error.
+//
 // # Limits
 //
 // Config holds the limits; its zero value means the defaults
 // DefaultMaxRequestLineBytes (8 KiB, 414), DefaultMaxHeaderBytes (64 KiB for
 // the whole head, 431), DefaultMaxHeaderCount (100 fields, 431),
-// DefaultMaxBodyBytes (8 MiB, 413) and DefaultMaxChunkLineBytes (4 KiB,
-// 400). Head limits are enforced as soon as the received bytes exceed them,
+// DefaultMaxBodyBytes (8 MiB, 413), DefaultMaxChunkLineBytes (4 KiB,
+// 400) and, for WebSocket, DefaultMaxWSMessageBytes (1 MiB per message and
+// per frame, close code 1009). Config.Validate names a field out of range.
+// Up to MaxLeadingEmptyLines (8) CRLFs before a request line are skipped
+// (RFC 9112 §2.2); they do not count against the head limits. Head limits are enforced as soon as the received bytes exceed them,
 // before the head is complete; a declared Content-Length over the body
 // limit is refused before the body is read.
 //
@@ -109,7 +131,8 @@
 //
 // # Concurrency
 //
-// Parser, BodyDecoder, Request and Date belong to one connection (or one
-// event loop) and must be used from one goroutine at a time. The functions
+// Parser, BodyDecoder, WSReader, Request and Date belong to one
+// connection (or one event loop) and must be used from one goroutine at a
+// time. The functions
 // are safe for concurrent use.
 package httpcodec
