@@ -449,3 +449,25 @@ func TestWSReaderAllocs(t *testing.T) {
 		_, _ = ParseWSFrame(buf[:len(one)], 1<<20, &f)
 	}))
 }
+
+// TestWSReaderBufferKept checks that the reassembly buffer is kept for the
+// next fragmented message when small and let go when a big message grew it.
+func TestWSReaderBufferKept(t *testing.T) {
+	read := func(r *WSReader, part string) string {
+		in := concat(wsFrame(WSBinary, false, part), wsFrame(WSContinuation, true, part))
+		var m WSMessage
+		n, ok, err := r.Next(in, &m)
+		require.NoError(t, err)
+		require.False(t, ok)
+		_, ok, err = r.Next(in[n:], &m)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return string(m.Payload)
+	}
+	var r WSReader
+	assert.Equal(t, "abab", read(&r, "ab"))
+	assert.NotZero(t, cap(r.buf))
+	big := strings.Repeat("z", wsKeepBufBytes)
+	assert.Equal(t, big+big, read(&r, big))
+	assert.Zero(t, cap(r.buf))
+}

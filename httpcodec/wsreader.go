@@ -30,9 +30,9 @@ type WSMessage struct {
 }
 
 // wsKeepBufBytes is the largest reassembly buffer a WSReader keeps between
-// fragmented messages; a larger one, grown by one big message, is dropped
-// when the next fragmented message starts, so that a burst does not pin
-// memory on every connection.
+// fragmented messages; a larger one, grown by one big message, is let go
+// once that message is delivered, so that a burst does not pin memory on
+// every connection.
 const wsKeepBufBytes = 64 << 10
 
 // WSReader reads client messages from a connection's bytes: it parses
@@ -148,9 +148,6 @@ func (r *WSReader) Next(buf []byte, m *WSMessage) (n int, ok bool, err error) {
 			return end, true, nil
 		}
 		r.op, r.size, r.utf8 = h.op, 0, wsUTF8{}
-		if cap(r.buf) > wsKeepBufBytes {
-			r.buf = nil
-		}
 		r.buf = r.buf[:0]
 	}
 	// A fragment of a message in progress.
@@ -164,6 +161,9 @@ func (r *WSReader) Next(buf []byte, m *WSMessage) (n int, ok bool, err error) {
 	}
 	*m = WSMessage{Opcode: r.op, Payload: r.buf}
 	r.op, r.size = 0, 0
+	if cap(r.buf) > wsKeepBufBytes {
+		r.buf = nil // m.Payload keeps it alive as long as the caller needs it
+	}
 	return end, true, nil
 }
 
