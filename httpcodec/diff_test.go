@@ -18,6 +18,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // stdResult is what net/http makes of one request.
@@ -299,9 +302,8 @@ func diffOne(t testing.TB, in []byte, mustAccept bool) (accepted, stricter int) 
 		for k < MaxLeadingEmptyLines && bytes.HasPrefix(in[off+2*k:], []byte("\r\n")) {
 			k++
 		}
-		if _, err := br.Discard(2 * k); err != nil {
-			t.Fatal(err)
-		}
+		_, err := br.Discard(2 * k)
+		require.NoError(t, err)
 		s := stdlibRead(br, in[off+2*k:])
 		if s.err == nil {
 			s.consumed = len(in) - rd.Len() - br.Buffered() - off
@@ -579,12 +581,8 @@ func TestDifferentialStricter(t *testing.T) {
 		in := []byte(tt.in)
 		s := stdlibRead(bufio.NewReaderSize(bytes.NewReader(in), len(in)+4096), in)
 		b := batonRead(in)
-		if s.err != nil {
-			t.Errorf("%s: net/http now rejects it (%v); move it out of this list", tt.why, s.err)
-		}
-		if b.status == 0 {
-			t.Errorf("%s: baton accepts it", tt.why)
-		}
+		assert.NoError(t, s.err, "%s: net/http now rejects it; move it out of this list", tt.why)
+		assert.NotZero(t, b.status, "%s: baton accepts it", tt.why)
 	}
 }
 
