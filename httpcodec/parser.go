@@ -118,17 +118,19 @@ var needMore = &Error{}
 // that discarding n bytes discards them too; while buf holds only such
 // CRLFs ParseHead returns ErrNeedMore, and the next CRLF after
 // MaxLeadingEmptyLines of them is an error, so at most
-// 2*MaxLeadingEmptyLines bytes of them wait in the buffer. If the head is not complete, ParseHead returns
-// ErrNeedMore and remembers how far it got: call it again when more bytes
-// have arrived, with a buffer that starts with the same bytes (it may be a
-// different, larger slice) and the same req; the bytes already examined are
-// not examined again. Limits are enforced as soon as the bytes received
+// 2*MaxLeadingEmptyLines bytes of them wait in the buffer.
+//
+// If the head is not complete, ParseHead returns ErrNeedMore and
+// remembers how far it got: call it again when more bytes have arrived,
+// with a buffer that starts with the same bytes (it may be a different,
+// larger slice) and the same req; the bytes already examined are not
+// examined again. Limits are enforced as soon as the bytes received
 // exceed them, before the head is complete.
 //
 // On success it fills req (whose views then point into buf) and returns
 // n = req.HeadLen, the number of bytes of the head (skipped empty lines
-// included); the body, if any, and
-// any pipelined request follow at buf[n:]. On failure it returns a *Error
+// included); the body, if any, and any pipelined request follow at
+// buf[n:]. On failure it returns a *Error
 // whose Status is the code to answer before closing the connection. Until
 // ParseHead succeeds, req's contents are unspecified (it may be partly
 // written). After success or error the Parser is ready for the next request.
