@@ -10,6 +10,8 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
+require github.com/gorilla/websocket v1.5.3
+
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/panjf2000/ants/v2 v2.12.1 // indirect

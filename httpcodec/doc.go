@@ -1,5 +1,6 @@
 // Package httpcodec is a strict, allocation-free HTTP/1.1 request parser and
-// response writer working on byte slices.
+// response writer working on byte slices, with the server side of
+// WebSocket (RFC 6455) handshakes and framing.
 //
 // It is the front door of baton's server: the event loop hands it the raw
 // bytes read from a connection and gets back parsed requests, and it appends
@@ -37,13 +38,34 @@
 // it is formatted once a second rather than per response. None of them
 // allocate when the destination has capacity.
 //
+// # WebSocket
+//
+// The package also holds the server side of RFC 6455 framing, on the same
+// terms: []byte in and out, no I/O, no goroutines, no allocation on the
+// hot path. CheckWSUpgrade validates an upgrade request parsed by
+// ParseHead and returns its key, WSSelectProtocol picks a subprotocol,
+// and AppendWSUpgradeResponse writes the 101 head with the
+// Sec-WebSocket-Accept value. After it, the connection's bytes are
+// frames: ParseWSFrame parses one client frame and unmasks it in place;
+// WSReader turns frames into messages (reassembling fragments, letting
+// control frames through between them, checking limits, UTF-8 and close
+// payloads). Both are incremental over a growing buffer like ParseHead
+// and report failures as a *WSError carrying the close code (1002, 1007,
+// 1009). AppendWSFrame, AppendWSFrameHeader and AppendWSClose write
+// unmasked server frames; an encoded frame can be appended to any number
+// of connections (broadcast). Compression (permessage-deflate) and other
+// extensions are not implemented: reserved bits are always an error.
+//
 // # Limits
 //
 // Config holds the limits; its zero value means the defaults
 // DefaultMaxRequestLineBytes (8 KiB, 414), DefaultMaxHeaderBytes (64 KiB for
 // the whole head, 431), DefaultMaxHeaderCount (100 fields, 431),
-// DefaultMaxBodyBytes (8 MiB, 413) and DefaultMaxChunkLineBytes (4 KiB,
-// 400). Head limits are enforced as soon as the received bytes exceed them,
+// DefaultMaxBodyBytes (8 MiB, 413), DefaultMaxChunkLineBytes (4 KiB,
+// 400) and, for WebSocket, DefaultMaxWSMessageBytes (1 MiB per message and
+// per frame, close code 1009). Config.Validate names a field out of range.
+// Up to MaxLeadingEmptyLines (8) CRLFs before a request line are skipped
+// (RFC 9112 §2.2); they do not count against the head limits. Head limits are enforced as soon as the received bytes exceed them,
 // before the head is complete; a declared Content-Length over the body
 // limit is refused before the body is read.
 //
@@ -54,7 +76,9 @@
 // is an *Error carrying the status to answer; after it the connection must
 // be closed. The codes:
 //
-//   - 400: a malformed request line (method not a token; target with a
+//   - 400: more than MaxLeadingEmptyLines (8) empty lines before the
+//     request line (up to 8 CRLFs are skipped, RFC 9112 §2.2), a malformed
+//     request line (method not a token; target with a
 //     byte outside visible ASCII, a bad percent-encoding in its path,
 //     userinfo, or an invalid host or port; "*" with a method other than
 //     OPTIONS; CONNECT without host:port), a version that is not
@@ -95,8 +119,11 @@
 // "*" with methods other than OPTIONS, non-ASCII bytes in the target,
 // userinfo or IPv6 zones in absolute-form, CONNECT without host:port or
 // without Host, chunk extensions that break the grammar, an Expect list
-// with anything besides 100-continue, and empty lines before a request
-// (net/http's Server skips them after a POST). The one
+// with anything besides 100-continue, and more than 8 empty lines before a
+// request or empty lines ending in a bare LF. net/http's Server skips up to
+// 4 bytes of CR or LF before a request only after a POST (ReadRequest
+// itself rejects them); baton skips up to 8 CRLFs before any request. The
+// one
 // request net/http rejects and baton accepts is a chunked request whose
 // Trailer header announces Content-Length, Transfer-Encoding or Trailer:
 // baton never merges trailer fields into the head, so the announcement is
@@ -104,7 +131,8 @@
 //
 // # Concurrency
 //
-// Parser, BodyDecoder, Request and Date belong to one connection (or one
-// event loop) and must be used from one goroutine at a time. The functions
+// Parser, BodyDecoder, WSReader, Request and Date belong to one
+// connection (or one event loop) and must be used from one goroutine at a
+// time. The functions
 // are safe for concurrent use.
 package httpcodec

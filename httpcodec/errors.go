@@ -48,6 +48,7 @@ var (
 	errVersion           = newErr(505, "HTTP version not supported")
 	errBareLF            = newErr(400, "line terminated by a bare LF")
 	errBareCR            = newErr(400, "CR not followed by LF")
+	errManyEmptyLines    = newErr(400, "too many empty lines before the request line")
 	errLeadingWS         = newErr(400, "whitespace at the start of a field line (obs-fold)")
 	errBadHeaderName     = newErr(400, "invalid header field name")
 	errBadHeaderValue    = newErr(400, "invalid header field value")

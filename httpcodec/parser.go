@@ -14,9 +14,6 @@ const (
 	formAuthority        // "host:port", CONNECT only
 )
 
-// maxHeadBytes caps MaxHeaderBytes so that offsets fit in an int32.
-const maxHeadBytes = 1 << 30
-
 // Parser parses request heads incrementally. The zero value is ready to use
 // with the default Config; call Init (or use NewParser) for other limits. A
 // Parser belongs to one connection and must be used from one goroutine at a
@@ -27,7 +24,8 @@ type Parser struct {
 	inited bool
 
 	// Progress through the current head.
-	pos   int      // start of the current line
+	skip  int      // bytes of empty lines skipped before the request line
+	pos   int      // start of the current line (from buf[skip:])
 	scan  int      // next byte of the current line to examine
 	colon int      // offset of the current field line's colon, -1 before it
 	lines int      // complete lines so far; 0 = request line pending
@@ -76,8 +74,8 @@ func NewParser(cfg Config) *Parser {
 // cfg take their defaults.
 func (p *Parser) Init(cfg Config) {
 	p.cfg = cfg.normalized()
-	if p.cfg.MaxHeaderBytes > maxHeadBytes {
-		p.cfg.MaxHeaderBytes = maxHeadBytes
+	if p.cfg.MaxHeaderBytes > MaxHeadBytesLimit {
+		p.cfg.MaxHeaderBytes = MaxHeadBytesLimit
 	}
 	if p.cfg.MaxRequestLineBytes > p.cfg.MaxHeaderBytes {
 		p.cfg.MaxRequestLineBytes = p.cfg.MaxHeaderBytes
@@ -99,7 +97,7 @@ func (p *Parser) Config() Config {
 // complete head or an error; call Reset when the connection's buffered
 // bytes are discarded by other means.
 func (p *Parser) Reset() {
-	p.pos, p.scan, p.colon, p.lines = 0, 0, -1, 0
+	p.skip, p.pos, p.scan, p.colon, p.lines = 0, 0, 0, -1, 0
 	p.base, p.req = nil, nil
 	p.nfields = 0
 	p.hostIdx, p.clIdx, p.upgradeIdx = -1, -1, -1
@@ -115,16 +113,24 @@ var needMore = &Error{}
 // ParseHead parses the request head at the start of buf.
 //
 // buf must hold all the connection's unconsumed bytes, starting at the
-// first byte of the request. If the head is not complete, ParseHead returns
-// ErrNeedMore and remembers how far it got: call it again when more bytes
-// have arrived, with a buffer that starts with the same bytes (it may be a
-// different, larger slice) and the same req; the bytes already examined are
-// not examined again. Limits are enforced as soon as the bytes received
+// first byte of the request. Up to MaxLeadingEmptyLines empty lines (CRLF)
+// before the request line are skipped and counted in n and req.HeadLen, so
+// that discarding n bytes discards them too; while buf holds only such
+// CRLFs ParseHead returns ErrNeedMore, and the next CRLF after
+// MaxLeadingEmptyLines of them is an error, so at most
+// 2*MaxLeadingEmptyLines bytes of them wait in the buffer.
+//
+// If the head is not complete, ParseHead returns ErrNeedMore and
+// remembers how far it got: call it again when more bytes have arrived,
+// with a buffer that starts with the same bytes (it may be a different,
+// larger slice) and the same req; the bytes already examined are not
+// examined again. Limits are enforced as soon as the bytes received
 // exceed them, before the head is complete.
 //
 // On success it fills req (whose views then point into buf) and returns
-// n = req.HeadLen, the number of bytes of the head; the body, if any, and
-// any pipelined request follow at buf[n:]. On failure it returns a *Error
+// n = req.HeadLen, the number of bytes of the head (skipped empty lines
+// included); the body, if any, and any pipelined request follow at
+// buf[n:]. On failure it returns a *Error
 // whose Status is the code to answer before closing the connection. Until
 // ParseHead succeeds, req's contents are unspecified (it may be partly
 // written). After success or error the Parser is ready for the next request.
@@ -135,14 +141,24 @@ func (p *Parser) ParseHead(buf []byte, req *Request) (n int, err error) {
 	if !p.inited {
 		p.Init(Config{})
 	}
-	if p.scan > len(buf) {
+	if p.skip+p.scan > len(buf) {
 		// Not the same prefix: the caller broke the contract. Start over
 		// rather than index out of range.
 		p.Reset()
 	}
-	if len(buf) == 0 {
-		return 0, ErrNeedMore
+	if p.lines == 0 && p.scan == 0 {
+		// The request line has not started: skip the empty lines before it
+		// (RFC 9112 §2.2).
+		if e := p.skipEmptyLines(buf); e != nil {
+			if e == needMore {
+				return 0, ErrNeedMore
+			}
+			p.Reset()
+			return 0, e
+		}
 	}
+	skip := p.skip
+	buf = buf[skip:]
 	if p.lines == 0 {
 		e := p.requestLine(buf)
 		if e == needMore {
@@ -165,7 +181,48 @@ func (p *Parser) ParseHead(buf []byte, req *Request) (n int, err error) {
 	if e != nil {
 		return 0, e
 	}
-	return end, nil
+	req.HeadLen += skip
+	return skip + end, nil
+}
+
+// MaxLeadingEmptyLines is how many empty lines (CRLF) ParseHead skips
+// before a request line. RFC 9112 §2.2 asks servers to ignore at least one,
+// for clients that end a POST body with an extra CRLF; a longer run is not
+// a client bug but a way to hold the connection, so the next empty line is
+// answered with 400. Bare LF and bare CR are rejected here as everywhere
+// else.
+const MaxLeadingEmptyLines = 8
+
+// skipEmptyLines advances p.skip over the CRLFs at the start of buf. It
+// returns nil when buf[p.skip] starts the request line, needMore when buf
+// ends before that, or the error for the byte that is neither.
+func (p *Parser) skipEmptyLines(buf []byte) *Error {
+	i := p.skip
+	for {
+		if i >= len(buf) {
+			p.skip = i
+			return needMore
+		}
+		switch buf[i] {
+		case '\r':
+			if i >= 2*MaxLeadingEmptyLines {
+				return errManyEmptyLines
+			}
+			if i+1 >= len(buf) {
+				p.skip = i
+				return needMore
+			}
+			if buf[i+1] != '\n' {
+				return errBareCR
+			}
+			i += 2
+		case '\n':
+			return errBareLF
+		default:
+			p.skip = i
+			return nil
+		}
+	}
 }
 
 // rebase re-points the header views made by earlier calls (in

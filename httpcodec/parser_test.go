@@ -206,7 +206,11 @@ type errCase struct {
 
 var parseErrorCases = []errCase{
 	// Request line.
-	{"empty line first", "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+	{"nine empty lines first", strings.Repeat("\r\n", 9) + "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+	{"bare LF empty line first", "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+	{"CRLF then bare LF first", "\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+	{"bare CR empty line first", "\r\n\rGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+	{"space line first", " \r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
 	{"leading space", " GET / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
 	{"TLS handshake", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400},
 	{"no target", "GET\r\nHost: a\r\n\r\n", 400},

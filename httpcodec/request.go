@@ -73,8 +73,10 @@ type Request struct {
 	// carries the "upgrade" token, else nil. The codec does not act on it.
 	Upgrade []byte
 
-	// HeadLen is the length of the head in bytes, including the empty line
-	// that ends it. The body (if any) starts at this offset.
+	// HeadLen is the length of the head in bytes, including the empty
+	// lines skipped before the request line and the empty line that ends
+	// the head. The body (if any) starts at this offset of the buffer
+	// passed to ParseHead.
 	HeadLen int
 }
 
