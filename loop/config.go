@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -236,17 +237,12 @@ func (c Config) Validate() error {
 	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
 		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)
 	}
-	if c.Limits.MaxRequestLineBytes < 0 {
-		return fmt.Errorf("loop: Config.Limits.MaxRequestLineBytes must not be negative, got %d", c.Limits.MaxRequestLineBytes)
-	}
-	if c.Limits.MaxHeaderBytes < 0 {
-		return fmt.Errorf("loop: Config.Limits.MaxHeaderBytes must not be negative, got %d", c.Limits.MaxHeaderBytes)
-	}
-	if c.Limits.MaxHeaderCount < 0 {
-		return fmt.Errorf("loop: Config.Limits.MaxHeaderCount must not be negative, got %d", c.Limits.MaxHeaderCount)
-	}
-	if c.Limits.MaxBodyBytes < 0 {
-		return fmt.Errorf("loop: Config.Limits.MaxBodyBytes must not be negative, got %d", c.Limits.MaxBodyBytes)
+	if err := c.Limits.Validate(); err != nil {
+		var ce *httpcodec.ConfigError
+		if errors.As(err, &ce) {
+			return fmt.Errorf("loop: Config.Limits.%s %s", ce.Field, ce.Reason)
+		}
+		return fmt.Errorf("loop: Config.Limits: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/httpcodec"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -68,4 +70,41 @@ func TestFromEnvReadsProcessEnvironment(t *testing.T) {
 	cfg, err := FromEnv(Config{})
 	require.NoError(t, err)
 	require.Equal(t, 42, cfg.RequestConcurrency)
+}
+
+func TestFromEnvAddrAndPort(t *testing.T) {
+	cfg, err := fromLookup(Config{}, envMap(map[string]string{"PORT": "9090"}))
+	require.NoError(t, err)
+	require.Equal(t, ":9090", cfg.Addr)
+	cfg, err = fromLookup(Config{}, envMap(map[string]string{"PORT": "9090", "BATON_ADDR": "127.0.0.1:7070"}))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:7070", cfg.Addr, "BATON_ADDR wins over PORT")
+	cfg, err = fromLookup(Config{}, envMap(map[string]string{"BATON_DEFAULT_ADDR": "127.0.0.1:6060"}))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:6060", cfg.Addr)
+	_, err = fromLookup(Config{}, envMap(map[string]string{"PORT": "http"}))
+	require.ErrorContains(t, err, `PORT="http": not a port number`)
+}
+
+// An application that declares it needs single-thread mode refuses an environment asking
+// for multi-thread mode, naming the variable, instead of switching into data races.
+func TestFromEnvRequireSingleThread(t *testing.T) {
+	_, err := fromLookup(Config{RequireSingleThread: true}, envMap(map[string]string{"BATON_DEFAULT_USE_SINGLE_THREAD": "false"}))
+	require.ErrorContains(t, err, "BATON_DEFAULT_USE_SINGLE_THREAD")
+	require.ErrorContains(t, err, "RequireSingleThread")
+	cfg, err := fromLookup(Config{RequireSingleThread: true}, envMap(map[string]string{"BATON_USE_SINGLE_THREAD": "true"}))
+	require.NoError(t, err)
+	require.False(t, cfg.MultiThread)
+	require.ErrorContains(t, Config{RequireSingleThread: true, MultiThread: true}.Validate(), "Config.MultiThread")
+}
+
+func TestConfigValidateDelegatesWithPrefix(t *testing.T) {
+	err := Config{Limits: httpcodecConfigWithNegativeHeader()}.Validate()
+	require.ErrorContains(t, err, "loop: Config.Limits.MaxHeaderBytes")
+	require.ErrorContains(t, Config{StallThreshold: time.Microsecond}.Validate(), "Config.StallThreshold")
+}
+
+func httpcodecConfigWithNegativeHeader() (c httpcodec.Config) {
+	c.MaxHeaderBytes = -1
+	return c
 }
