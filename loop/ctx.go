@@ -194,17 +194,6 @@ func (c *Ctx) Header(name string) string {
 	return string(v)
 }
 
-// HeaderValues returns every value of the request header name, in order.
-func (c *Ctx) HeaderValues(name string) []string {
-	var vs []string
-	for _, h := range c.req.Headers {
-		if len(h.Name) == len(name) && strings.EqualFold(unsafeString(h.Name), name) {
-			vs = append(vs, string(h.Value))
-		}
-	}
-	return vs
-}
-
 // Headers returns every request header as (name, value) pairs, in the order received,
 // names as sent. The strings are copies.
 func (c *Ctx) Headers() iter.Seq2[string, string] {
@@ -239,9 +228,6 @@ func (c *Ctx) Value(key any) any {
 	}
 	return nil
 }
-
-// ProtoMinor returns 1 for HTTP/1.1 and 0 for HTTP/1.0.
-func (c *Ctx) ProtoMinor() int { return c.req.ProtoMinor }
 
 // Body returns the request body, decoded from Content-Length or chunked framing. The slice
 // is valid until the handler returns; copy what you keep.

@@ -8,10 +8,6 @@ import (
 	"github.com/batonrt/baton/offload"
 )
 
-// Offload returns the server's offload pool, for offload.Do, offload.Copy and pool stats.
-// Safe for concurrent use.
-func (s *Server) Offload() *offload.Pool { return s.pool }
-
 // NewGate returns a gate of the offload package (a named non-blocking semaphore for a hot
 // endpoint: TryEnter answers "busy" at once) and registers it so the offload stats
 // endpoint shows it. Safe for concurrent use.
