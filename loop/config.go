@@ -147,9 +147,10 @@ type Config struct {
 
 	// OSClock reads every clock reading of the loop from the OS's monotonic clock. By
 	// default, on amd64 where the kernel itself keeps time with the CPU's time-stamp
-	// counter, the loop reads the counter instead (about 10 ns instead of 22), calibrated
-	// against the OS clock and re-anchored to it every millisecond, so its readings stay
-	// within a microsecond of the OS clock's (see scheduler.Config.OSClock). Default false.
+	// counter, the loop reads the counter instead (cheaper: the loop reads the clock at
+	// every task switch), calibrated against the OS clock and re-anchored to it every
+	// millisecond; its accuracy is stated in package internal/clock and measured in
+	// docs/accounting.md. Default false.
 	OSClock bool
 
 	// StallThreshold is how long one task slice may hold the loop before the stall
@@ -163,8 +164,9 @@ type Config struct {
 
 	// CPUClock reads the loop thread's CPU clock at every slice start and end so tasks
 	// report CPU time beside on-loop wall time. It needs LockOSThread (otherwise the
-	// thread changes under the loop) and costs about 0.5 us per slice, which is why it is
-	// off by default.
+	// thread changes under the loop) and costs a system call at every slice start and
+	// end (measured in docs/accounting.md), which is why it is off by default; without
+	// LockOSThread, New logs a warning and CPU time is not measured.
 	CPUClock bool
 
 	// Logger receives the server's logs (handler panics, timeouts, gnet errors).

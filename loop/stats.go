@@ -248,10 +248,9 @@ const finishedRingSlow = time.Millisecond
 
 // finishedRingEvery samples the ordinary requests into the ring as well, at most one per
 // this interval, so the ring also shows what normal looks like: 256 entries then hold at
-// least the last 2.5 s of them. Filling a sample costs a few hundred nanoseconds (about
-// 0.4 us of server CPU on the request/response path, mostly cache misses): one in 64
-// requests, as it was, came to about 6 ns on every request under load; one per interval
-// costs nothing that grows with the load.
+// least the last 2.5 s of them. Filling a sample is costly next to a request (mostly cache
+// misses; figures in docs/accounting.md): sampling one request per interval, rather than
+// one in N, costs nothing that grows with the load.
 const finishedRingEvery = 10 * time.Millisecond
 
 // recordFinish feeds a request that finished at now into its route's histograms and, when
