@@ -92,26 +92,23 @@ func Example_offload() {
 // match state with handlers without locks.
 func ExampleServer_Every() {
 	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quiet()})
-	ticks := 0
+	ticks := 0 // the match's state: touched only on the loop
 	var tick *loop.TaskHandle
-	s.Handle("POST /match/start", func(c *loop.Ctx) {
-		tick = s.Every("match 1", 5*time.Millisecond, func(t *loop.Task) {
-			ticks++
-			if ticks == 3 {
-				tick.Stop() // the match ended: no more ticks
-			}
-		})
-		c.NoContent()
+	tick = s.Every("match 1", 5*time.Millisecond, func(t *loop.Task) {
+		ticks++
+		if ticks == 3 {
+			tick.Stop() // the match ended: no more ticks
+		}
 	})
 	s.Handle("GET /match/ticks", func(c *loop.Ctx) { c.String(200, fmt.Sprint(ticks)) })
 	url := serve(s)
 	defer s.Close()
 
-	fmt.Println(post(url + "/match/start"))
 	<-tick.Done()
+	fmt.Println(tick.Name(), "ended")
 	fmt.Println(get(url + "/match/ticks"))
 	// Output:
-	// 204
+	// match 1 ended
 	// 200 3
 }
 
