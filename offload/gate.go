@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 // Gate is a named semaphore for a hot endpoint, independent of pool tokens: at most n
@@ -75,7 +77,6 @@ func (l *gateList) remove(w *gateWaiter) {
 // fails at once like TryEnter). Any goroutine.
 func NewGate(name string, n, maxQueue int) *Gate {
 	g := &Gate{name: name, n: max(n, 1), maxQueue: max(maxQueue, 0), now: time.Now}
-	g.wait.init()
 	g.lastAt = g.now()
 	return g
 }
@@ -113,7 +114,11 @@ func (g *Gate) TryEnter() bool {
 // Call it from c's own task or goroutine.
 func (g *Gate) Enter(c Caller) error {
 	ctx := c.Context()
-	if InPool(ctx) || c.OffloadPool().waiting(c) {
+	h := c.OffloadHook()
+	if h.Suspend == nil {
+		panic("offload: Caller.OffloadHook returned a Hook with a nil Suspend")
+	}
+	if InPool(ctx) || h.Pool.waiting(c) {
 		g.mu.Lock()
 		g.nested++
 		g.mu.Unlock()
@@ -140,7 +145,7 @@ func (g *Gate) Enter(c Caller) error {
 	g.q.push(w)
 	g.mu.Unlock()
 	for {
-		resume, park := c.Suspend(WaitToken)
+		resume, park := h.Suspend(WaitToken)
 		g.mu.Lock()
 		granted := w.granted
 		if !granted {
@@ -213,13 +218,13 @@ type GateStats struct {
 	MaxQueue  int
 	InUse     int
 	Waiting   int
-	Entered   uint64        // places taken, by TryEnter or Enter
-	Rejected  uint64        // TryEnter calls that found the gate full
-	QueueFull uint64        // Enter calls refused with ErrGateQueueFull
-	Cancelled uint64        // Enter calls whose caller was cancelled while queued
-	Nested    uint64        // Enter calls refused with ErrNested
-	Wait      Dist          // time Enter waited (zero when a place was free)
-	MeanHold  time.Duration // mean time a place was held (Little's law: busy time / places left)
+	Entered   uint64             // places taken, by TryEnter or Enter
+	Rejected  uint64             // TryEnter calls that found the gate full
+	QueueFull uint64             // Enter calls refused with ErrGateQueueFull
+	Cancelled uint64             // Enter calls whose caller was cancelled while queued
+	Nested    uint64             // Enter calls refused with ErrNested
+	Wait      accounting.Summary // time Enter waited (zero when a place was free)
+	MeanHold  time.Duration      // mean time a place was held (Little's law: busy time / places left)
 }
 
 // Stats returns a snapshot of the gate. Any goroutine.
@@ -236,6 +241,6 @@ func (g *Gate) Stats() GateStats {
 	}
 	snap := g.wait.snapshot()
 	g.mu.Unlock()
-	st.Wait = distOf(snap)
+	st.Wait = snap.summary()
 	return st
 }

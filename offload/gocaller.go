@@ -11,29 +11,27 @@ import (
 // or CopySeq at a time may use one GoCaller (a second one gets ErrNested).
 type GoCaller struct {
 	ctx  context.Context
-	pool *Pool
-	key  string
+	hook Hook // built once: OffloadHook costs no allocation
 }
 
 // NewGoCaller returns a Caller for the calling goroutine with context ctx, pool p and
 // route key key. Any goroutine.
 func NewGoCaller(ctx context.Context, p *Pool, key string) *GoCaller {
-	return &GoCaller{ctx: ctx, pool: p, key: key}
+	g := &GoCaller{ctx: ctx}
+	g.hook = Hook{Pool: p, Key: key, Suspend: g.suspend}
+	return g
 }
 
 // Context returns the caller's context. Any goroutine.
 func (g *GoCaller) Context() context.Context { return g.ctx }
 
-// OffloadKey returns the route key. Any goroutine.
-func (g *GoCaller) OffloadKey() string { return g.key }
+// OffloadHook returns the pool, the key and a Suspend whose park blocks the calling
+// goroutine until resume is called (it returns nil) or the context is done (it returns
+// context.Cause); resume may be called from any goroutine, any number of times. Any
+// goroutine.
+func (g *GoCaller) OffloadHook() Hook { return g.hook }
 
-// OffloadPool returns the pool. Any goroutine.
-func (g *GoCaller) OffloadPool() *Pool { return g.pool }
-
-// Suspend prepares one park: park blocks the calling goroutine until resume is called
-// (it returns nil) or the context is done (it returns context.Cause). resume may be
-// called from any goroutine, any number of times. Any goroutine.
-func (g *GoCaller) Suspend(Wait) (resume func(), park func() error) {
+func (g *GoCaller) suspend(Wait) (resume func(), park func() error) {
 	k := &goPark{ctx: g.ctx, ch: make(chan struct{})}
 	return k.resume, k.park
 }

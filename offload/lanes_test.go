@@ -30,7 +30,7 @@ func (l *completionLog) get() []string {
 // calls keep completing while every slow call is still held.
 func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 	bothModes(t, func(t *testing.T, hs harness) {
-		p := newPool(t, Config{Tokens: 8, SlowTokens: 2, SlowKeys: []string{"GET /export/*"}})
+		p := newPool(t, Config{Tokens: 8, SlowTokens: 2, MaxKeyShare: 1, SlowKeys: []string{"GET /export/*"}})
 		release := make(chan struct{})
 		var log completionLog
 		var handles []*handle
@@ -83,7 +83,7 @@ func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 
 // Without lanes, the same flood makes fast calls wait behind slow ones.
 func TestNoLanesFastWaitsBehindSlow(t *testing.T) {
-	p := newPool(t, Config{Tokens: 4, NoLanes: true, SlowKeys: []string{"GET /export"}})
+	p := newPool(t, Config{Tokens: 4, NoLanes: true, MaxKeyShare: 1, SlowKeys: []string{"GET /export"}})
 	hs := goHarness{}
 	release := make(chan struct{})
 	var slow []*handle
@@ -114,7 +114,7 @@ func TestNoLanesFastWaitsBehindSlow(t *testing.T) {
 // running (real timers), and new calls of it go to the slow lane.
 func TestMidFlightLearning(t *testing.T) {
 	bothModes(t, func(t *testing.T, hs harness) {
-		p := newPool(t, Config{Tokens: 4, SlowTokens: 1, PromoteAfter: 20 * time.Millisecond, DemoteBelow: 5 * time.Millisecond})
+		p := newPool(t, Config{Tokens: 4, SlowTokens: 1, MaxKeyShare: 1, PromoteAfter: 20 * time.Millisecond, DemoteBelow: 5 * time.Millisecond})
 		release := make(chan struct{})
 		var handles []*handle
 		start := func() {
@@ -175,7 +175,7 @@ func (ts *fakeTimers) fireFirst() {
 // When a route flips to slow mid-flight, its calls queued in the fast lane move to the
 // slow lane; the calls already running keep their fast tokens.
 func TestMidFlightMovesQueuedCalls(t *testing.T) {
-	p := newPool(t, Config{Tokens: 4, SlowTokens: 1})
+	p := newPool(t, Config{Tokens: 4, SlowTokens: 1, MaxKeyShare: 1})
 	var timers fakeTimers
 	p.afterFunc = timers.afterFunc
 	hs := goHarness{}
