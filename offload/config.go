@@ -173,15 +173,22 @@ func (cfg Config) settings() (settings, error) {
 	var s settings
 	for _, f := range []struct {
 		name string
-		v    int64
-	}{
-		{"Tokens", int64(cfg.Tokens)}, {"SlowTokens", int64(cfg.SlowTokens)},
-		{"MaxKeys", int64(cfg.MaxKeys)}, {"DefaultTimeout", int64(cfg.DefaultTimeout)},
-		{"IdleTimeout", int64(cfg.IdleTimeout)}, {"PromoteAfter", int64(cfg.PromoteAfter)},
-		{"DemoteBelow", int64(cfg.DemoteBelow)}, {"HalfLife", int64(cfg.HalfLife)},
-	} {
+		v    int
+	}{{"Tokens", cfg.Tokens}, {"SlowTokens", cfg.SlowTokens}, {"MaxKeys", cfg.MaxKeys}} {
 		if f.v < 0 {
 			return s, configErr(f.name, "(%d) must not be negative (0 means the default)", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DefaultTimeout", cfg.DefaultTimeout}, {"IdleTimeout", cfg.IdleTimeout},
+		{"PromoteAfter", cfg.PromoteAfter}, {"DemoteBelow", cfg.DemoteBelow},
+		{"HalfLife", cfg.HalfLife},
+	} {
+		if f.v < 0 {
+			return s, configErr(f.name, "(%v) must not be negative (0 means the default)", f.v)
 		}
 	}
 	s.tokens = orDefault(cfg.Tokens, DefaultTokens)

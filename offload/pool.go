@@ -384,9 +384,11 @@ func (p *Pool) admitLocked(c Caller, cl *call, rs *resumes) error {
 }
 
 // cappedLocked reports whether cl's key holds its cap of cl's lane, so that cl must wait in
-// the key's held queue. Detached calls (cleanup) are never capped.
+// the key's held queue. Detached calls (cleanup) are never capped, and a cap of the whole
+// lane is no cap (MaxKeyShare 1).
 func (p *Pool) cappedLocked(cl *call) bool {
-	return !cl.detached && cl.key.inUse[cl.lane] >= p.lanes[cl.lane].keyCap
+	ls := &p.lanes[cl.lane]
+	return !cl.detached && ls.keyCap < ls.tokens && cl.key.inUse[cl.lane] >= ls.keyCap
 }
 
 // holdLocked puts the queued call cl in its key's held queue for its lane.
