@@ -78,7 +78,8 @@ type Stats struct {
 
 // StatsKeys bounds the routes Stats reports: the StatsKeys most recently used ones plus up
 // to StatsKeys others that are in the slow lane. A server has far fewer routes; the bound
-// keeps the pool mutex held for a few microseconds even when MaxKeys routes are known.
+// keeps the time the pool mutex is held short and bounded even when MaxKeys routes are
+// known.
 const StatsKeys = 256
 
 // LaneStats describes one lane. Counters are totals since New.
@@ -116,7 +117,7 @@ type KeyStats struct {
 }
 
 // Stats returns a snapshot of the pool. The pool's mutex is held only while raw state is
-// copied (a few microseconds: at most 2 x StatsKeys routes); quantiles, estimates and
+// copied (at most 2 x StatsKeys routes and the lanes' histograms); quantiles, estimates and
 // sorting are computed afterwards. Meant for a stats endpoint, not for every request.
 // Any goroutine.
 func (p *Pool) Stats() Stats {
