@@ -33,6 +33,10 @@ type Hook struct {
 	// (single-thread: parks the coroutine; multi-thread: blocks the goroutine) until resume
 	// has been called or the caller is cancelled, returning nil or the cancellation error.
 	// why says what the caller waits for (for accounting). It must not be nil.
+	//
+	// The pool tolerates a park that returns nil without its own resume (a spurious
+	// wake): it checks the call's state and suspends again. So an implementation may
+	// reuse one resume and park for every suspension, as GoCaller does.
 	Suspend func(why Wait) (resume func(), park func() error)
 }
 

@@ -308,10 +308,13 @@ func (l *callList) pop() *call {
 	return c
 }
 
-// resumes gathers resume functions to call once p.mu is released.
+// resumes gathers resume functions to call once p.mu is released. It does not point into
+// itself, so a resumes on the stack stays there: the common case (a few resumes) costs no
+// allocation.
 type resumes struct {
 	small [4]func()
-	fs    []func()
+	n     int
+	more  []func()
 }
 
 // take moves cl's registered resume (if any) into rs.
@@ -323,14 +326,19 @@ func (rs *resumes) take(cl *call) {
 }
 
 func (rs *resumes) add(r func()) {
-	if rs.fs == nil {
-		rs.fs = rs.small[:0]
+	if rs.n < len(rs.small) {
+		rs.small[rs.n] = r
+		rs.n++
+		return
 	}
-	rs.fs = append(rs.fs, r)
+	rs.more = append(rs.more, r)
 }
 
 func (rs *resumes) run() {
-	for _, r := range rs.fs {
+	for _, r := range rs.small[:rs.n] {
+		r()
+	}
+	for _, r := range rs.more {
 		r()
 	}
 }
