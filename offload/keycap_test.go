@@ -271,3 +271,40 @@ func TestKeyCapSizes(t *testing.T) {
 		require.NoError(t, p.Close(context.Background()))
 	}
 }
+
+// Mid-flight learning arms one timer per pool: back-to-back calls share it, and when it
+// fires for the oldest watched call it re-arms for the next one.
+func TestMidFlightOneTimer(t *testing.T) {
+	p := newPool(t, Config{Tokens: 8, SlowTokens: 2})
+	var timers fakeTimers
+	p.afterFunc = timers.afterFunc
+	c := NewGoCaller(context.Background(), p, "GET /quick")
+	for range 10 {
+		_, err := Do(c, func(context.Context) (int, error) { return 0, nil })
+		require.NoError(t, err)
+	}
+	require.Len(t, timers.all(), 1, "back-to-back calls share the armed timer")
+	timers.fire(0) // nothing watched: the timer is not re-armed
+	require.Len(t, timers.all(), 1)
+
+	release := make(chan struct{})
+	hs := goHarness{}
+	x := startHung(t, hs, p, "X", 1, release)
+	waitUntil(t, "X running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+	y := startHung(t, hs, p, "Y", 1, release)
+	waitUntil(t, "Y running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 2 })
+	require.Len(t, timers.all(), 2, "armed again for X")
+
+	timers.fire(1) // X's deadline: X is slow, the timer re-arms for Y
+	assert.Equal(t, LaneSlow, laneOf(p, "X"))
+	assert.Equal(t, LaneFast, laneOf(p, "Y"))
+	require.Len(t, timers.all(), 3)
+	timers.fire(2)
+	assert.Equal(t, LaneSlow, laneOf(p, "Y"))
+	timers.fire(1) // a stale firing does nothing
+	require.Len(t, timers.all(), 3)
+	close(release)
+	for _, h := range append(x, y...) {
+		h.wait(t)
+	}
+}

@@ -172,6 +172,21 @@ func (ts *fakeTimers) fireFirst() {
 	f()
 }
 
+// fire fires timer i (the pool mutex is not held).
+func (ts *fakeTimers) fire(i int) {
+	ts.mu.Lock()
+	f := ts.fs[i].f
+	ts.mu.Unlock()
+	f()
+}
+
+// all returns the timers armed so far.
+func (ts *fakeTimers) all() []*fakeTimer {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]*fakeTimer(nil), ts.fs...)
+}
+
 // When a route flips to slow mid-flight, its calls queued in the fast lane move to the
 // slow lane; the calls already running keep their fast tokens.
 func TestMidFlightMovesQueuedCalls(t *testing.T) {

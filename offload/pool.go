@@ -90,7 +90,9 @@ type Pool struct {
 	lanes      [NumLanes]laneState
 	idle       []*worker // LIFO: the most recently idle worker is reused first
 	workers    int
-	running    callList
+	running    callList // in start order
+	midArm     *midArm  // the mid-flight timer's current arming, nil if none
+	midTimer   stopper
 	inflight   map[Caller]*call       // Callers waiting in this pool (nested detection)
 	heldKeys   map[*keyEntry]struct{} // keys with calls waiting at their cap
 	seq        uint64                 // admissions, for FIFO order across queues
@@ -128,6 +130,10 @@ func (p *Pool) Close(ctx context.Context) error {
 	if !p.closed {
 		p.closed = true
 		close(p.quit)
+		if p.midArm != nil {
+			p.midTimer.Stop()
+			p.midArm = nil
+		}
 		for i := range p.lanes {
 			q := &p.lanes[i].q
 			for cl := q.head; cl != nil; {
@@ -213,9 +219,9 @@ type call struct {
 	abandoned  bool // the caller left (cancelled, timed out); the result is dropped
 	timedOut   bool
 	closedOut  bool
-	skipped    bool    // dropped from the queue because its context was done
-	resume     func()  // resume of the caller's current park, nil if none registered
-	mid        stopper // mid-flight learning timer
+	skipped    bool   // dropped from the queue because its context was done
+	resume     func() // resume of the caller's current park, nil if none registered
+	midOn      bool   // mid-flight learning watches this call (its route was fast at start)
 	enq, start time.Time
 	prev, next *call
 
@@ -446,7 +452,10 @@ func (p *Pool) startLocked(cl *call, now time.Time, rs *resumes, w *worker) {
 	ls.wait.record(now.Sub(cl.enq))
 	p.running.push(cl)
 	if e := cl.key; e != nil && !e.slow && !e.dead {
-		cl.mid = p.afterFunc(p.promote, cl.midFlight)
+		cl.midOn = true
+		if p.midArm == nil {
+			p.armMidLocked(now, now)
+		}
 	}
 	rs.take(cl)
 	if w == nil {
@@ -544,14 +553,48 @@ type stopper interface{ Stop() bool }
 
 func realAfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
-// midFlight runs on a timer goroutine PromoteAfter after cl started: if cl is still
-// running, its route is slow and moves to the slow lane now.
-func (cl *call) midFlight() {
-	p := cl.p
+// Mid-flight learning uses one timer per pool, not one per call: the running list is in
+// start order, so the timer only needs to fire for the oldest watched call; when it fires
+// it promotes every watched call started at or before that one and re-arms for the next.
+// An idle timer is left to fire (it finds nothing and stops) rather than stopped, so that
+// back-to-back calls do not create and stop a timer each.
+
+// midArm is one arming of the pool's mid-flight timer, for the calls started at or before
+// due.
+type midArm struct {
+	p   *Pool
+	due time.Time
+}
+
+// armMidLocked arms the mid-flight timer for calls started at or before due.
+func (p *Pool) armMidLocked(due, now time.Time) {
+	a := &midArm{p: p, due: due}
+	p.midArm = a
+	p.midTimer = p.afterFunc(max(0, due.Add(p.promote).Sub(now)), a.fire)
+}
+
+// fire runs on a timer goroutine PromoteAfter after the call it was armed for started:
+// the routes of the watched calls started since at least PromoteAfter are slow, and move
+// to the slow lane now.
+func (a *midArm) fire() {
+	p := a.p
 	var rs resumes
 	p.mu.Lock()
-	if cl.state == stRunning && cl.mid != nil {
-		now := p.now()
+	if p.midArm != a {
+		p.mu.Unlock()
+		return // re-armed or stopped meanwhile
+	}
+	p.midArm = nil
+	now := p.now()
+	for cl := p.running.head; cl != nil; cl = cl.next {
+		if !cl.midOn {
+			continue
+		}
+		if cl.start.After(a.due) {
+			p.armMidLocked(cl.start, now)
+			break
+		}
+		cl.midOn = false
 		p.pred.promoteLocked(p, cl.key, now, now.Sub(cl.start), &rs)
 	}
 	p.mu.Unlock()
@@ -671,10 +714,7 @@ func (p *Pool) finish(cl *call, w *worker, exiting bool) (next *call, stay bool)
 	if cl.perr != nil {
 		ls.panicked++
 	}
-	if cl.mid != nil {
-		cl.mid.Stop()
-		cl.mid = nil
-	}
+	cl.midOn = false
 	p.running.remove(cl)
 	cl.state = stDone
 	cl.key.inUse[cl.lane]--
