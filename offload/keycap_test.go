@@ -308,3 +308,27 @@ func TestMidFlightOneTimer(t *testing.T) {
 		h.wait(t)
 	}
 }
+
+// The predictor's LRU bound never drops a route with running or capped calls: its counts
+// are what keeps the route at its cap.
+func TestKeyCapSurvivesLRUBound(t *testing.T) {
+	p := newPool(t, Config{Tokens: 2, NoLanes: true, MaxKeys: 2}) // cap 1
+	release := make(chan struct{})
+	hs := goHarness{}
+	k := startHung(t, hs, p, "K", 1, release)
+	waitUntil(t, "K running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+	for _, key := range []string{"a", "b", "c", "d"} {
+		_, err := Do(NewGoCaller(context.Background(), p, key), func(context.Context) (int, error) { return 0, nil })
+		require.NoError(t, err)
+	}
+	st := p.Stats()
+	_, ok := st.Key("K")
+	require.True(t, ok, "a busy route is not evicted")
+	assert.Equal(t, 2, st.KeysTotal)
+	k = append(k, startHung(t, hs, p, "K", 1, release)...)
+	waitUntil(t, "second K call capped", func() bool { return p.Stats().Lanes[LaneFast].Capped == 1 })
+	close(release)
+	for _, h := range k {
+		h.wait(t)
+	}
+}
