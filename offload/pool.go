@@ -216,6 +216,7 @@ type call struct {
 	state      callState
 	lane       Lane
 	held       bool // queued in its key's held list (at the cap), not in the lane's queue
+	wasHeld    bool // has been held at least once (for CappedWaits)
 	abandoned  bool // the caller left (cancelled, timed out); the result is dropped
 	timedOut   bool
 	closedOut  bool
@@ -412,11 +413,14 @@ func (p *Pool) holdLocked(cl *call) {
 		p.heldKeys[e] = struct{}{}
 	}
 	e.held[cl.lane].insert(cl)
-	e.cappedWaits++
 	cl.held = true
 	ls := &p.lanes[cl.lane]
 	ls.held++
-	ls.cappedWaits++
+	if !cl.wasHeld { // counted once per call, however often it is held
+		cl.wasHeld = true
+		e.cappedWaits++
+		ls.cappedWaits++
+	}
 }
 
 // unholdLocked takes cl out of its key's held queue.
