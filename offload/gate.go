@@ -107,11 +107,12 @@ func (g *Gate) TryEnter() bool {
 	return false
 }
 
-// Enter takes a place in the gate, parking c (Suspend(WaitToken)) in FIFO order while the
-// gate is full. It returns ErrGateQueueFull at once when maxQueue callers already wait,
-// c's cancellation error if c is cancelled while waiting (the place is then not taken),
-// and ErrNested when called from an offloaded function. On nil, call Leave when done.
-// Call it from c's own task or goroutine.
+// Enter takes a place in the gate, parking c (its hook's Suspend(WaitToken)) in FIFO order
+// while the gate is full. It returns ErrGateQueueFull at once when maxQueue callers already
+// wait, c's cancellation error if c is cancelled while waiting (the place is then not
+// taken), and ErrNested when called from an offloaded function or while c waits in its
+// hook's pool (the hook's Pool may be nil here: a gate needs no pool). On nil, call Leave
+// when done. Call it from c's own task or goroutine.
 func (g *Gate) Enter(c Caller) error {
 	ctx := c.Context()
 	h := c.OffloadHook()
