@@ -115,8 +115,9 @@ type Config struct {
 // ConfigError reports an invalid Config field. Field and every other field the message
 // names are relative to Config, so that a configuration embedding Config can report them
 // under its own path: Error gives "offload: Config.SlowTokens (9) must be below
-// Config.Tokens (8)", and Describe("Config.Offload.") gives "Config.Offload.SlowTokens (9)
-// must be below Config.Offload.Tokens (8)".
+// Config.Tokens (8): the fast lane needs a token", and Describe("Config.Offload.") gives
+// "Config.Offload.SlowTokens (9) must be below Config.Offload.Tokens (8): the fast lane
+// needs a token".
 type ConfigError struct {
 	// Field is the invalid field, e.g. "SlowTokens".
 	Field string
