@@ -49,7 +49,8 @@ func Copy(c Caller, w io.Writer, next func(ctx context.Context) ([]byte, error),
 func CopySeq(c Caller, w io.Writer, seq iter.Seq2[[]byte, error], opts ...Option) (int64, error) {
 	ps := &pullState{seq: seq}
 	n, err := Copy(c, w, ps.next, opts...)
-	ps.finish(c.OffloadPool(), c.OffloadKey())
+	h := hook(c)
+	ps.finish(h.Pool, h.Key)
 	return n, err
 }
 

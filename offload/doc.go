@@ -10,23 +10,31 @@
 //		return db.LoadUser(ctx, id)
 //	})
 //
-// The package never imports the loop: a handler context implements [Caller], whose Suspend
-// method parks the handler its own way (a coroutine park woken through the loop's door, or a
-// blocked goroutine) and returns a resume function that the pool calls from a worker.
+// The package never imports the loop: a handler context implements [Caller], whose one
+// hook, [Caller.OffloadHook], lends the pool a [Hook]: the pool, the route key, and a
+// Suspend function that parks the handler its own way (a coroutine park woken through the
+// loop's door, or a blocked goroutine) and returns a resume function that the pool calls
+// from a worker.
 //
 // # Tokens, lanes and the predictor
 //
 // A pool has a fixed number of tokens ([Config.Tokens]); a running function holds one. A
 // call that finds no free token waits in a bounded FIFO queue, parked (never blocking the
 // loop). The tokens are split between a fast lane and a slow lane ([Config.SlowTokens]):
-// a predictor keeps, per route key ([Caller.OffloadKey], e.g. "GET /users/{id}"), an EWMA
+// a predictor keeps, per route key ([Hook.Key], e.g. "GET /users/{id}"), an EWMA
 // of the run time that decays over time, and sends routes whose estimate is above
 // [Config.PromoteAfter] to the slow lane until it falls below [Config.DemoteBelow]. A call
 // still running past PromoteAfter marks its route slow at once (mid-flight learning), so a
 // flood of a new slow route is moved out of the fast lane after one threshold, not after
 // its first calls finish. The slow lane never borrows fast tokens, and a call of a slow
 // route waits for a slow token even when fast tokens are free, so a flood of slow calls
-// cannot delay fast ones. See docs/offload.md for sizing (Little's law) and the defaults.
+// cannot delay fast ones.
+//
+// Within a lane, the running calls of one route may hold at most [Config.MaxKeyShare] of
+// its tokens (default half); further calls of that route wait in the route's own queue,
+// which never delays other routes' calls. So a route whose functions hang, ignoring their
+// context, starves only itself. See docs/offload.md for sizing (Little's law) and the
+// defaults.
 //
 // # Gates
 //
@@ -58,6 +66,7 @@
 // concurrent use. "The caller's task" means the task or goroutine that owns the Caller and
 // may park (a handler, on the loop in single-thread mode): Do, Enter, Copy and CopySeq park
 // it. Nothing in this package ever blocks the loop: the pool and gate mutexes are held for
-// short, bounded sections (admission and completion take well under a microsecond; Stats
-// copies at most a few hundred routes), and nobody waits for a worker while holding one.
+// short, bounded sections (admission and completion do a constant amount of work, Stats
+// copies at most 2 x StatsKeys routes; docs/offload.md has the measured figures), and
+// nobody waits for a worker while holding one.
 package offload

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 // Gate is a named semaphore for a hot endpoint, independent of pool tokens: at most n
@@ -75,7 +77,6 @@ func (l *gateList) remove(w *gateWaiter) {
 // fails at once like TryEnter). Any goroutine.
 func NewGate(name string, n, maxQueue int) *Gate {
 	g := &Gate{name: name, n: max(n, 1), maxQueue: max(maxQueue, 0), now: time.Now}
-	g.wait.init()
 	g.lastAt = g.now()
 	return g
 }
@@ -106,14 +107,19 @@ func (g *Gate) TryEnter() bool {
 	return false
 }
 
-// Enter takes a place in the gate, parking c (Suspend(WaitToken)) in FIFO order while the
-// gate is full. It returns ErrGateQueueFull at once when maxQueue callers already wait,
-// c's cancellation error if c is cancelled while waiting (the place is then not taken),
-// and ErrNested when called from an offloaded function. On nil, call Leave when done.
-// Call it from c's own task or goroutine.
+// Enter takes a place in the gate, parking c (its hook's Suspend(WaitToken)) in FIFO order
+// while the gate is full. It returns ErrGateQueueFull at once when maxQueue callers already
+// wait, c's cancellation error if c is cancelled while waiting (the place is then not
+// taken), and ErrNested when called from an offloaded function or while c waits in its
+// hook's pool (the hook's Pool may be nil here: a gate needs no pool). On nil, call Leave
+// when done. Call it from c's own task or goroutine.
 func (g *Gate) Enter(c Caller) error {
 	ctx := c.Context()
-	if InPool(ctx) || c.OffloadPool().waiting(c) {
+	h := c.OffloadHook()
+	if h.Suspend == nil {
+		panic("offload: Caller.OffloadHook returned a Hook with a nil Suspend")
+	}
+	if InPool(ctx) || h.Pool.waiting(c) {
 		g.mu.Lock()
 		g.nested++
 		g.mu.Unlock()
@@ -140,7 +146,7 @@ func (g *Gate) Enter(c Caller) error {
 	g.q.push(w)
 	g.mu.Unlock()
 	for {
-		resume, park := c.Suspend(WaitToken)
+		resume, park := h.Suspend(WaitToken)
 		g.mu.Lock()
 		granted := w.granted
 		if !granted {
@@ -213,13 +219,13 @@ type GateStats struct {
 	MaxQueue  int
 	InUse     int
 	Waiting   int
-	Entered   uint64        // places taken, by TryEnter or Enter
-	Rejected  uint64        // TryEnter calls that found the gate full
-	QueueFull uint64        // Enter calls refused with ErrGateQueueFull
-	Cancelled uint64        // Enter calls whose caller was cancelled while queued
-	Nested    uint64        // Enter calls refused with ErrNested
-	Wait      Dist          // time Enter waited (zero when a place was free)
-	MeanHold  time.Duration // mean time a place was held (Little's law: busy time / places left)
+	Entered   uint64             // places taken, by TryEnter or Enter
+	Rejected  uint64             // TryEnter calls that found the gate full
+	QueueFull uint64             // Enter calls refused with ErrGateQueueFull
+	Cancelled uint64             // Enter calls whose caller was cancelled while queued
+	Nested    uint64             // Enter calls refused with ErrNested
+	Wait      accounting.Summary // time Enter waited (zero when a place was free)
+	MeanHold  time.Duration      // mean time a place was held (Little's law: busy time / places left)
 }
 
 // Stats returns a snapshot of the gate. Any goroutine.
@@ -236,6 +242,6 @@ func (g *Gate) Stats() GateStats {
 	}
 	snap := g.wait.snapshot()
 	g.mu.Unlock()
-	st.Wait = distOf(snap)
+	st.Wait = snap.summary()
 	return st
 }

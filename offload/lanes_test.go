@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // completionLog records the order in which handlers finished.
@@ -30,15 +33,14 @@ func (l *completionLog) get() []string {
 // calls keep completing while every slow call is still held.
 func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 	bothModes(t, func(t *testing.T, hs harness) {
-		p := newPool(t, Config{Tokens: 8, SlowTokens: 2, SlowKeys: []string{"GET /export/*"}})
+		p := newPool(t, Config{Tokens: 8, SlowTokens: 2, MaxKeyShare: 1, SlowKeys: []string{"GET /export/*"}})
 		release := make(chan struct{})
 		var log completionLog
 		var handles []*handle
 		for range 20 {
 			handles = append(handles, hs.start(p, "GET /export/csv", func(c Caller) {
-				if _, err := Do(c, func(context.Context) (int, error) { <-release; return 0, nil }); err != nil {
-					t.Errorf("slow: %v", err)
-				}
+				_, err := Do(c, func(context.Context) (int, error) { <-release; return 0, nil })
+				assert.NoError(t, err, "slow")
 				log.add("slow")
 			}))
 		}
@@ -46,15 +48,14 @@ func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 			st := p.Stats().Lanes[LaneSlow]
 			return st.InUse == 2 && st.Waiting == 18
 		})
-		if st := p.Stats().Lanes[LaneFast]; st.InUse != 0 || st.Waiting != 0 {
-			t.Fatalf("slow work took fast capacity: %+v", st)
-		}
+		st := p.Stats().Lanes[LaneFast]
+		require.Zero(t, st.InUse, "slow work took fast capacity")
+		require.Zero(t, st.Waiting, "slow work took fast capacity")
 		var fast []*handle
 		for i := range 50 {
 			fast = append(fast, hs.start(p, "GET /users/{id}", func(c Caller) {
-				if _, err := Do(c, func(context.Context) (int, error) { return i, nil }); err != nil {
-					t.Errorf("fast: %v", err)
-				}
+				_, err := Do(c, func(context.Context) (int, error) { return i, nil })
+				assert.NoError(t, err, "fast")
 				log.add("fast")
 			}))
 		}
@@ -65,25 +66,23 @@ func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 		for _, h := range handles {
 			h.wait(t)
 		}
-		order := log.get()
-		for i, s := range order {
-			if want := map[bool]string{true: "fast", false: "slow"}[i < 50]; s != want {
-				t.Fatalf("completion #%d was %s; want 50 fast then 20 slow: %v", i, s, order)
-			}
+		var want []string
+		for i := range 70 {
+			want = append(want, map[bool]string{true: "fast", false: "slow"}[i < 50])
 		}
-		st := p.Stats()
-		if st.Lanes[LaneFast].Completed != 50 || st.Lanes[LaneSlow].Completed != 20 {
-			t.Fatalf("completed fast %d slow %d", st.Lanes[LaneFast].Completed, st.Lanes[LaneSlow].Completed)
-		}
-		if k, _ := st.Key("GET /export/csv"); !k.Seeded || k.Lane != LaneSlow {
-			t.Fatalf("seeded key stats %+v", k)
-		}
+		require.Equal(t, want, log.get(), "50 fast completions, then 20 slow")
+		all := p.Stats()
+		assert.EqualValues(t, 50, all.Lanes[LaneFast].Completed)
+		assert.EqualValues(t, 20, all.Lanes[LaneSlow].Completed)
+		k, _ := all.Key("GET /export/csv")
+		assert.True(t, k.Seeded, "%+v", k)
+		assert.Equal(t, LaneSlow, k.Lane, "%+v", k)
 	})
 }
 
 // Without lanes, the same flood makes fast calls wait behind slow ones.
 func TestNoLanesFastWaitsBehindSlow(t *testing.T) {
-	p := newPool(t, Config{Tokens: 4, NoLanes: true, SlowKeys: []string{"GET /export"}})
+	p := newPool(t, Config{Tokens: 4, NoLanes: true, MaxKeyShare: 1, SlowKeys: []string{"GET /export"}})
 	hs := goHarness{}
 	release := make(chan struct{})
 	var slow []*handle
@@ -97,12 +96,10 @@ func TestNoLanesFastWaitsBehindSlow(t *testing.T) {
 		Do(c, func(context.Context) (int, error) { return 0, nil })
 	})
 	waitUntil(t, "fast call queued", func() bool { return p.Stats().Lanes[LaneFast].Waiting == 3 })
-	if fast.finished() {
-		t.Fatal("fast call finished while every token was held by slow calls")
-	}
-	if st := p.Stats(); st.LanesEnabled || st.Lanes[LaneSlow].Tokens != 0 {
-		t.Fatalf("lanes off: %+v", st)
-	}
+	require.False(t, fast.finished(), "fast call finished while every token was held by slow calls")
+	st := p.Stats()
+	assert.False(t, st.LanesEnabled)
+	assert.Zero(t, st.Lanes[LaneSlow].Tokens)
 	close(release)
 	fast.wait(t)
 	for _, h := range slow {
@@ -114,7 +111,7 @@ func TestNoLanesFastWaitsBehindSlow(t *testing.T) {
 // running (real timers), and new calls of it go to the slow lane.
 func TestMidFlightLearning(t *testing.T) {
 	bothModes(t, func(t *testing.T, hs harness) {
-		p := newPool(t, Config{Tokens: 4, SlowTokens: 1, PromoteAfter: 20 * time.Millisecond, DemoteBelow: 5 * time.Millisecond})
+		p := newPool(t, Config{Tokens: 4, SlowTokens: 1, MaxKeyShare: 1, PromoteAfter: 20 * time.Millisecond, DemoteBelow: 5 * time.Millisecond})
 		release := make(chan struct{})
 		var handles []*handle
 		start := func() {
@@ -127,12 +124,10 @@ func TestMidFlightLearning(t *testing.T) {
 		waitUntil(t, "route learned slow", func() bool { return laneOf(p, "GET /report") == LaneSlow })
 		st := p.Stats()
 		k, _ := st.Key("GET /report")
-		if k.Midway != 1 || k.Estimate < 20*time.Millisecond || st.Lanes[LaneFast].Completed != 0 {
-			t.Fatalf("learned slow with %d completions (%+v): not mid-flight", st.Lanes[LaneFast].Completed, k)
-		}
-		if n := st.Lanes[LaneFast].InUse + st.Lanes[LaneSlow].InUse; n != 2 {
-			t.Fatalf("%d running; want the first 2 still running", n)
-		}
+		assert.EqualValues(t, 1, k.Midway, "learned mid-flight")
+		assert.GreaterOrEqual(t, k.Estimate, 20*time.Millisecond)
+		assert.Zero(t, st.Lanes[LaneFast].Completed, "learned before any call completed")
+		assert.Equal(t, 2, st.Lanes[LaneFast].InUse+st.Lanes[LaneSlow].InUse, "the first 2 still running")
 		before := st.Lanes[LaneSlow].Started
 		start() // a new call goes to the slow lane
 		waitUntil(t, "new call in slow lane", func() bool { return p.Stats().Lanes[LaneSlow].Started == before+1 })
@@ -172,10 +167,25 @@ func (ts *fakeTimers) fireFirst() {
 	f()
 }
 
+// fire fires timer i (the pool mutex is not held).
+func (ts *fakeTimers) fire(i int) {
+	ts.mu.Lock()
+	f := ts.fs[i].f
+	ts.mu.Unlock()
+	f()
+}
+
+// all returns the timers armed so far.
+func (ts *fakeTimers) all() []*fakeTimer {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]*fakeTimer(nil), ts.fs...)
+}
+
 // When a route flips to slow mid-flight, its calls queued in the fast lane move to the
 // slow lane; the calls already running keep their fast tokens.
 func TestMidFlightMovesQueuedCalls(t *testing.T) {
-	p := newPool(t, Config{Tokens: 4, SlowTokens: 1})
+	p := newPool(t, Config{Tokens: 4, SlowTokens: 1, MaxKeyShare: 1})
 	var timers fakeTimers
 	p.afterFunc = timers.afterFunc
 	hs := goHarness{}
@@ -192,12 +202,14 @@ func TestMidFlightMovesQueuedCalls(t *testing.T) {
 	}
 	timers.fireFirst()
 	st := p.Stats()
-	if laneOf(p, "GET /report") != LaneSlow || st.Lanes[LaneFast].Completed != 0 {
-		t.Fatal("not learned mid-flight")
-	}
-	if f, s := st.Lanes[LaneFast], st.Lanes[LaneSlow]; f.InUse != 3 || f.Waiting != 0 || s.InUse != 1 || s.Waiting != 1 || s.Migrated != 2 {
-		t.Fatalf("after learning: fast %+v slow %+v", f, s)
-	}
+	require.Equal(t, LaneSlow, laneOf(p, "GET /report"), "learned mid-flight")
+	require.Zero(t, st.Lanes[LaneFast].Completed)
+	f, s := st.Lanes[LaneFast], st.Lanes[LaneSlow]
+	assert.Equal(t, 3, f.InUse)
+	assert.Zero(t, f.Waiting)
+	assert.Equal(t, 1, s.InUse)
+	assert.Equal(t, 1, s.Waiting)
+	assert.EqualValues(t, 2, s.Migrated)
 	close(release)
 	for _, h := range handles {
 		h.wait(t)
@@ -223,9 +235,7 @@ func runFor(t *testing.T, p *Pool, clk *fakeClock, key string, d time.Duration) 
 		clk.Advance(d)
 		return 0, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	after := p.Stats().Lanes
 	if after[LaneSlow].Started > before[LaneSlow].Started {
 		return LaneSlow
@@ -242,24 +252,14 @@ func laneOf(p *Pool, key string) Lane {
 // Decay: a slow route that is not called drifts back to the fast lane.
 func TestDecayReturnsRouteToFast(t *testing.T) {
 	p, clk := predictorPool(t)
-	if l := runFor(t, p, clk, "GET /r", time.Minute); l != LaneFast {
-		t.Fatalf("unknown route ran in %v; want fast", l)
-	}
+	require.Equal(t, LaneFast, runFor(t, p, clk, "GET /r", time.Minute), "an unknown route runs fast")
 	// One 60 s sample: estimate 15 s > 10 s: slow.
-	if laneOf(p, "GET /r") != LaneSlow {
-		t.Fatalf("after a 60 s call: %+v", p.Stats().Keys)
-	}
-	if l := runFor(t, p, clk, "GET /r", 0); l != LaneSlow {
-		t.Fatalf("slow route ran in %v", l)
-	}
+	require.Equal(t, LaneSlow, laneOf(p, "GET /r"), "after a 60 s call")
+	require.Equal(t, LaneSlow, runFor(t, p, clk, "GET /r", 0))
 	// The estimate is about 11 s now; after 3 half-lives it is about 1.4 s < 2 s.
 	clk.Advance(3 * time.Minute)
-	if laneOf(p, "GET /r") != LaneFast {
-		t.Fatalf("after 3 half-lives: %+v", p.Stats().Keys)
-	}
-	if l := runFor(t, p, clk, "GET /r", 0); l != LaneFast {
-		t.Fatalf("decayed route ran in %v", l)
-	}
+	require.Equal(t, LaneFast, laneOf(p, "GET /r"), "after 3 half-lives")
+	require.Equal(t, LaneFast, runFor(t, p, clk, "GET /r", 0))
 }
 
 // Hysteresis: a slow route whose calls become fast stays slow until its estimate falls
@@ -273,28 +273,19 @@ func TestHysteresis(t *testing.T) {
 	}
 	// Estimates after each sample: 11.25 8.4 6.3 4.7 3.6 2.7 2.0 1.5 ... (s): the run
 	// that brings it under 2 s is the 8th; the 9th runs fast.
-	for i, l := range lanes {
-		want := LaneSlow
-		if i >= 8 {
-			want = LaneFast
-		}
-		if l != want {
-			t.Fatalf("run %d in %v; want %v (lanes %v)", i, l, want, lanes)
-		}
+	var want []Lane
+	for i := range 12 {
+		want = append(want, map[bool]Lane{true: LaneSlow, false: LaneFast}[i < 8])
 	}
+	require.Equal(t, want, lanes)
 	k, _ := func() (KeyStats, bool) { st := p.Stats(); return st.Key("GET /h") }()
-	if k.Flips != 2 || k.Calls != 13 {
-		t.Fatalf("key stats %+v", k)
-	}
+	assert.EqualValues(t, 2, k.Flips)
+	assert.EqualValues(t, 13, k.Calls)
 	// And back: a fast route is promoted only above PromoteAfter.
 	runFor(t, p, clk, "GET /h", 30*time.Second) // estimate ~8 s: between thresholds
-	if laneOf(p, "GET /h") != LaneFast {
-		t.Fatal("promoted below PromoteAfter")
-	}
+	require.Equal(t, LaneFast, laneOf(p, "GET /h"), "promoted below PromoteAfter")
 	runFor(t, p, clk, "GET /h", 30*time.Second) // ~13.5 s
-	if laneOf(p, "GET /h") != LaneSlow {
-		t.Fatal("not promoted above PromoteAfter")
-	}
+	require.Equal(t, LaneSlow, laneOf(p, "GET /h"), "not promoted above PromoteAfter")
 }
 
 // The LRU bound holds under 100,000 distinct keys.
@@ -311,16 +302,15 @@ func TestLRUBound(t *testing.T) {
 	for e := p.pred.head; e != nil; e = e.next {
 		n++
 	}
-	if st.KeysTotal != DefaultMaxKeys || len(p.pred.m) != DefaultMaxKeys || n != DefaultMaxKeys ||
-		st.KeysEvicted != 100_000-DefaultMaxKeys || len(st.Keys) != StatsKeys {
-		t.Fatalf("keys %d (reported %d) map %d list %d evicted %d", st.KeysTotal, len(st.Keys), len(p.pred.m), n, st.KeysEvicted)
-	}
-	if _, ok := st.Key("GET /k/99999"); !ok {
-		t.Fatal("most recent key evicted")
-	}
-	if _, ok := st.Key("GET /k/0"); ok {
-		t.Fatal("oldest key kept")
-	}
+	assert.Equal(t, DefaultMaxKeys, st.KeysTotal)
+	assert.Len(t, p.pred.m, DefaultMaxKeys)
+	assert.Equal(t, DefaultMaxKeys, n, "LRU list length")
+	assert.EqualValues(t, 100_000-DefaultMaxKeys, st.KeysEvicted)
+	assert.Len(t, st.Keys, StatsKeys)
+	_, ok := st.Key("GET /k/99999")
+	assert.True(t, ok, "most recent key evicted")
+	_, ok = st.Key("GET /k/0")
+	assert.False(t, ok, "oldest key kept")
 	// Through Do, with a small bound, and a slow route kept warm survives the churn.
 	p2 := newPool(t, Config{Tokens: 2, MaxKeys: 50, SlowKeys: []string{"GET /slow"}})
 	for i := range 2_000 {
@@ -328,17 +318,14 @@ func TestLRUBound(t *testing.T) {
 		if i%10 == 0 {
 			key = "GET /slow"
 		}
-		if _, err := Do(NewGoCaller(context.Background(), p2, key), func(context.Context) (int, error) { return 0, nil }); err != nil {
-			t.Fatal(err)
-		}
+		_, err := Do(NewGoCaller(context.Background(), p2, key), func(context.Context) (int, error) { return 0, nil })
+		require.NoError(t, err)
 	}
 	st = p2.Stats()
-	if len(st.Keys) > 50 {
-		t.Fatalf("%d keys with MaxKeys 50", len(st.Keys))
-	}
-	if k, ok := st.Key("GET /slow"); !ok || k.Lane != LaneSlow {
-		t.Fatalf("warm slow key lost: %+v %v", k, ok)
-	}
+	assert.LessOrEqual(t, len(st.Keys), 50)
+	k, ok := st.Key("GET /slow")
+	require.True(t, ok, "warm slow key lost")
+	assert.Equal(t, LaneSlow, k.Lane)
 }
 
 // A call cut short by cancellation is a lower bound of the route's run time: it must not
@@ -360,14 +347,12 @@ func TestCensoredSampleKeepsEstimate(t *testing.T) {
 	h.cancel(errGone)
 	h.wait(t)
 	close(hold)
-	if err != errGone {
-		t.Fatalf("Do = %v", err)
-	}
+	require.ErrorIs(t, err, errGone)
 	waitUntil(t, "function returned", func() bool { return p.Stats().Lanes[LaneSlow].InUse == 0 })
 	st := p.Stats()
-	if k, _ := st.Key("GET /c"); k.Estimate != 15*time.Second || k.Lane != LaneSlow {
-		t.Fatalf("estimate after a cancelled call: %+v", k)
-	}
+	k, _ := st.Key("GET /c")
+	assert.Equal(t, 15*time.Second, k.Estimate, "estimate after a cancelled call")
+	assert.Equal(t, LaneSlow, k.Lane)
 }
 
 // Stats reports the most recent routes and every slow one, even one not used lately.
@@ -381,10 +366,11 @@ func TestStatsKeysIncludeSlowRoutes(t *testing.T) {
 	}
 	p.mu.Unlock()
 	st := p.Stats()
-	if k, ok := st.Key("GET /seeded"); !ok || k.Lane != LaneSlow || !k.Seeded || st.Keys[0].Key != "GET /seeded" {
-		t.Fatalf("slow route missing or not first: %+v %v", k, ok)
-	}
-	if len(st.Keys) != StatsKeys+1 || st.KeysTotal != 901 {
-		t.Fatalf("%d keys reported of %d", len(st.Keys), st.KeysTotal)
-	}
+	k, ok := st.Key("GET /seeded")
+	require.True(t, ok, "slow route missing")
+	assert.Equal(t, LaneSlow, k.Lane)
+	assert.True(t, k.Seeded)
+	assert.Equal(t, "GET /seeded", st.Keys[0].Key, "the slow route comes first")
+	assert.Len(t, st.Keys, StatsKeys+1)
+	assert.Equal(t, 901, st.KeysTotal)
 }

@@ -64,9 +64,14 @@ type goCaller struct {
 	log *whyLog
 }
 
-func (g *goCaller) Suspend(why Wait) (func(), func() error) {
-	g.log.add(why)
-	return g.GoCaller.Suspend(why)
+func (g *goCaller) OffloadHook() Hook {
+	h := g.GoCaller.OffloadHook()
+	inner := h.Suspend
+	h.Suspend = func(why Wait) (func(), func() error) {
+		g.log.add(why)
+		return inner(why)
+	}
+	return h
 }
 
 // handle is one running test handler.
@@ -203,10 +208,11 @@ type loopCaller struct {
 }
 
 func (c *loopCaller) Context() context.Context { return c.ctx }
-func (c *loopCaller) OffloadKey() string       { return c.key }
-func (c *loopCaller) OffloadPool() *Pool       { return c.pool }
+func (c *loopCaller) OffloadHook() Hook {
+	return Hook{Pool: c.pool, Key: c.key, Suspend: c.suspend}
+}
 
-func (c *loopCaller) Suspend(why Wait) (func(), func() error) {
+func (c *loopCaller) suspend(why Wait) (func(), func() error) {
 	c.log.add(why)
 	wk := c.t.Waker()
 	var fired atomic.Bool

@@ -12,8 +12,9 @@ import (
 
 // Errors returned by the pool and gates. Compare with errors.Is.
 var (
-	// ErrQueueFull: the call's lane already has Config.MaxWaiting calls waiting for a token.
-	// The handler should answer 503 with Retry-After.
+	// ErrQueueFull: the call's lane already has Config.MaxWaiting calls waiting for a token,
+	// or its route is at its Config.MaxKeyShare cap with Config.MaxWaiting calls waiting
+	// for it. The handler should answer 503 with Retry-After.
 	ErrQueueFull = errors.New("offload: queue full")
 	// ErrPanicked is wrapped by the *PanicError that Do returns when the function panics.
 	ErrPanicked = errors.New("offload: function panicked")
@@ -45,86 +46,6 @@ func (e *PanicError) Error() string {
 
 // Unwrap returns ErrPanicked. Any goroutine.
 func (e *PanicError) Unwrap() error { return ErrPanicked }
-
-// Defaults; docs/offload.md explains each with Little's law.
-const (
-	// DefaultTokens is the default Config.Tokens. Tokens held = arrival rate x time held:
-	// 64 tokens carry 6,400 calls/s of 10 ms each, or 64,000 of 1 ms, with no queueing,
-	// about 2-3x what one loop typically offloads, while staying below the connection
-	// limit of a typical database (Postgres defaults to 100) so a burst cannot crush it.
-	DefaultTokens = 64
-	// DefaultMaxWaiting is the default Config.MaxWaiting, per lane: 1,024 waiting calls is
-	// 16 service times of a full 64-token lane, past which waiting longer is worse for the
-	// client than a quick 503.
-	DefaultMaxWaiting = 1024
-	// DefaultIdleTimeout is the default Config.IdleTimeout: a new worker goroutine costs
-	// about 1 us, so idle ones are kept only to ride out bursts, 10 s, then exit.
-	DefaultIdleTimeout = 10 * time.Second
-	// DefaultPromoteAfter is the default Config.PromoteAfter: 50 ms is 10-50x a typical
-	// indexed query, and the longest a route unknown to be slow holds a fast token before
-	// mid-flight learning moves the route to the slow lane.
-	DefaultPromoteAfter = 50 * time.Millisecond
-	// DefaultDemoteBelow is the default Config.DemoteBelow: 10 ms, a factor 5 under
-	// PromoteAfter, so a route near a threshold does not flip at every sample.
-	DefaultDemoteBelow = 10 * time.Millisecond
-	// DefaultHalfLife is the default Config.HalfLife: without samples the estimate halves
-	// every minute, so a slow route that stopped being called is treated as unknown
-	// (fast) after a few minutes.
-	DefaultHalfLife = time.Minute
-	// DefaultMaxKeys is the default Config.MaxKeys: 10,000 routes (about 1 MB) is far more
-	// than any server's route table; a bound protects against keys built from raw paths.
-	DefaultMaxKeys = 10000
-	// sampleWeight is how far one sample moves the estimate (EWMA alpha).
-	sampleWeight = 0.25
-)
-
-// Config configures a Pool. The zero value gives the defaults.
-type Config struct {
-	// Tokens is the number of functions that may run at once (the pool's bound), fast and
-	// slow lanes together. Default DefaultTokens.
-	Tokens int
-
-	// SlowTokens is the slow lane's share of Tokens. Default Tokens/4 (at least 1): fast
-	// calls are most calls but hold a token briefly, slow ones hold it 100x longer, so a
-	// quarter of the pool carries the usual slow traffic while a slow flood can never take
-	// more than a quarter. Values >= Tokens are cut to Tokens-1.
-	SlowTokens int
-
-	// NoLanes turns the lanes off: every call uses one FIFO queue and all the tokens. The
-	// predictor still learns (Stats shows what it would choose).
-	NoLanes bool
-
-	// MaxWaiting bounds each lane's queue of calls waiting for a token; one more gets
-	// ErrQueueFull. Default DefaultMaxWaiting. Negative: no queue (a call that finds no
-	// token gets ErrQueueFull at once).
-	MaxWaiting int
-
-	// IdleTimeout is how long an idle worker goroutine waits for work before it exits.
-	// At most Tokens workers exist. Default DefaultIdleTimeout.
-	IdleTimeout time.Duration
-
-	// PromoteAfter: a route whose estimated run time rises above it moves to the slow
-	// lane, and a call running longer than it moves its route at once (mid-flight).
-	// Default DefaultPromoteAfter.
-	PromoteAfter time.Duration
-
-	// DemoteBelow: a slow route whose estimate falls below it returns to the fast lane.
-	// Must be below PromoteAfter (hysteresis); default DefaultDemoteBelow, or
-	// PromoteAfter/5 if that is not below PromoteAfter.
-	DemoteBelow time.Duration
-
-	// HalfLife: the estimate of a route halves every HalfLife without samples, so an idle
-	// slow route drifts back to fast. Default DefaultHalfLife.
-	HalfLife time.Duration
-
-	// MaxKeys bounds the predictor's routes (least recently used are dropped).
-	// Default DefaultMaxKeys.
-	MaxKeys int
-
-	// SlowKeys are routes that always use the slow lane: exact keys ("GET /export"), or
-	// prefixes ending in '*' ("GET /reports/*").
-	SlowKeys []string
-}
 
 // Lane is a class of tokens: fast or slow.
 type Lane uint8
@@ -158,6 +79,8 @@ type Pool struct {
 	maxWaiting  int
 	idleTimeout time.Duration
 	promote     time.Duration
+	defTimeout  time.Duration                           // Config.DefaultTimeout
+	keyShare    float64                                 // Config.MaxKeyShare, default applied
 	now         func() time.Time                        // time.Now; tests substitute a fake clock
 	afterFunc   func(d time.Duration, f func()) stopper // time.AfterFunc; tests substitute
 
@@ -167,8 +90,12 @@ type Pool struct {
 	lanes      [NumLanes]laneState
 	idle       []*worker // LIFO: the most recently idle worker is reused first
 	workers    int
-	running    callList
-	inflight   map[Caller]*call // Callers waiting in this pool (nested detection)
+	running    callList // in start order
+	midArm     *midArm  // the mid-flight timer's current arming, nil if none
+	midTimer   stopper
+	inflight   map[Caller]*call       // Callers waiting in this pool (nested detection)
+	heldKeys   map[*keyEntry]struct{} // keys with calls waiting at their cap
+	seq        uint64                 // admissions, for FIFO order across queues
 	nested     uint64
 	pred       predictor
 	quit       chan struct{} // closed by Close: idle workers exit
@@ -177,7 +104,10 @@ type Pool struct {
 
 type laneState struct {
 	tokens, inUse int
+	keyCap        int      // tokens one key may hold (Config.MaxKeyShare)
 	q             callList // waiting for a token, FIFO
+	held          int      // calls waiting in their key's queue at the cap
+	cappedWaits   uint64   // calls that waited at their key's cap
 	started       uint64
 	completed     uint64
 	rejected      uint64
@@ -186,71 +116,6 @@ type laneState struct {
 	panicked      uint64
 	migratedIn    uint64
 	wait, run     hist
-}
-
-// New returns a pool configured by cfg (zero fields take the defaults). Any goroutine.
-func New(cfg Config) *Pool {
-	p := &Pool{
-		tokens:      cfg.Tokens,
-		lanesOn:     !cfg.NoLanes,
-		maxWaiting:  cfg.MaxWaiting,
-		idleTimeout: cfg.IdleTimeout,
-		promote:     cfg.PromoteAfter,
-		now:         time.Now,
-		afterFunc:   realAfterFunc,
-		inflight:    make(map[Caller]*call),
-		quit:        make(chan struct{}),
-		done:        make(chan struct{}),
-	}
-	if p.tokens <= 0 {
-		p.tokens = DefaultTokens
-	}
-	if p.maxWaiting == 0 {
-		p.maxWaiting = DefaultMaxWaiting
-	} else if p.maxWaiting < 0 {
-		p.maxWaiting = 0
-	}
-	if p.idleTimeout <= 0 {
-		p.idleTimeout = DefaultIdleTimeout
-	}
-	if p.promote <= 0 {
-		p.promote = DefaultPromoteAfter
-	}
-	demote := cfg.DemoteBelow
-	if demote <= 0 {
-		demote = DefaultDemoteBelow
-	}
-	if demote >= p.promote {
-		demote = p.promote / 5
-	}
-	halfLife := cfg.HalfLife
-	if halfLife <= 0 {
-		halfLife = DefaultHalfLife
-	}
-	maxKeys := cfg.MaxKeys
-	if maxKeys <= 0 {
-		maxKeys = DefaultMaxKeys
-	}
-	slow := cfg.SlowTokens
-	if p.tokens < 2 {
-		p.lanesOn = false // one token cannot be split
-	}
-	if p.lanesOn {
-		if slow <= 0 {
-			slow = max(1, p.tokens/4)
-		}
-		slow = min(slow, p.tokens-1)
-		p.lanes[LaneFast].tokens = p.tokens - slow
-		p.lanes[LaneSlow].tokens = slow
-	} else {
-		p.lanes[LaneFast].tokens = p.tokens
-	}
-	for i := range p.lanes {
-		p.lanes[i].wait.init()
-		p.lanes[i].run.init()
-	}
-	p.pred.init(maxKeys, p.promote, demote, halfLife, cfg.SlowKeys)
-	return p
 }
 
 // Close stops the pool: calls not started yet (new ones and queued ones) get ErrClosed,
@@ -265,6 +130,10 @@ func (p *Pool) Close(ctx context.Context) error {
 	if !p.closed {
 		p.closed = true
 		close(p.quit)
+		if p.midArm != nil {
+			p.midTimer.Stop()
+			p.midArm = nil
+		}
 		for i := range p.lanes {
 			q := &p.lanes[i].q
 			for cl := q.head; cl != nil; {
@@ -276,6 +145,18 @@ func (p *Pool) Close(ctx context.Context) error {
 					rs.take(cl)
 				}
 				cl = next
+			}
+		}
+		for e := range p.heldKeys {
+			for l := range e.held {
+				for cl := e.held[l].head; cl != nil; {
+					next := cl.next
+					p.unholdLocked(cl)
+					cl.state = stDone
+					cl.closedOut = true
+					rs.take(cl)
+					cl = next
+				}
 			}
 		}
 		p.maybeDoneLocked()
@@ -328,17 +209,20 @@ type call struct {
 	stopAF   func() bool // stops the per-call deadline watcher, if any
 	key      *keyEntry
 	keyStr   string
-	detached bool // no caller waits (CopySeq cleanup)
+	detached bool   // no caller waits (CopySeq cleanup)
+	seq      uint64 // admission order
 
 	// Guarded by p.mu.
 	state      callState
 	lane       Lane
+	held       bool // queued in its key's held list (at the cap), not in the lane's queue
+	wasHeld    bool // has been held at least once (for CappedWaits)
 	abandoned  bool // the caller left (cancelled, timed out); the result is dropped
 	timedOut   bool
 	closedOut  bool
-	skipped    bool    // dropped from the queue because its context was done
-	resume     func()  // resume of the caller's current park, nil if none registered
-	mid        stopper // mid-flight learning timer
+	skipped    bool   // dropped from the queue because its context was done
+	resume     func() // resume of the caller's current park, nil if none registered
+	midOn      bool   // mid-flight learning watches this call (its route was fast at start)
 	enq, start time.Time
 	prev, next *call
 
@@ -386,6 +270,28 @@ func (l *callList) push(c *call) {
 	l.n++
 }
 
+// insert puts c before the first call admitted after it, so that a call returning to a
+// queue keeps its place in admission order. Returning calls are old, so the walk from the
+// head is short.
+func (l *callList) insert(c *call) {
+	at := l.head
+	for at != nil && at.seq < c.seq {
+		at = at.next
+	}
+	if at == nil {
+		l.push(c)
+		return
+	}
+	c.prev, c.next = at.prev, at
+	if at.prev != nil {
+		at.prev.next = c
+	} else {
+		l.head = c
+	}
+	at.prev = c
+	l.n++
+}
+
 func (l *callList) remove(c *call) {
 	if c.prev != nil {
 		c.prev.next = c.next
@@ -409,10 +315,13 @@ func (l *callList) pop() *call {
 	return c
 }
 
-// resumes gathers resume functions to call once p.mu is released.
+// resumes gathers resume functions to call once p.mu is released. It does not point into
+// itself, so a resumes on the stack stays there: the common case (a few resumes) costs no
+// allocation.
 type resumes struct {
 	small [4]func()
-	fs    []func()
+	n     int
+	more  []func()
 }
 
 // take moves cl's registered resume (if any) into rs.
@@ -424,14 +333,19 @@ func (rs *resumes) take(cl *call) {
 }
 
 func (rs *resumes) add(r func()) {
-	if rs.fs == nil {
-		rs.fs = rs.small[:0]
+	if rs.n < len(rs.small) {
+		rs.small[rs.n] = r
+		rs.n++
+		return
 	}
-	rs.fs = append(rs.fs, r)
+	rs.more = append(rs.more, r)
 }
 
 func (rs *resumes) run() {
-	for _, r := range rs.fs {
+	for _, r := range rs.small[:rs.n] {
+		r()
+	}
+	for _, r := range rs.more {
 		r()
 	}
 }
@@ -439,8 +353,9 @@ func (rs *resumes) run() {
 // hashable reports whether c can be a map key (its dynamic type is comparable).
 func hashable(c Caller) bool { return reflect.TypeOf(c).Comparable() }
 
-// admit registers cl for caller c (nil for a detached call) and either starts it at once
-// or queues it. p.mu must be held. It returns the error that ends the call early.
+// admitLocked registers cl for caller c (nil for a detached call) and either starts it at
+// once or queues it: in its key's held queue if the key holds its cap of the lane, else in
+// the lane's FIFO. p.mu must be held. It returns the error that ends the call early.
 func (p *Pool) admitLocked(c Caller, cl *call, rs *resumes) error {
 	if p.closed {
 		return ErrClosed
@@ -454,10 +369,19 @@ func (p *Pool) admitLocked(c Caller, cl *call, rs *resumes) error {
 	if slow && p.lanesOn {
 		lane = LaneSlow
 	}
+	p.seq++
+	cl.seq = p.seq
 	cl.lane = lane
 	cl.enq = now
 	ls := &p.lanes[lane]
 	switch {
+	case p.cappedLocked(cl):
+		if e.held[lane].n >= p.maxWaiting {
+			ls.rejected++
+			return ErrQueueFull
+		}
+		cl.state = stQueued
+		p.holdLocked(cl)
 	case ls.inUse < ls.tokens && ls.q.n == 0:
 		ls.inUse++
 		p.startLocked(cl, now, rs, nil)
@@ -474,6 +398,51 @@ func (p *Pool) admitLocked(c Caller, cl *call, rs *resumes) error {
 	return nil
 }
 
+// cappedLocked reports whether cl's key holds its cap of cl's lane, so that cl must wait in
+// the key's held queue. Detached calls (cleanup) are never capped, and a cap of the whole
+// lane is no cap (MaxKeyShare 1).
+func (p *Pool) cappedLocked(cl *call) bool {
+	ls := &p.lanes[cl.lane]
+	return !cl.detached && ls.keyCap < ls.tokens && cl.key.inUse[cl.lane] >= ls.keyCap
+}
+
+// holdLocked puts the queued call cl in its key's held queue for its lane.
+func (p *Pool) holdLocked(cl *call) {
+	e := cl.key
+	if e.heldN() == 0 {
+		p.heldKeys[e] = struct{}{}
+	}
+	e.held[cl.lane].insert(cl)
+	cl.held = true
+	ls := &p.lanes[cl.lane]
+	ls.held++
+	if !cl.wasHeld { // counted once per call, however often it is held
+		cl.wasHeld = true
+		e.cappedWaits++
+		ls.cappedWaits++
+	}
+}
+
+// unholdLocked takes cl out of its key's held queue.
+func (p *Pool) unholdLocked(cl *call) {
+	e := cl.key
+	e.held[cl.lane].remove(cl)
+	cl.held = false
+	p.lanes[cl.lane].held--
+	if e.heldN() == 0 {
+		delete(p.heldKeys, e)
+	}
+}
+
+// dequeueLocked takes the queued call cl out of whichever queue holds it.
+func (p *Pool) dequeueLocked(cl *call) {
+	if cl.held {
+		p.unholdLocked(cl)
+	} else {
+		p.lanes[cl.lane].q.remove(cl)
+	}
+}
+
 // startLocked makes cl running (its token is already counted in inUse) and hands it to a
 // worker: w itself if w is not nil (the caller then runs it), else an idle or new worker.
 // The caller's WaitToken park, if registered, is resumed so that it parks again for the
@@ -483,10 +452,14 @@ func (p *Pool) startLocked(cl *call, now time.Time, rs *resumes, w *worker) {
 	cl.state = stRunning
 	cl.start = now
 	ls.started++
+	cl.key.inUse[cl.lane]++
 	ls.wait.record(now.Sub(cl.enq))
 	p.running.push(cl)
 	if e := cl.key; e != nil && !e.slow && !e.dead {
-		cl.mid = p.afterFunc(p.promote, cl.midFlight)
+		cl.midOn = true
+		if p.midArm == nil {
+			p.armMidLocked(now, now)
+		}
 	}
 	rs.take(cl)
 	if w == nil {
@@ -521,24 +494,43 @@ func (p *Pool) pumpLocked(l Lane, now time.Time, rs *resumes) {
 	}
 }
 
-// popLocked returns the first waiter of lane l whose context is not done yet. Waiters
-// whose caller went away meanwhile (not yet noticed by the caller) are dropped on the way
-// and their callers resumed: a token never goes to a function that would only return
-// its context's error.
+// popLocked returns the first waiter of lane l whose context is not done yet and whose key
+// is below its cap. Waiters whose caller went away meanwhile (not yet noticed by the
+// caller) are dropped on the way and their callers resumed: a token never goes to a
+// function that would only return its context's error. Waiters whose key reached its cap
+// since they queued move to the key's held queue, so they never block the calls behind
+// them.
 func (p *Pool) popLocked(l Lane, rs *resumes) *call {
 	ls := &p.lanes[l]
 	for {
 		cl := ls.q.pop()
-		if cl == nil || cl.detached || cl.wctx.Err() == nil {
+		switch {
+		case cl == nil || cl.detached:
+			return cl
+		case cl.wctx.Err() != nil:
+			cl.state = stDone
+			cl.skipped = true
+			if !cl.timedOut {
+				ls.cancelled++
+			}
+			rs.take(cl)
+		case p.cappedLocked(cl):
+			p.holdLocked(cl)
+		default:
 			return cl
 		}
-		cl.state = stDone
-		cl.skipped = true
-		if !cl.timedOut {
-			ls.cancelled++
-		}
-		rs.take(cl)
 	}
+}
+
+// releaseHeldLocked is called when key e dropped below its cap in lane l: its oldest held
+// call returns to the lane's queue at its place in admission order.
+func (p *Pool) releaseHeldLocked(e *keyEntry, l Lane) {
+	cl := e.held[l].head
+	if cl == nil {
+		return
+	}
+	p.unholdLocked(cl)
+	p.lanes[l].q.insert(cl)
 }
 
 // abandonLocked is called when the caller of cl leaves before the result: a queued call
@@ -547,7 +539,7 @@ func (p *Pool) popLocked(l Lane, rs *resumes) *call {
 func (p *Pool) abandonLocked(cl *call) {
 	switch cl.state {
 	case stQueued:
-		p.lanes[cl.lane].q.remove(cl)
+		p.dequeueLocked(cl)
 		cl.state = stDone
 		if !cl.timedOut {
 			p.lanes[cl.lane].cancelled++
@@ -565,14 +557,48 @@ type stopper interface{ Stop() bool }
 
 func realAfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
-// midFlight runs on a timer goroutine PromoteAfter after cl started: if cl is still
-// running, its route is slow and moves to the slow lane now.
-func (cl *call) midFlight() {
-	p := cl.p
+// Mid-flight learning uses one timer per pool, not one per call: the running list is in
+// start order, so the timer only needs to fire for the oldest watched call; when it fires
+// it promotes every watched call started at or before that one and re-arms for the next.
+// An idle timer is left to fire (it finds nothing and stops) rather than stopped, so that
+// back-to-back calls do not create and stop a timer each.
+
+// midArm is one arming of the pool's mid-flight timer, for the calls started at or before
+// due.
+type midArm struct {
+	p   *Pool
+	due time.Time
+}
+
+// armMidLocked arms the mid-flight timer for calls started at or before due.
+func (p *Pool) armMidLocked(due, now time.Time) {
+	a := &midArm{p: p, due: due}
+	p.midArm = a
+	p.midTimer = p.afterFunc(max(0, due.Add(p.promote).Sub(now)), a.fire)
+}
+
+// fire runs on a timer goroutine PromoteAfter after the call it was armed for started:
+// the routes of the watched calls started since at least PromoteAfter are slow, and move
+// to the slow lane now.
+func (a *midArm) fire() {
+	p := a.p
 	var rs resumes
 	p.mu.Lock()
-	if cl.state == stRunning && cl.mid != nil {
-		now := p.now()
+	if p.midArm != a {
+		p.mu.Unlock()
+		return // re-armed or stopped meanwhile
+	}
+	p.midArm = nil
+	now := p.now()
+	for cl := p.running.head; cl != nil; cl = cl.next {
+		if !cl.midOn {
+			continue
+		}
+		if cl.start.After(a.due) {
+			p.armMidLocked(cl.start, now)
+			break
+		}
+		cl.midOn = false
 		p.pred.promoteLocked(p, cl.key, now, now.Sub(cl.start), &rs)
 	}
 	p.mu.Unlock()
@@ -692,12 +718,13 @@ func (p *Pool) finish(cl *call, w *worker, exiting bool) (next *call, stay bool)
 	if cl.perr != nil {
 		ls.panicked++
 	}
-	if cl.mid != nil {
-		cl.mid.Stop()
-		cl.mid = nil
-	}
+	cl.midOn = false
 	p.running.remove(cl)
 	cl.state = stDone
+	cl.key.inUse[cl.lane]--
+	if cl.key.inUse[cl.lane] < ls.keyCap {
+		p.releaseHeldLocked(cl.key, cl.lane)
+	}
 	rs.take(cl)
 	// A function cut short by cancellation ran at least d: a lower bound, used only if it
 	// raises the estimate.
@@ -731,9 +758,9 @@ func (p *Pool) finish(cl *call, w *worker, exiting bool) (next *call, stay bool)
 	return next, stay
 }
 
-// begin prepares and admits a call of fn for caller c: nested detection, the function's
-// context, admission. On error the call is over.
-func (p *Pool) begin(c Caller, cl *call, o options) error {
+// begin prepares and admits a call of fn for caller c with hook h: nested detection, the
+// function's context, admission. On error the call is over.
+func (p *Pool) begin(c Caller, h *Hook, cl *call, o options) error {
 	parent := c.Context()
 	if InPool(parent) {
 		p.mu.Lock()
@@ -745,15 +772,19 @@ func (p *Pool) begin(c Caller, cl *call, o options) error {
 		return context.Cause(parent)
 	}
 	cl.p = p
-	cl.keyStr = c.OffloadKey()
+	cl.keyStr = h.Key
+	timeout := o.timeout
+	if timeout <= 0 {
+		timeout = p.defTimeout
+	}
 	var ctx context.Context
-	if o.timeout > 0 {
-		ctx, cl.cancel = context.WithTimeout(parent, o.timeout)
+	if timeout > 0 {
+		ctx, cl.cancel = context.WithTimeout(parent, timeout)
 	} else {
 		ctx, cl.cancel = context.WithCancel(parent)
 	}
 	cl.wctx = workCtx{Context: ctx, p: p}
-	if o.timeout > 0 {
+	if timeout > 0 {
 		// Registered before admission: finish reads stopAF once the call is admitted.
 		cl.stopAF = context.AfterFunc(ctx, cl.onDeadline)
 	}
@@ -777,9 +808,10 @@ func (p *Pool) begin(c Caller, cl *call, o options) error {
 	return nil
 }
 
-// wait parks c until cl is done, or returns early when c is cancelled, the call's own
-// deadline passes or the pool closes. It unregisters c from the in-flight set.
-func (p *Pool) wait(c Caller, cl *call) error {
+// wait parks c (through h.Suspend) until cl is done, or returns early when c is
+// cancelled, the call's own deadline passes or the pool closes. It unregisters c from the
+// in-flight set.
+func (p *Pool) wait(c Caller, h *Hook, cl *call) error {
 	for {
 		p.mu.Lock()
 		cl.resume = nil
@@ -796,7 +828,7 @@ func (p *Pool) wait(c Caller, cl *call) error {
 		}
 		p.mu.Unlock()
 
-		resume, park := c.Suspend(why)
+		resume, park := h.Suspend(why)
 
 		p.mu.Lock()
 		immediate := cl.state == stDone || cl.timedOut || cl.closedOut || cl.skipped ||

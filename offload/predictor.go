@@ -19,6 +19,11 @@ type keyEntry struct {
 	mid    uint64 // promotions by mid-flight learning
 	stamp  uint64 // Stats: already reported in this snapshot
 
+	// Per-key cap (Config.MaxKeyShare).
+	inUse       [NumLanes]int      // running calls of the key, per lane
+	held        [NumLanes]callList // calls waiting because the key holds its cap, per lane
+	cappedWaits uint64             // calls that waited at the cap
+
 	prev, next *keyEntry // LRU list, most recent first
 }
 
@@ -82,15 +87,36 @@ func (pr *predictor) get(key string, now time.Time) *keyEntry {
 	}
 	pr.m[key] = e
 	pr.pushFront(e)
-	for len(pr.m) > pr.max {
+	// Busy entries are moved to the front instead (they are in use); if every entry is
+	// busy the map exceeds the bound until calls finish (at most one entry per call).
+	for tries := len(pr.m); len(pr.m) > pr.max && tries > 0; tries-- {
 		old := pr.tail
 		pr.unlink(old)
+		if old.busy() {
+			pr.pushFront(old)
+			continue
+		}
 		delete(pr.m, old.key)
 		delete(pr.slowSet, old)
 		old.dead = true
 		pr.evicted++
 	}
 	return e
+}
+
+// busy reports whether calls of e are running or held: such an entry is not evicted,
+// because its counts keep the key's cap.
+func (e *keyEntry) busy() bool {
+	return e.heldN() > 0 || e.inUse != [NumLanes]int{}
+}
+
+// heldN is the number of calls held at the cap, all lanes.
+func (e *keyEntry) heldN() int {
+	n := 0
+	for i := range e.held {
+		n += e.held[i].n
+	}
+	return n
 }
 
 func (pr *predictor) pushFront(e *keyEntry) {
@@ -194,6 +220,15 @@ func (pr *predictor) setSlow(p *Pool, e *keyEntry, slow bool, now time.Time, rs 
 	}
 	src, dst := &p.lanes[from], &p.lanes[to]
 	moved := false
+	for cl := e.held[from].head; cl != nil; {
+		next := cl.next
+		p.unholdLocked(cl)
+		cl.lane = to
+		dst.q.insert(cl)
+		dst.migratedIn++
+		moved = true
+		cl = next
+	}
 	for cl := src.q.head; cl != nil; {
 		next := cl.next
 		if cl.key == e || cl.keyStr == e.key {

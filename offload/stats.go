@@ -6,54 +6,60 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/batonrt/baton/accounting"
 )
 
-// Dist summarises a distribution of durations (from an HDR histogram with 2 significant
-// digits, so values are within 1%; recorded in microseconds from 1 us to 1 h).
-type Dist struct {
-	Count int64
-	Mean  time.Duration
-	P50   time.Duration
-	P90   time.Duration
-	P99   time.Duration
-	Max   time.Duration
+// hist is a distribution of durations: an HDR histogram in microseconds (2 significant
+// digits, 1 us to 1 h) for the percentiles, and the exact count, sum and maximum. The zero
+// value is empty. Guarded by its owner's mutex.
+type hist struct {
+	h        *hdrhistogram.Histogram // created by the first record
+	n        uint64
+	sum, max time.Duration
 }
 
-// hist is an HDR histogram of durations in microseconds. Guarded by its owner's mutex.
-type hist struct{ h *hdrhistogram.Histogram }
+// histSnap is a copy of a hist, taken under the owner's mutex and read after.
+type histSnap struct {
+	s        *hdrhistogram.Snapshot
+	n        uint64
+	sum, max time.Duration
+}
 
 const histMax = int64(time.Hour / time.Microsecond)
 
-func (h *hist) init() { h.h = hdrhistogram.New(1, histMax, 2) }
-
 func (h *hist) record(d time.Duration) {
-	us := int64(d / time.Microsecond)
-	_ = h.h.RecordValue(min(max(us, 0), histMax))
+	d = max(d, 0)
+	if h.h == nil {
+		h.h = hdrhistogram.New(1, histMax, 2)
+	}
+	h.n++
+	h.sum += d
+	h.max = max(h.max, d)
+	_ = h.h.RecordValue(min(int64(d/time.Microsecond), histMax))
 }
 
-// snapshot copies the counts (a few microseconds) so that the quantiles can be computed
-// after the owner's mutex is released.
-func (h *hist) snapshot() *hdrhistogram.Snapshot {
-	if h.h.TotalCount() == 0 {
-		return nil
+// snapshot copies the counts so that the percentiles can be computed after the owner's
+// mutex is released.
+func (h *hist) snapshot() histSnap {
+	if h.n == 0 {
+		return histSnap{}
 	}
-	return h.h.Export()
+	return histSnap{s: h.h.Export(), n: h.n, sum: h.sum, max: h.max}
 }
 
-func distOf(s *hdrhistogram.Snapshot) Dist {
-	if s == nil {
-		return Dist{}
+// summary returns the snapshot as an accounting.Summary: exact Count, Sum and Max,
+// percentiles from the histogram (never above Max).
+func (s histSnap) summary() accounting.Summary {
+	out := accounting.Summary{Count: s.n, Sum: s.sum, Max: s.max}
+	if s.n == 0 {
+		return out
 	}
-	h := hdrhistogram.Import(s)
-	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-	return Dist{
-		Count: h.TotalCount(),
-		Mean:  time.Duration(h.Mean() * float64(time.Microsecond)),
-		P50:   us(h.ValueAtQuantile(50)),
-		P90:   us(h.ValueAtQuantile(90)),
-		P99:   us(h.ValueAtQuantile(99)),
-		Max:   us(h.Max()),
+	h := hdrhistogram.Import(s.s)
+	q := func(p float64) time.Duration {
+		return min(time.Duration(h.ValueAtQuantile(p))*time.Microsecond, s.max)
 	}
+	out.P50, out.P90, out.P99, out.P999 = q(50), q(90), q(99), q(99.9)
+	return out
 }
 
 // Stats is a snapshot of a pool, from Pool.Stats.
@@ -72,23 +78,27 @@ type Stats struct {
 
 // StatsKeys bounds the routes Stats reports: the StatsKeys most recently used ones plus up
 // to StatsKeys others that are in the slow lane. A server has far fewer routes; the bound
-// keeps the pool mutex held for a few microseconds even when MaxKeys routes are known.
+// keeps the time the pool mutex is held short and bounded even when MaxKeys routes are
+// known.
 const StatsKeys = 256
 
 // LaneStats describes one lane. Counters are totals since New.
 type LaneStats struct {
-	Tokens    int // the lane's budget
-	InUse     int // tokens held by running functions
-	Waiting   int // calls queued for a token
-	Started   uint64
-	Completed uint64 // functions that returned (or panicked)
-	Rejected  uint64 // ErrQueueFull
-	Cancelled uint64 // callers that left while queued or running
-	TimedOut  uint64 // calls whose Timeout passed
-	Panicked  uint64
-	Migrated  uint64 // queued calls moved here when their route changed lanes
-	Wait      Dist   // admission to start (zero for calls that found a free token)
-	Run       Dist   // start to return
+	Tokens      int    // the lane's budget
+	KeyCap      int    // tokens one route may hold at once (Config.MaxKeyShare)
+	InUse       int    // tokens held by running functions
+	Waiting     int    // calls queued for a token, Capped included
+	Capped      int    // of which waiting because their route holds its KeyCap
+	CappedWaits uint64 // calls that have waited at their route's KeyCap
+	Started     uint64
+	Completed   uint64 // functions that returned (or panicked)
+	Rejected    uint64 // ErrQueueFull
+	Cancelled   uint64 // callers that left while queued or running
+	TimedOut    uint64 // calls whose Timeout passed
+	Panicked    uint64
+	Migrated    uint64             // queued calls moved here when their route changed lanes
+	Wait        accounting.Summary // admission to start (zero for calls that found a free token)
+	Run         accounting.Summary // start to return
 }
 
 // KeyStats is the predictor's state for one route.
@@ -100,14 +110,18 @@ type KeyStats struct {
 	Calls    uint64
 	Flips    uint64 // lane changes
 	Midway   uint64 // promotions by mid-flight learning
+	// Per-key cap (Config.MaxKeyShare).
+	InUse       int    // running calls of the route (tokens it holds), all lanes
+	Capped      int    // calls of the route waiting now because it holds its cap
+	CappedWaits uint64 // calls of the route that have waited at its cap
 }
 
 // Stats returns a snapshot of the pool. The pool's mutex is held only while raw state is
-// copied (a few microseconds: at most 2 x StatsKeys routes); quantiles, estimates and
+// copied (at most 2 x StatsKeys routes and the lanes' histograms); quantiles, estimates and
 // sorting are computed afterwards. Meant for a stats endpoint, not for every request.
 // Any goroutine.
 func (p *Pool) Stats() Stats {
-	var snaps [NumLanes][2]*hdrhistogram.Snapshot
+	var snaps [NumLanes][2]histSnap
 	p.mu.Lock()
 	now := p.now()
 	st := Stats{
@@ -122,18 +136,24 @@ func (p *Pool) Stats() Stats {
 	for i := range p.lanes {
 		ls := &p.lanes[i]
 		st.Lanes[i] = LaneStats{
-			Tokens: ls.tokens, InUse: ls.inUse, Waiting: ls.q.n,
+			Tokens: ls.tokens, KeyCap: ls.keyCap, InUse: ls.inUse, Waiting: ls.q.n + ls.held,
+			Capped: ls.held, CappedWaits: ls.cappedWaits,
 			Started: ls.started, Completed: ls.completed, Rejected: ls.rejected,
 			Cancelled: ls.cancelled, TimedOut: ls.timedOut, Panicked: ls.panicked,
 			Migrated: ls.migratedIn,
 		}
-		snaps[i] = [2]*hdrhistogram.Snapshot{ls.wait.snapshot(), ls.run.snapshot()}
+		snaps[i] = [2]histSnap{ls.wait.snapshot(), ls.run.snapshot()}
 	}
 	st.KeysTotal = len(p.pred.m)
-	raw := make([]keyEntry, 0, 2*StatsKeys)
+	raw := make([]rawKey, 0, 2*StatsKeys)
 	add := func(e *keyEntry) {
-		raw = append(raw, keyEntry{key: e.key, ewma: e.ewma, last: e.last, slow: e.slow,
-			seeded: e.seeded, calls: e.calls, flips: e.flips, mid: e.mid})
+		r := rawKey{keyEntry: keyEntry{key: e.key, ewma: e.ewma, last: e.last, slow: e.slow,
+			seeded: e.seeded, calls: e.calls, flips: e.flips, mid: e.mid,
+			cappedWaits: e.cappedWaits}, capped: e.heldN()}
+		for _, n := range e.inUse {
+			r.inUse += n
+		}
+		raw = append(raw, r)
 	}
 	p.pred.stamp++
 	stamp := p.pred.stamp
@@ -155,23 +175,30 @@ func (p *Pool) Stats() Stats {
 	p.mu.Unlock()
 
 	for i := range st.Lanes {
-		st.Lanes[i].Wait, st.Lanes[i].Run = distOf(snaps[i][0]), distOf(snaps[i][1])
+		st.Lanes[i].Wait, st.Lanes[i].Run = snaps[i][0].summary(), snaps[i][1].summary()
 	}
 	st.Keys = make([]KeyStats, len(raw))
 	for i := range raw {
-		e := &raw[i]
+		e := &raw[i].keyEntry
 		est := pr.estimate(e, now)
 		lane := LaneFast
 		if e.seeded || (e.slow && est >= pr.demote) {
 			lane = LaneSlow
 		}
 		st.Keys[i] = KeyStats{Key: e.key, Estimate: time.Duration(est), Lane: lane, Seeded: e.seeded,
-			Calls: e.calls, Flips: e.flips, Midway: e.mid}
+			Calls: e.calls, Flips: e.flips, Midway: e.mid,
+			InUse: raw[i].inUse, Capped: raw[i].capped, CappedWaits: e.cappedWaits}
 	}
 	slices.SortStableFunc(st.Keys, func(a, b KeyStats) int {
 		return cmp.Or(cmp.Compare(b.Lane, a.Lane), cmp.Compare(b.Estimate, a.Estimate))
 	})
 	return st
+}
+
+// rawKey is a key's state copied under the pool's mutex.
+type rawKey struct {
+	keyEntry
+	inUse, capped int
 }
 
 // Key returns the stats of one route and whether the predictor knows it. Any goroutine.
