@@ -223,8 +223,6 @@ func (c Config) Validate() error {
 		{"HandlerTimeout", int64(c.HandlerTimeout)},
 		{"MaxOutputBytes", int64(c.MaxOutputBytes)},
 		{"MaxBufferedInput", int64(c.MaxBufferedInput)},
-		{"Offload.Tokens", int64(c.Offload.Tokens)},
-		{"Offload.SlowTokens", int64(c.Offload.SlowTokens)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("loop: Config.%s must not be negative, got %d", f.name, f.v)
@@ -238,6 +236,13 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
 		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)
+	}
+	if err := c.Offload.Validate(); err != nil {
+		var ce *offload.ConfigError
+		if errors.As(err, &ce) {
+			return errors.New("loop: " + ce.Describe("Config.Offload."))
+		}
+		return fmt.Errorf("loop: Config.Offload: %w", err)
 	}
 	if err := c.Limits.Validate(); err != nil {
 		var ce *httpcodec.ConfigError

@@ -44,6 +44,8 @@ type Task struct {
 
 	cpu      time.Duration // loop-thread CPU over its slices (Config.CPUClock)
 	cpuStart time.Duration
+
+	suspendFn func(offload.Wait) (func(), func() error) // t.suspend, made once: no allocation per offloaded call
 }
 
 // taskOps is the seam between the two ways a task runs. loopTask parks a coroutine on the
@@ -121,6 +123,17 @@ func (t *Task) offloadKey() string {
 		return t.c.pattern
 	}
 	return t.name
+}
+
+// OffloadHook lends the task to the offload package: offload.Do, offload.Copy and
+// offload.Gate.Enter take a *Task or a *Ctx and park it through this hook (the server's
+// pool, the route or task name as the lane key, and the task's park). Part of
+// offload.Caller; not for other use.
+func (t *Task) OffloadHook() offload.Hook {
+	if t.suspendFn == nil {
+		t.suspendFn = t.suspend
+	}
+	return offload.Hook{Pool: t.srv.pool, Key: t.offloadKey(), Suspend: t.suspendFn}
 }
 
 // suspend prepares one park for the offload package.

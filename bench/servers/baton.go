@@ -17,8 +17,12 @@ type poolCaller struct {
 	pool *offload.Pool
 }
 
-// OffloadPool returns the pool the calls go to.
-func (p poolCaller) OffloadPool() *offload.Pool { return p.pool }
+// OffloadHook is the Ctx's hook with the pool the calls go to.
+func (p poolCaller) OffloadHook() offload.Hook {
+	h := p.Ctx.OffloadHook()
+	h.Pool = p.pool
+	return h
+}
 
 // busy answers 503 (or 429) with Retry-After.
 func busy(c *loop.Ctx, status int) {
@@ -73,8 +77,9 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool) (*Running, 
 	srv.Handle("GET /hog/stats", func(c *loop.Ctx) { c.JSON(200, hogs) })
 
 	// slow-flood: two pools of the same size, with and without lanes.
-	lanes := offload.New(offload.Config{Tokens: FloodTokens, MaxWaiting: FloodMaxWaiting})
-	noLanes := offload.New(offload.Config{Tokens: FloodTokens, MaxWaiting: FloodMaxWaiting, NoLanes: true})
+	// MaxKeyShare 1: no per-route cap, so the flood compares lanes against no lanes alone.
+	lanes := offload.New(offload.Config{Tokens: FloodTokens, MaxWaiting: FloodMaxWaiting, MaxKeyShare: 1})
+	noLanes := offload.New(offload.Config{Tokens: FloodTokens, MaxWaiting: FloodMaxWaiting, NoLanes: true, MaxKeyShare: 1})
 	flood := func(pool *offload.Pool, d time.Duration, body string) loop.HandlerFunc {
 		return func(c *loop.Ctx) {
 			_, err := offload.Do(poolCaller{c, pool}, func(ctx context.Context) (struct{}, error) {
