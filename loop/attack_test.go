@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/offload"
 )
 
 // Faults found by attacking the server (issue 13), each over real sockets.
@@ -287,4 +288,35 @@ func TestAttackInputBoundedWhileOutputBacksUp(t *testing.T) {
 		}
 	}
 	require.True(t, time.Now().Before(deadline), "still accepting input after %d MiB", sent>>20)
+}
+
+// Item 11: Shutdown honours its context while offloaded functions that ignore their
+// context still run, instead of waiting a fixed 10 s for them.
+func TestAttackShutdownHonoursDeadlineForHungOffload(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release) // let the hung function go at the end (goleak)
+	started := make(chan struct{})
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	s.Handle("GET /hang", func(c *Ctx) {
+		_, _ = offload.Do(c, func(context.Context) (int, error) {
+			close(started)
+			<-release // ignores its context
+			return 0, nil
+		})
+		c.String(200, "late")
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	waitDone(t, "Ready", s.Ready())
+	cl := dial(t, s.Addr().String())
+	cl.send("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := s.Shutdown(ctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.Less(t, took, 5*time.Second, "Shutdown waited past its context for a hung offloaded function")
 }
