@@ -1,0 +1,320 @@
+package loop_test
+
+// Fault tests that need a process of their own: the server runs in a child process (this
+// test binary re-executed with faultChildEnv set, see init) so that its file-descriptor
+// limit and its memory can be set and measured without touching the test process. They use
+// only loop's public API.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"log/slog"
+
+	"github.com/batonrt/baton/loop"
+)
+
+// faultChildEnv selects a child "server main" in a re-executed test binary; its value names
+// the scenario. faultChildLimitEnv sets the child's soft RLIMIT_NOFILE.
+const (
+	faultChildEnv      = "BATON_LOOP_FAULT_CHILD"
+	faultChildLimitEnv = "BATON_LOOP_FAULT_NOFILE"
+)
+
+func init() {
+	if mode := os.Getenv(faultChildEnv); mode != "" {
+		os.Exit(faultChildMain(mode))
+	}
+}
+
+// faultChildMain is the child's main: it serves like a real program would and exits 0 only
+// after a requested shutdown (SIGTERM or stdin closed), 1 when ListenAndServe fails, 2 when
+// ListenAndServe returns ErrServerClosed without a Shutdown (the bug of issue 13 item 1).
+func faultChildMain(mode string) int {
+	if v := os.Getenv(faultChildLimitEnv); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: bad limit:", err)
+			return 1
+		}
+		rl := unix.Rlimit{Cur: n, Max: n}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+			fmt.Fprintln(os.Stderr, "child: setrlimit:", err)
+			return 1
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := loop.New(loop.Config{Addr: "127.0.0.1:0", KeepFileLimit: true, Logger: log})
+	small := []byte("ok\n")
+	s.Handle("GET /", func(c *loop.Ctx) { c.Bytes(200, "text/plain", small) })
+	switch mode {
+	case "emfile":
+	case "rss":
+		big := bytes.Repeat([]byte("x"), 1<<20)
+		s.Handle("GET /big", func(c *loop.Ctx) { c.Bytes(200, "application/octet-stream", big) })
+	default:
+		fmt.Fprintln(os.Stderr, "child: unknown mode", mode)
+		return 1
+	}
+	var requested sync.WaitGroup
+	shutdownAsked := make(chan struct{})
+	requested.Add(1)
+	go func() {
+		defer requested.Done()
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		stdinEOF := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stdinEOF) }()
+		select {
+		case <-sig:
+		case <-stdinEOF:
+		case <-s.Done():
+			return
+		}
+		close(shutdownAsked)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	}()
+	go func() {
+		<-s.Ready()
+		if a := s.Addr(); a != nil {
+			fmt.Printf("ADDR %s\n", a)
+		}
+	}()
+	err := s.ListenAndServe()
+	select {
+	case <-shutdownAsked:
+		if errors.Is(err, loop.ErrServerClosed) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "child: ListenAndServe after Shutdown:", err)
+		return 1
+	default:
+	}
+	if errors.Is(err, loop.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "child: ListenAndServe returned ErrServerClosed without a Shutdown")
+		return 2
+	}
+	fmt.Fprintln(os.Stderr, "child: ListenAndServe:", err)
+	return 1
+}
+
+// faultChild is a running child server as seen by the test.
+type faultChild struct {
+	cmd    *exec.Cmd
+	addr   string
+	stdin  io.WriteCloser
+	stderr *syncBuffer
+	exited chan struct{} // closed when the child has exited; then exitErr is set
+	exitEr error
+}
+
+// startFaultChild starts the child for mode with the given RLIMIT_NOFILE (0: inherited) and
+// waits until it reports its address. The child is stopped at the end of the test.
+func startFaultChild(t *testing.T, mode string, nofile int) *faultChild {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), faultChildEnv+"="+mode)
+	if nofile > 0 {
+		cmd.Env = append(cmd.Env, faultChildLimitEnv+"="+strconv.Itoa(nofile))
+	}
+	fc := &faultChild{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = fc.stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	fc.stdin, err = cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	addrCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+				addrCh <- a
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		fc.exitEr = cmd.Wait()
+		close(fc.exited)
+	}()
+	t.Cleanup(func() {
+		_ = fc.stdin.Close() // asks for a graceful shutdown
+		select {
+		case <-fc.exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-fc.exited
+		}
+		if t.Failed() {
+			t.Logf("child stderr:\n%s", fc.stderr.String())
+		}
+	})
+	select {
+	case fc.addr = <-addrCh:
+	case <-fc.exited:
+		t.Fatalf("child exited before serving: %v\n%s", fc.exitEr, fc.stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("child did not report its address\n%s", fc.stderr.String())
+	}
+	return fc
+}
+
+func (fc *faultChild) alive() bool {
+	select {
+	case <-fc.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// getOn sends GET / on c and reads the response, within d.
+func getOn(c net.Conn, br *bufio.Reader, d time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(d))
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err == nil && resp.StatusCode != 200 {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return err
+}
+
+// freshGet dials addr and does one GET / within d.
+func freshGet(addr string, d time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return getOn(c, bufio.NewReader(c), d)
+}
+
+var fdExhaustedLine = regexp.MustCompile(`(?im)^.*too many open files.*$`)
+
+// TestAcceptSurvivesFileDescriptorExhaustion is issue 13 item 1: a server whose
+// RLIMIT_NOFILE is exhausted by connections must keep serving the connections it has,
+// answer new ones once descriptors are free again, log the exhaustion (rate-limited), and
+// not exit.
+func TestAcceptSurvivesFileDescriptorExhaustion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens hundreds of connections")
+	}
+	const (
+		limit   = 256 // the child's RLIMIT_NOFILE
+		keepers = 20  // connections opened first and used before and after the exhaustion
+		excess  = 400 // more connections than the child has descriptors left
+	)
+	var rl unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &rl))
+	if rl.Cur < keepers+excess+100 {
+		t.Skipf("the test process needs %d descriptors, RLIMIT_NOFILE is %d", keepers+excess+100, rl.Cur)
+	}
+	fc := startFaultChild(t, "emfile", limit)
+
+	type client struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	var kept []client
+	for range keepers {
+		c, err := net.DialTimeout("tcp", fc.addr, 5*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		cl := client{c, bufio.NewReader(c)}
+		require.NoError(t, getOn(cl.c, cl.br, 5*time.Second))
+		kept = append(kept, cl)
+	}
+
+	var extra []net.Conn
+	closeExtra := func() {
+		for _, c := range extra {
+			_ = c.Close()
+		}
+		extra = nil
+	}
+	t.Cleanup(closeExtra)
+	for range excess {
+		c, err := net.DialTimeout("tcp", fc.addr, 5*time.Second)
+		if err != nil {
+			break // the backlog is full or the server is gone; enough pressure either way
+		}
+		extra = append(extra, c)
+	}
+	// The child runs out of descriptors while accepting these: wait until it says so.
+	require.Eventually(t, func() bool {
+		return fdExhaustedLine.MatchString(fc.stderr.String()) || !fc.alive()
+	}, 20*time.Second, 10*time.Millisecond, "the child never reported descriptor exhaustion")
+	closeExtra()
+
+	// New connections are answered again once descriptors are free.
+	var lastErr error
+	ok := assert.Eventually(t, func() bool {
+		lastErr = freshGet(fc.addr, 2*time.Second)
+		return lastErr == nil || !fc.alive()
+	}, 20*time.Second, 20*time.Millisecond)
+	require.True(t, fc.alive(), "the child exited: %v", fc.exitEr)
+	require.True(t, ok)
+	require.NoError(t, lastErr, "a new connection is not answered")
+
+	// The connections that were open through the exhaustion still work.
+	for i, cl := range kept {
+		require.NoError(t, getOn(cl.c, cl.br, 5*time.Second), "kept connection %d", i)
+	}
+	require.True(t, fc.alive(), "the child exited: %v", fc.exitEr)
+
+	// Logged, but rate-limited: hundreds of accepts failed, a handful of lines say so.
+	lines := fdExhaustedLine.FindAllString(fc.stderr.String(), -1)
+	require.NotEmpty(t, lines)
+	assert.LessOrEqual(t, len(lines), 5, "one log line per failed accept: %q", lines)
+}
