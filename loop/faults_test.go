@@ -315,6 +315,7 @@ func TestAcceptSurvivesFileDescriptorExhaustion(t *testing.T) {
 
 	// Logged, but rate-limited: hundreds of accepts failed, a handful of lines say so.
 	lines := fdExhaustedLine.FindAllString(fc.stderr.String(), -1)
+	t.Logf("child logged: %q", lines)
 	require.NotEmpty(t, lines)
 	assert.LessOrEqual(t, len(lines), 5, "one log line per failed accept: %q", lines)
 }
