@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -419,4 +420,33 @@ func TestNonReadingPipelinerMemoryBounded(t *testing.T) {
 	}
 	require.True(t, fc.alive(), "the child exited: %v", fc.exitEr)
 	assert.Less(t, peak, int64(boundKB), "child peak RSS")
+}
+
+// TestEngineStopWithoutShutdownIsAnError: when the event loop stops although neither
+// Shutdown nor Close asked (here gnet's own Stop is called behind the server's back, the
+// way a fatal loop error ends it), ListenAndServe must return an error that is not
+// ErrServerClosed, so that a supervisor restarts the program.
+func TestEngineStopWithoutShutdownIsAnError(t *testing.T) {
+	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.Handle("GET /", func(c *loop.Ctx) { c.String(200, "ok\n") })
+	served := make(chan error, 1)
+	go func() { served <- s.ListenAndServe() }()
+	<-s.Ready()
+	require.NoError(t, freshGet(s.Addr().String(), 5*time.Second))
+
+	// The server gives gnet a placeholder listener on this address (accept_guard.go); the
+	// deprecated package-level Stop finds the engine by it.
+	require.NoError(t, gnet.Stop(context.Background(), "udp://127.0.0.1:0"))
+	var err error
+	select {
+	case err = <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenAndServe did not return after the engine stopped")
+	}
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, loop.ErrServerClosed)
+	assert.ErrorIs(t, err, loop.ErrUnexpectedStop)
+	_, derr := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	assert.Error(t, derr, "the listener is closed once ListenAndServe returned")
+	require.NoError(t, s.Shutdown(context.Background()))
 }
