@@ -294,21 +294,15 @@ func (a *acceptor) handOver(eng gnet.Engine, c *net.TCPConn) bool {
 	return true
 }
 
-// ErrUnexpectedStop is returned (wrapped) by ListenAndServe when the event loop stopped
-// although neither Shutdown nor Close asked it to; the log says why. A supervisor should
-// treat it as a failure and restart the program.
-var ErrUnexpectedStop = errors.New("loop: the event loop stopped without Shutdown or Close")
-
-// serveGuard is the server's side of accepting connections and of telling a requested stop
-// from a failure. The zero value is ready; listen, start, finish are called by
-// ListenAndServe's goroutine, stopAccepting and stopRequested on the loop.
+// serveGuard is the server's side of accepting connections. The zero value is ready;
+// listen, gnetAddr, addr and finish are called by ListenAndServe's goroutine (addr also in
+// OnBoot), start and stopAccepting on the loop.
 type serveGuard struct {
-	acc       atomic.Pointer[acceptor]
-	requested atomic.Bool // the server asked the engine to stop
+	acc atomic.Pointer[acceptor]
 }
 
 // listen opens the listening socket on addr. Call it before gnet.Run, and pass gnetAddr to
-// gnet.Run instead of the address.
+// gnet.Run instead of the address; a bind error is ListenAndServe's to return.
 func (g *serveGuard) listen(addr string, log *slog.Logger) error {
 	a, err := listenAcceptor(addr, log)
 	if err != nil {
@@ -327,30 +321,20 @@ func (g *serveGuard) addr() *net.TCPAddr { return g.acc.Load().Addr() }
 // start begins accepting into eng; call it once the loop is reachable.
 func (g *serveGuard) start(eng gnet.Engine) { g.acc.Load().start(eng) }
 
-// stopAccepting closes the listening socket (a drain takes no new connections; with
-// SO_REUSEPORT they go to the other servers on the address). It does not wait; safe on the
-// loop.
+// stopAccepting closes the listening socket without waiting (connections still in the
+// kernel's backlog are reset; with SO_REUSEPORT new ones go to the other servers on the
+// address). Call it on the loop when the engine is about to stop. Idempotent.
 func (g *serveGuard) stopAccepting() {
 	if a := g.acc.Load(); a != nil {
 		a.shut()
 	}
 }
 
-// stopRequested records that the server itself stops the engine (Shutdown, Close, or a
-// start-up failure it reports on its own). Safe for concurrent use.
-func (g *serveGuard) stopRequested() { g.requested.Store(true) }
-
-// finish runs after gnet.Run has returned: it closes the acceptor and returns
-// ErrUnexpectedStop if the engine stopped without stopRequested (gnet.Run returns nil
-// even when its loop died of an error, engine_unix.go:272-278), nil otherwise.
-func (g *serveGuard) finish() error {
+// finish closes the acceptor and waits for its goroutine; call it after gnet.Run returned.
+func (g *serveGuard) finish() {
 	if a := g.acc.Load(); a != nil {
 		a.close()
 	}
-	if !g.requested.Load() {
-		return ErrUnexpectedStop
-	}
-	return nil
 }
 
 // AcceptStats returns the counts of the server's acceptor: connections accepted, accepts

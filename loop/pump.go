@@ -98,6 +98,7 @@ func (s *Server) requestStop() {
 // deferred functions run), and each connection holding a request it read but never
 // started gets 503 instead of a reset.
 func (s *Server) finalStop() {
+	s.guard.stopAccepting() // gnet-faults: no registration may be queued after the loop's last turn
 	s.door.close()
 	s.cancel()
 	s.sched.Close() // idempotent
