@@ -49,7 +49,7 @@ func init() {
 }
 
 // faultChildMain is the child's main: it serves like a real program would and exits 0 only
-// after a requested shutdown (SIGTERM or stdin closed), 1 when ListenAndServe fails, 2 when
+// after a requested shutdown (SIGTERM or stdin closed), 1 when ListenAndServe fails, 3 when
 // ListenAndServe returns ErrServerClosed without a Shutdown (the bug of issue 13 item 1).
 func faultChildMain(mode string) int {
 	if v := os.Getenv(faultChildLimitEnv); v != "" {
@@ -115,7 +115,7 @@ func faultChildMain(mode string) int {
 	}
 	if errors.Is(err, loop.ErrServerClosed) {
 		fmt.Fprintln(os.Stderr, "child: ListenAndServe returned ErrServerClosed without a Shutdown")
-		return 2
+		return 3 // not 2: that is the Go runtime's exit status for a panic
 	}
 	fmt.Fprintln(os.Stderr, "child: ListenAndServe:", err)
 	return 1
