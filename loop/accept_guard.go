@@ -73,10 +73,12 @@ type acceptor struct {
 	wg     sync.WaitGroup
 
 	// Accept goroutine only.
-	reserve    int // a descriptor on /dev/null, given up to shed a connection; -1 when none
-	loggedAt   time.Time
-	unlogged   uint64 // resource errors since the last log line
-	unloggedSh uint64 // connections shed since the last log line
+	reserve       int // a descriptor on /dev/null, given up to shed a connection; -1 when none
+	loggedAt      time.Time
+	unlogged      uint64 // resource errors since the last log line
+	unloggedSh    uint64 // connections shed since the last log line
+	otherAt       time.Time
+	unloggedOther uint64 // other accept errors since the last line about them
 }
 
 // listenAcceptor listens on addr (host:port) with the socket options the server used with
@@ -201,7 +203,8 @@ func (a *acceptor) acceptLoop(eng gnet.Engine) {
 			}
 		} else {
 			a.otherErrs.Add(1)
-			a.log.Warn("loop: accept failed; retrying", "err", err)
+			a.unloggedOther++
+			a.logOtherError(err)
 		}
 		// Nothing could be accepted: wait before trying again rather than spin.
 		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
@@ -263,6 +266,18 @@ func (a *acceptor) logResourceError(err error) {
 		"err", err, "failures", a.unlogged, "shed", a.unloggedSh,
 		"failures_total", a.resourceErrs.Load(), "shed_total", a.shed.Load())
 	a.unlogged, a.unloggedSh = 0, 0
+}
+
+// logOtherError logs an accept error that is not about resources like logResourceError:
+// the first at once, then at most one line per acceptLogEvery. Accept goroutine only.
+func (a *acceptor) logOtherError(err error) {
+	now := time.Now()
+	if !a.otherAt.IsZero() && now.Sub(a.otherAt) < acceptLogEvery {
+		return
+	}
+	a.otherAt = now
+	a.log.Warn("loop: accept failed; retrying", "err", err, "failures", a.unloggedOther, "failures_total", a.otherErrs.Load())
+	a.unloggedOther = 0
 }
 
 // handOver gives c to the loop. It reports false once the acceptor is closed or the
