@@ -67,10 +67,12 @@ type acceptor struct {
 
 	accepted, resourceErrs, shed, otherErrs, regErrs atomic.Uint64
 
-	mu     sync.Mutex // guards closed and serializes handing over with close
-	closed bool
-	quit   chan struct{} // closed by close
-	wg     sync.WaitGroup
+	mu         sync.Mutex // guards closed, pending, settleFrom; serializes handing over with close
+	closed     bool
+	pending    []<-chan gnet.RegisteredResult // registrations whose result was not seen yet
+	settleFrom time.Time                      // when settled was first called
+	quit       chan struct{}                  // closed by close
+	wg         sync.WaitGroup
 
 	// Accept goroutine only.
 	reserve       int // a descriptor on /dev/null, given up to shed a connection; -1 when none
@@ -295,19 +297,62 @@ func (a *acceptor) handOver(eng gnet.Engine, c *net.TCPConn) bool {
 		return false
 	}
 	ch, err := eng.Register(gnet.NewNetConnContext(context.Background(), c))
+	if err == nil {
+		// The result is not waited for (that would add a cross-thread wake-up to every
+		// connection): it is collected without blocking, here and by settled.
+		a.pruneLocked()
+		a.pending = append(a.pending, ch)
+	}
 	a.mu.Unlock()
 	if err != nil {
 		_ = c.Close()
 		a.regErrs.Add(1)
 		return !errors.Is(err, gerrors.ErrEngineInShutdown) && !errors.Is(err, gerrors.ErrEmptyEngine)
 	}
-	// The result (the connection, or an error such as EMFILE from duplicating the
-	// descriptor, after which gnet closes it) is not waited for: a goroutine reading it
-	// would add a cross-thread wake-up to every connection.
-	_ = ch
 	a.accepted.Add(1)
 	return true
 }
+
+// pruneLocked drops the registrations that have finished, counting those that failed
+// (typically EMFILE when gnet duplicates the descriptor; gnet then closes the connection).
+// It never blocks. Call it with a.mu held.
+func (a *acceptor) pruneLocked() {
+	kept := a.pending[:0]
+	for _, ch := range a.pending {
+		select {
+		case res, ok := <-ch:
+			if ok && res.Err != nil {
+				a.regErrs.Add(1)
+			}
+		default:
+			kept = append(kept, ch)
+		}
+	}
+	clear(a.pending[len(kept):])
+	a.pending = kept
+}
+
+// settled closes the acceptor (without waiting for its goroutine) and reports whether no
+// registration is still on its way to the loop. Registrations queued on the loop run only
+// while the loop keeps turning: gnet drops what is queued behind the task that stops the
+// engine, and the worker that queued it then waits forever (eventloop_unix.go:188-197).
+// Call it on the loop before stopping the engine, and keep the loop turning while it
+// reports false; after settleLimit it reports true regardless (a registration that failed
+// before reaching the loop is collected, but one stuck elsewhere must not hold the stop).
+func (a *acceptor) settled() bool {
+	a.shut()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.settleFrom.IsZero() {
+		a.settleFrom = time.Now()
+	}
+	a.pruneLocked()
+	return len(a.pending) == 0 || time.Since(a.settleFrom) > settleLimit
+}
+
+// settleLimit bounds how long settled holds a stop for registrations in flight; they
+// normally land within one loop turn.
+const settleLimit = time.Second
 
 // serveGuard is the server's side of accepting connections. The zero value is ready;
 // listen, gnetAddr, addr and finish are called by ListenAndServe's goroutine (addr also in
@@ -343,6 +388,14 @@ func (g *serveGuard) stopAccepting() {
 	if a := g.acc.Load(); a != nil {
 		a.shut()
 	}
+}
+
+// settled is acceptor.settled; true when the server has no acceptor. Loop only.
+func (g *serveGuard) settled() bool {
+	if a := g.acc.Load(); a != nil {
+		return a.settled()
+	}
+	return true
 }
 
 // finish closes the acceptor and waits for its goroutine; call it after gnet.Run returned.

@@ -29,6 +29,10 @@ func (s *Server) runDoor(context.Context) error {
 		st = s.life.load()
 	}
 	if st >= stateStopping {
+		if !s.guard.settled() { // gnet-faults: accepted connections still on their way to the loop
+			s.postPump() // gnet-faults: turn again (through epoll) so gnet runs their registrations first
+			return nil   // gnet-faults
+		} // gnet-faults
 		s.finalStop()
 		return errEngineShutdown
 	}
