@@ -20,17 +20,7 @@ type controlMarker struct{}
 func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 	s := (*Server)(e)
 	s.eng.Store(&eng)
-	if fd, err := eng.Dup(); err == nil {
-		if sa, err := unix.Getsockname(fd); err == nil {
-			switch a := sa.(type) {
-			case *unix.SockaddrInet4:
-				s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]).To16(), Port: a.Port})
-			case *unix.SockaddrInet6:
-				s.addr.Store(&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port})
-			}
-		}
-		_ = unix.Close(fd)
-	}
+	s.addr.Store(s.guard.addr()) // gnet-faults: replaces the eng.Dup/Getsockname block (gnet holds only a placeholder listener)
 	return gnet.None
 }
 
@@ -93,6 +83,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.startWatchdog()
 		close(s.ready)
 		s.door.open(gc.EventLoop())
+		s.guard.start(*s.eng.Load()) // gnet-faults: accept once the loop is reachable
 		return nil, gnet.None
 	}
 	cs := s.newConn(gc)
@@ -104,6 +95,9 @@ func (e *events) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	s := (*Server)(e)
 	cs, ok := gc.Context().(*conn)
 	if !ok {
+		if _, ctl := gc.Context().(controlMarker); ctl && s.life.load() < stateStopping { // gnet-faults: the loop is exiting unasked (gnet closes every connection on the loop goroutine as it exits)
+			s.finalStop() // gnet-faults: unwind tasks here, on the loop goroutine; scheduler.Close panics on any other once a task ran
+		} // gnet-faults
 		return gnet.None
 	}
 	s.connClosed(cs)

@@ -68,6 +68,7 @@ type Server struct {
 	ctlPeer   atomic.Int64 // our end of the control socket pair (fd), -1 when none
 	tickOnce  sync.Once
 	startErr  atomic.Pointer[error] // why the loop could not be reached, if it could not
+	guard     serveGuard            // gnet-faults: owns the listening socket (accept_guard.go)
 	baseCtx   context.Context       // cancelled when the loop stops
 	cancel    context.CancelFunc
 	drainSig  *Event                   // set when the drain begins
@@ -260,8 +261,13 @@ func (s *Server) ListenAndServe() error {
 		gnet.WithTicker(true), // the first tick registers the control connection
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLogger(gnetLogger{s.log}),
+		gnet.WithLoadBalancing(gnet.LeastConnections), // gnet-faults: Engine.Register runs on the acceptor goroutine; RoundRobin's next() is not safe for that
 	}
-	err := gnet.Run((*events)(s), "tcp://"+s.cfg.Addr, opts...)
+	err := s.guard.listen(s.cfg.Addr, s.log) // gnet-faults: we accept, not gnet (accept_guard.go)
+	if err == nil {                          // gnet-faults
+		err = gnet.Run((*events)(s), s.guard.gnetAddr(), opts...) // gnet-faults: was "tcp://"+s.cfg.Addr
+	} // gnet-faults
+	s.guard.finish()                            // gnet-faults: close the listener, wait for the acceptor goroutine
 	requested := s.life.load() >= stateDraining // Shutdown or Close asked for this stop
 	if from, _ := s.life.advance(stateStopping); from == stateServing || from == stateStarting {
 		requested = false

@@ -1,0 +1,417 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
+	"golang.org/x/sys/unix"
+)
+
+// Why the server accepts connections itself.
+//
+// gnet v2.10.0 treats every accept error other than EAGAIN, EINTR, ECONNRESET and
+// ECONNABORTED as fatal: eventloop.accept (acceptor_unix.go:83-94, the path taken with
+// WithReusePort(true)) returns errors.ErrAcceptSocket, the poller returns it
+// (pkg/netpoll/poller_epoll_default.go:137-140), the loop closes every connection and the
+// engine stops (reactor_default.go:79-112), and gnet.Run still returns nil because the
+// engine's shutdown runs in a deferred call whose error is only logged
+// (engine_unix.go:219-221, 272-278). Running out of file descriptors (EMFILE, ENFILE) or
+// kernel memory (ENOBUFS, ENOMEM) at accept therefore killed the server. gnet offers no
+// option or hook on that path, so the acceptor owns the listening socket instead: it
+// accepts on its own goroutine and hands each connection to the loop with Engine.Register,
+// and gnet itself only listens on a placeholder UDP socket on loopback, for which it never
+// calls accept (eventloop.accept hands UDP listeners to readUDP, whose errors are not
+// fatal).
+
+// gnetPlaceholderAddr is the address given to gnet.Run when the acceptor owns the real
+// listener: gnet needs one listener (Engine.Validate refuses an engine without), and a UDP
+// socket never makes it call accept. A stray datagram reaches OnTraffic on a connection
+// without a context, which the server treats like a control-socket wake-up: harmless.
+const gnetPlaceholderAddr = "udp://127.0.0.1:0"
+
+// acceptLogEvery is the least time between two log lines about failing accepts: the first
+// failure is logged at once, later ones are counted and summed up in the next line.
+const acceptLogEvery = 10 * time.Second
+
+// Back-off after an accept error that shedding cannot clear, doubling up to the maximum
+// (the bounds net/http uses).
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// AcceptStats counts what the acceptor met. Read it with Server.AcceptStats.
+type AcceptStats struct {
+	Accepted        uint64 // connections accepted and handed to the loop
+	ResourceErrors  uint64 // accepts that failed for lack of descriptors or kernel memory
+	Shed            uint64 // connections accepted and closed at once because descriptors ran out
+	OtherErrors     uint64 // accepts that failed for another reason
+	RegisterErrored uint64 // accepted connections gnet refused at once (engine stopping)
+}
+
+// acceptor owns the listening socket; see "Why the server accepts connections itself".
+// Its methods are safe for concurrent use unless they say otherwise.
+type acceptor struct {
+	ln   *net.TCPListener
+	raw  syscall.RawConn
+	log  *slog.Logger
+	addr *net.TCPAddr
+
+	accepted, resourceErrs, shed, otherErrs, regErrs atomic.Uint64
+
+	mu         sync.Mutex // guards closed, pending, settleFrom; serializes handing over with close
+	closed     bool
+	pending    []<-chan gnet.RegisteredResult // registrations whose result was not seen yet
+	settleFrom time.Time                      // when settled was first called
+	quit       chan struct{}                  // closed by close
+	wg         sync.WaitGroup
+
+	// Accept goroutine only.
+	reserve       int // a descriptor on /dev/null, given up to shed a connection; -1 when none
+	loggedAt      time.Time
+	unlogged      uint64 // resource errors since the last log line
+	unloggedSh    uint64 // connections shed since the last log line
+	otherAt       time.Time
+	unloggedOther uint64 // other accept errors since the last line about them
+}
+
+// listenAcceptor listens on addr (host:port) with the socket options the server used with
+// gnet's own listener: SO_REUSEADDR (quick restarts) and SO_REUSEPORT (several servers on
+// one address). TCP keep-alive stays off, as with gnet's listener. Call close when done.
+func listenAcceptor(addr string, log *slog.Logger) (*acceptor, error) {
+	lc := net.ListenConfig{
+		KeepAlive: -1,
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
+					return
+				}
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			})
+			return errors.Join(err, serr)
+		},
+	}
+	l, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	ln := l.(*net.TCPListener)
+	raw, err := ln.SyscallConn()
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	a := &acceptor{
+		ln:      ln,
+		raw:     raw,
+		log:     log,
+		addr:    ln.Addr().(*net.TCPAddr),
+		quit:    make(chan struct{}),
+		reserve: openReserve(),
+	}
+	return a, nil
+}
+
+// Addr is the address the acceptor listens on (the port the kernel chose for port 0).
+func (a *acceptor) Addr() *net.TCPAddr { return a.addr }
+
+// start begins accepting and handing connections to eng. Call it once, when the loop is
+// reachable (connections arriving before wait in the kernel's backlog).
+func (a *acceptor) start(eng gnet.Engine) {
+	a.wg.Add(1)
+	go a.acceptLoop(eng)
+}
+
+// close stops accepting: the listening socket is closed (connections still in its backlog
+// are reset by the kernel) and close returns once the acceptor's goroutines have ended.
+// Registrations still in flight are abandoned; see handOver. Idempotent.
+func (a *acceptor) close() {
+	a.shut()
+	a.wg.Wait()
+	if a.reserve >= 0 {
+		_ = unix.Close(a.reserve)
+		a.reserve = -1
+	}
+}
+
+// shut closes the listening socket and tells the goroutines to end, without waiting.
+func (a *acceptor) shut() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.closed {
+		a.closed = true
+		close(a.quit)
+		_ = a.ln.Close()
+	}
+}
+
+// stats returns the acceptor's counters.
+func (a *acceptor) stats() AcceptStats {
+	return AcceptStats{
+		Accepted:        a.accepted.Load(),
+		ResourceErrors:  a.resourceErrs.Load(),
+		Shed:            a.shed.Load(),
+		OtherErrors:     a.otherErrs.Load(),
+		RegisterErrored: a.regErrs.Load(),
+	}
+}
+
+func openReserve() int {
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// isResourceError reports an accept error caused by the process or the system running out
+// of descriptors or memory: the pending connection is fine, the server cannot take it now.
+func isResourceError(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
+		errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM)
+}
+
+func (a *acceptor) acceptLoop(eng gnet.Engine) {
+	defer a.wg.Done()
+	backoff := time.Duration(0)
+	for {
+		c, err := a.ln.AcceptTCP()
+		if err == nil {
+			backoff = 0
+			if !a.handOver(eng, c) {
+				return
+			}
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if isResourceError(err) {
+			a.resourceErrs.Add(1)
+			a.unlogged++
+			n := a.shedPending()
+			a.logResourceError(err)
+			if n > 0 {
+				continue // the backlog is drained or accepting works again
+			}
+		} else {
+			a.otherErrs.Add(1)
+			a.unloggedOther++
+			a.logOtherError(err)
+		}
+		// Nothing could be accepted: wait before trying again rather than spin.
+		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+		t := time.NewTimer(backoff)
+		select {
+		case <-a.quit:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if a.reserve < 0 {
+			a.reserve = openReserve()
+		}
+	}
+}
+
+// shedPending accepts and closes at once the connections waiting in the backlog while the
+// process is out of descriptors, using the reserve descriptor as the one slot for them:
+// their clients get a prompt close instead of hanging until they time out, and the loop
+// is not woken for each. It returns how many it shed; 0 when the reserve is gone (another
+// goroutine took its slot) or the failure is not about descriptors. Accept goroutine only.
+func (a *acceptor) shedPending() int {
+	n := 0
+	for a.reserve >= 0 {
+		_ = unix.Close(a.reserve)
+		a.reserve = -1
+		var nfd int
+		var aerr error
+		if err := a.raw.Control(func(fd uintptr) {
+			nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		}); err != nil {
+			aerr = err
+		}
+		if aerr == nil {
+			_ = unix.Close(nfd)
+			n++
+		}
+		a.reserve = openReserve()
+		if aerr != nil {
+			break // EAGAIN (drained), or still failing: leave it to the back-off
+		}
+	}
+	if n > 0 {
+		a.shed.Add(uint64(n))
+		a.unloggedSh += uint64(n)
+	}
+	return n
+}
+
+// logResourceError logs the first resource error at once and then at most one line per
+// acceptLogEvery, with the counts since the previous line. Accept goroutine only.
+func (a *acceptor) logResourceError(err error) {
+	now := time.Now()
+	if !a.loggedAt.IsZero() && now.Sub(a.loggedAt) < acceptLogEvery {
+		return
+	}
+	a.loggedAt = now
+	a.log.Error("loop: accept failed: out of file descriptors or kernel memory; shedding new connections until some are free",
+		"err", err, "failures", a.unlogged, "shed", a.unloggedSh,
+		"failures_total", a.resourceErrs.Load(), "shed_total", a.shed.Load())
+	a.unlogged, a.unloggedSh = 0, 0
+}
+
+// logOtherError logs an accept error that is not about resources like logResourceError:
+// the first at once, then at most one line per acceptLogEvery. Accept goroutine only.
+func (a *acceptor) logOtherError(err error) {
+	now := time.Now()
+	if !a.otherAt.IsZero() && now.Sub(a.otherAt) < acceptLogEvery {
+		return
+	}
+	a.otherAt = now
+	a.log.Warn("loop: accept failed; retrying", "err", err, "failures", a.unloggedOther, "failures_total", a.otherErrs.Load())
+	a.unloggedOther = 0
+}
+
+// handOver gives c to the loop. It reports false once the acceptor is closed or the
+// engine is stopping.
+//
+// Engine.Register duplicates the descriptor on a gnet worker goroutine and queues the
+// registration on the loop; if the loop stops before running it, that worker waits forever
+// (gnet v2.10.0 eventloop.enroll, eventloop_unix.go:188-197) and the duplicate stays open.
+// Closing the acceptor when a drain begins keeps that window empty for graceful stops.
+func (a *acceptor) handOver(eng gnet.Engine, c *net.TCPConn) bool {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		_ = c.Close()
+		return false
+	}
+	ch, err := eng.Register(gnet.NewNetConnContext(context.Background(), c))
+	if err == nil {
+		// The result is not waited for (that would add a cross-thread wake-up to every
+		// connection): it is collected without blocking, here and by settled.
+		a.pruneLocked()
+		a.pending = append(a.pending, ch)
+	}
+	a.mu.Unlock()
+	if err != nil {
+		_ = c.Close()
+		a.regErrs.Add(1)
+		return !errors.Is(err, gerrors.ErrEngineInShutdown) && !errors.Is(err, gerrors.ErrEmptyEngine)
+	}
+	a.accepted.Add(1)
+	return true
+}
+
+// pruneLocked drops the registrations that have finished, counting those that failed
+// (typically EMFILE when gnet duplicates the descriptor; gnet then closes the connection).
+// It never blocks. Call it with a.mu held.
+func (a *acceptor) pruneLocked() {
+	kept := a.pending[:0]
+	for _, ch := range a.pending {
+		select {
+		case res, ok := <-ch:
+			if ok && res.Err != nil {
+				a.regErrs.Add(1)
+			}
+		default:
+			kept = append(kept, ch)
+		}
+	}
+	clear(a.pending[len(kept):])
+	a.pending = kept
+}
+
+// settled closes the acceptor (without waiting for its goroutine) and reports whether no
+// registration is still on its way to the loop. Registrations queued on the loop run only
+// while the loop keeps turning: gnet drops what is queued behind the task that stops the
+// engine, and the worker that queued it then waits forever (eventloop_unix.go:188-197).
+// Call it on the loop before stopping the engine, and keep the loop turning while it
+// reports false; after settleLimit it reports true regardless (a registration that failed
+// before reaching the loop is collected, but one stuck elsewhere must not hold the stop).
+func (a *acceptor) settled() bool {
+	a.shut()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.settleFrom.IsZero() {
+		a.settleFrom = time.Now()
+	}
+	a.pruneLocked()
+	return len(a.pending) == 0 || time.Since(a.settleFrom) > settleLimit
+}
+
+// settleLimit bounds how long settled holds a stop for registrations in flight; they
+// normally land within one loop turn.
+const settleLimit = time.Second
+
+// serveGuard is the server's side of accepting connections. The zero value is ready;
+// listen, gnetAddr, addr and finish are called by ListenAndServe's goroutine (addr also in
+// OnBoot), start and stopAccepting on the loop.
+type serveGuard struct {
+	acc atomic.Pointer[acceptor]
+}
+
+// listen opens the listening socket on addr. Call it before gnet.Run, and pass gnetAddr to
+// gnet.Run instead of the address; a bind error is ListenAndServe's to return.
+func (g *serveGuard) listen(addr string, log *slog.Logger) error {
+	a, err := listenAcceptor(addr, log)
+	if err != nil {
+		return err
+	}
+	g.acc.Store(a)
+	return nil
+}
+
+// gnetAddr is the address to give gnet.Run: a placeholder, see gnetPlaceholderAddr.
+func (g *serveGuard) gnetAddr() string { return gnetPlaceholderAddr }
+
+// addr is the address the server listens on.
+func (g *serveGuard) addr() *net.TCPAddr { return g.acc.Load().Addr() }
+
+// start begins accepting into eng; call it once the loop is reachable.
+func (g *serveGuard) start(eng gnet.Engine) { g.acc.Load().start(eng) }
+
+// stopAccepting closes the listening socket without waiting (connections still in the
+// kernel's backlog are reset; with SO_REUSEPORT new ones go to the other servers on the
+// address). Call it on the loop when the engine is about to stop. Idempotent.
+func (g *serveGuard) stopAccepting() {
+	if a := g.acc.Load(); a != nil {
+		a.shut()
+	}
+}
+
+// settled is acceptor.settled; true when the server has no acceptor. Loop only.
+func (g *serveGuard) settled() bool {
+	if a := g.acc.Load(); a != nil {
+		return a.settled()
+	}
+	return true
+}
+
+// finish closes the acceptor and waits for its goroutine; call it after gnet.Run returned.
+func (g *serveGuard) finish() {
+	if a := g.acc.Load(); a != nil {
+		a.close()
+	}
+}
+
+// AcceptStats returns the counts of the server's acceptor: connections accepted, accepts
+// that failed for lack of descriptors or memory, connections shed. Safe for concurrent
+// use; zero before ListenAndServe.
+func (s *Server) AcceptStats() AcceptStats {
+	a := s.guard.acc.Load()
+	if a == nil {
+		return AcceptStats{}
+	}
+	return a.stats()
+}
