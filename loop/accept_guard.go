@@ -48,13 +48,13 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// AcceptStats counts what the acceptor met. Read it with Server.AcceptStats.
-type AcceptStats struct {
-	Accepted        uint64 // connections accepted and handed to the loop
-	ResourceErrors  uint64 // accepts that failed for lack of descriptors or kernel memory
-	Shed            uint64 // connections accepted and closed at once because descriptors ran out
-	OtherErrors     uint64 // accepts that failed for another reason
-	RegisterErrored uint64 // accepted connections gnet refused at once (engine stopping)
+// acceptStats counts what the acceptor met; the admission stats page shows it.
+type acceptStats struct {
+	Accepted        uint64 `json:"accepted_total"`        // connections accepted and handed to the loop
+	ResourceErrors  uint64 `json:"resource_errors_total"` // accepts that failed for lack of descriptors or kernel memory
+	Shed            uint64 `json:"shed_total"`            // connections accepted and closed at once because descriptors ran out
+	OtherErrors     uint64 `json:"other_errors_total"`    // accepts that failed for another reason
+	RegisterErrored uint64 `json:"register_errors_total"` // accepted connections gnet refused at once (engine stopping)
 }
 
 // acceptor owns the listening socket; see "Why the server accepts connections itself".
@@ -155,8 +155,8 @@ func (a *acceptor) shut() {
 }
 
 // stats returns the acceptor's counters.
-func (a *acceptor) stats() AcceptStats {
-	return AcceptStats{
+func (a *acceptor) stats() acceptStats {
+	return acceptStats{
 		Accepted:        a.accepted.Load(),
 		ResourceErrors:  a.resourceErrs.Load(),
 		Shed:            a.shed.Load(),
@@ -405,13 +405,13 @@ func (g *serveGuard) finish() {
 	}
 }
 
-// AcceptStats returns the counts of the server's acceptor: connections accepted, accepts
+// acceptStats returns the counts of the server's acceptor: connections accepted, accepts
 // that failed for lack of descriptors or memory, connections shed. Safe for concurrent
 // use; zero before ListenAndServe.
-func (s *Server) AcceptStats() AcceptStats {
+func (s *Server) acceptStats() acceptStats {
 	a := s.guard.acc.Load()
 	if a == nil {
-		return AcceptStats{}
+		return acceptStats{}
 	}
 	return a.stats()
 }

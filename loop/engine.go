@@ -20,7 +20,7 @@ type controlMarker struct{}
 func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 	s := (*Server)(e)
 	s.eng.Store(&eng)
-	s.addr.Store(s.guard.addr()) // gnet-faults: replaces the eng.Dup/Getsockname block (gnet holds only a placeholder listener)
+	s.addr.Store(s.guard.addr()) // replaces the eng.Dup/Getsockname block (gnet holds only a placeholder listener)
 	return gnet.None
 }
 
@@ -83,7 +83,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.startWatchdog()
 		close(s.ready)
 		s.door.open(gc.EventLoop())
-		s.guard.start(*s.eng.Load()) // gnet-faults: accept once the loop is reachable
+		s.guard.start(*s.eng.Load()) // accept once the loop is reachable
 		return nil, gnet.None
 	}
 	cs := s.newConn(gc)
@@ -95,9 +95,9 @@ func (e *events) OnClose(gc gnet.Conn, _ error) gnet.Action {
 	s := (*Server)(e)
 	cs, ok := gc.Context().(*conn)
 	if !ok {
-		if _, ctl := gc.Context().(controlMarker); ctl && s.life.load() < stateStopping { // gnet-faults: the loop is exiting unasked (gnet closes every connection on the loop goroutine as it exits)
-			s.finalStop() // gnet-faults: unwind tasks here, on the loop goroutine; scheduler.Close panics on any other once a task ran
-		} // gnet-faults
+		if _, ctl := gc.Context().(controlMarker); ctl && s.life.load() < stateStopping { // the loop is exiting unasked (gnet closes every connection on the loop goroutine as it exits)
+			s.finalStop() // unwind tasks here, on the loop goroutine; scheduler.Close panics on any other once a task ran
+		}
 		return gnet.None
 	}
 	s.connClosed(cs)

@@ -29,10 +29,10 @@ func (s *Server) runDoor(context.Context) error {
 		st = s.life.load()
 	}
 	if st >= stateStopping {
-		if !s.guard.settled() { // gnet-faults: accepted connections still on their way to the loop
-			s.postPump() // gnet-faults: turn again (through epoll) so gnet runs their registrations first
-			return nil   // gnet-faults
-		} // gnet-faults
+		if !s.guard.settled() { // accepted connections still on their way to the loop
+			s.postPump() // turn again (through epoll) so gnet runs their registrations first
+			return nil
+		}
 		s.finalStop()
 		return errEngineShutdown
 	}
@@ -102,7 +102,7 @@ func (s *Server) requestStop() {
 // deferred functions run), and each connection holding a request it read but never
 // started gets 503 instead of a reset.
 func (s *Server) finalStop() {
-	s.guard.stopAccepting() // gnet-faults: no registration may be queued after the loop's last turn
+	s.guard.stopAccepting() // no registration may be queued after the loop's last turn
 	s.door.close()
 	s.cancel()
 	s.sched.Close() // idempotent

@@ -68,7 +68,7 @@ type Server struct {
 	ctlPeer   atomic.Int64 // our end of the control socket pair (fd), -1 when none
 	tickOnce  sync.Once
 	startErr  atomic.Pointer[error] // why the loop could not be reached, if it could not
-	guard     serveGuard            // gnet-faults: owns the listening socket (accept_guard.go)
+	guard     serveGuard            // owns the listening socket (accept_guard.go)
 	baseCtx   context.Context       // cancelled when the loop stops
 	cancel    context.CancelFunc
 	drainSig  *Event                   // set when the drain begins
@@ -261,13 +261,13 @@ func (s *Server) ListenAndServe() error {
 		gnet.WithTicker(true), // the first tick registers the control connection
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLogger(gnetLogger{s.log}),
-		gnet.WithLoadBalancing(gnet.LeastConnections), // gnet-faults: Engine.Register runs on the acceptor goroutine; RoundRobin's next() is not safe for that
+		gnet.WithLoadBalancing(gnet.LeastConnections), // Engine.Register runs on the acceptor goroutine; RoundRobin's next() is not safe for that
 	}
-	err := s.guard.listen(s.cfg.Addr, s.log) // gnet-faults: we accept, not gnet (accept_guard.go)
-	if err == nil {                          // gnet-faults
-		err = gnet.Run((*events)(s), s.guard.gnetAddr(), opts...) // gnet-faults: was "tcp://"+s.cfg.Addr
-	} // gnet-faults
-	s.guard.finish()                            // gnet-faults: close the listener, wait for the acceptor goroutine
+	err := s.guard.listen(s.cfg.Addr, s.log) // we accept, not gnet (accept_guard.go)
+	if err == nil {
+		err = gnet.Run((*events)(s), s.guard.gnetAddr(), opts...) // was "tcp://"+s.cfg.Addr
+	}
+	s.guard.finish()                            // close the listener, wait for the acceptor goroutine
 	requested := s.life.load() >= stateDraining // Shutdown or Close asked for this stop
 	if from, _ := s.life.advance(stateStopping); from == stateServing || from == stateStarting {
 		requested = false
@@ -275,9 +275,6 @@ func (s *Server) ListenAndServe() error {
 	s.door.close()
 	s.endPending()
 	s.cancel()
-	if !requested {
-		s.abandonLoop()
-	}
 	s.mtWG.Wait() // multi-thread handlers still running see their context cancelled
 	if w := s.acct.watchdog; w != nil {
 		w.Stop()
@@ -303,19 +300,6 @@ func (s *Server) ListenAndServe() error {
 		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, ErrEngineStopped)
 	}
 	return ErrServerClosed
-}
-
-// abandonLoop cleans up after an event loop that stopped by itself, without finalStop:
-// the scheduler's tasks are unwound from this goroutine (their deferred functions run).
-// With Config.LockOSThread that is impossible (a coroutine made on a locked thread may
-// only be resumed there), so the tasks are left parked and said so.
-func (s *Server) abandonLoop() {
-	if s.cfg.LockOSThread {
-		live, _ := s.sched.Len()
-		s.log.Error("loop: the event loop stopped by itself; its parked tasks are abandoned", "tasks", live)
-		return
-	}
-	s.sched.Close()
 }
 
 // releaseReady closes ready if the server never became ready, releasing its waiters.

@@ -449,13 +449,15 @@ func jsonOnly(kind string) bool { return kind == "offload" || kind == "admission
 // counts beside them.
 type admissionView struct {
 	admissionStats
-	InFlight    int    `json:"in_flight"`    // handlers running or parked, exempt routes included
-	Parsed      uint64 `json:"parsed_total"` // requests parsed and dispatched
-	PanicsTotal uint64 `json:"panics_total"` // handler and background task panics
+	InFlight    int         `json:"in_flight"`    // handlers running or parked, exempt routes included
+	Parsed      uint64      `json:"parsed_total"` // requests parsed and dispatched
+	PanicsTotal uint64      `json:"panics_total"` // handler and background task panics
+	Accept      acceptStats `json:"accept"`       // connections accepted, shed when descriptors ran out
 }
 
 func (s *Server) admissionSnapshot() admissionView {
-	return admissionView{admissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics}
+	return admissionView{admissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics,
+		Accept: s.acceptStats()}
 }
 
 // StatsHandler returns a net/http handler serving the same stats pages, for mounting on a
