@@ -320,3 +320,45 @@ func TestAttackShutdownHonoursDeadlineForHungOffload(t *testing.T) {
 	require.ErrorIs(t, <-errc, ErrServerClosed)
 	require.Less(t, took, 5*time.Second, "Shutdown waited past its context for a hung offloaded function")
 }
+
+// Item 9: a stream parked on backpressure is woken when the socket drains, not by polling:
+// parked for 300 ms behind a client that does not read, it is scheduled a handful of times,
+// where a 1 ms poll would schedule it hundreds of times.
+func TestAttackParkedStreamDoesNotPoll(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			const total = 16 << 20
+			var written atomic.Int64
+			rounds := make(chan uint64, 1)
+			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+				s.Handle("GET /big", func(c *Ctx) {
+					w := c.Stream(200, "application/octet-stream")
+					chunk := []byte(strings.Repeat("z", 64<<10))
+					for sent := 0; sent < total; sent += len(chunk) {
+						if _, err := w.Write(chunk); err != nil {
+							return
+						}
+						written.Add(int64(len(chunk)))
+					}
+					rounds <- c.Stats().Rounds
+				})
+			})
+			c := dial(t, addr)
+			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+			var last int64 = -1
+			require.Eventually(t, func() bool { // the handler is held back
+				n := written.Load()
+				stuck := n > 0 && n == last
+				last = n
+				return stuck
+			}, 20*time.Second, 50*time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // the window the handler stays parked
+			resp, body := c.read("GET")
+			require.Equal(t, 200, resp.StatusCode)
+			require.Len(t, body, total)
+			r := <-rounds
+			t.Logf("the stream was scheduled %d times", r)
+			require.Less(t, r, uint64(100), "the parked stream was scheduled %d times: it polls", r)
+		})
+	}
+}

@@ -167,6 +167,7 @@ func (s *Server) connClosed(cs *conn) {
 	}
 	cs.state = connClosed
 	s.conns.remove(cs)
+	s.drains.closed(cs)
 	if cs.pending != nil {
 		s.releaseCtx(cs.pending)
 		cs.pending = nil

@@ -62,7 +62,16 @@ func (m loopMode) flush(c *Ctx) error {
 	s.markDirty(cs) // written at the end of this loop turn, with whatever else is gathered
 	for cs.state != connClosed && cs.gc.OutboundBuffered()+len(cs.out) > streamHighWater {
 		s.flush(cs)
-		if err := c.Task.ops.park(&c.Task, scheduler.ReasonWrite, streamPoll, nil); err != nil && err != ErrTimeout {
+		if cs.state == connClosed || cs.gc.OutboundBuffered() <= streamHighWater {
+			break
+		}
+		// Park until the kernel says the socket drained (or poll, without a watch). The
+		// bound is a safety net: a report is never expected to go missing.
+		d := streamPoll
+		if wk := c.Task.t.Waker(); s.drains.watch(cs, func() { wk.Wake() }) {
+			d = drainWatchBound
+		}
+		if err := c.Task.ops.park(&c.Task, scheduler.ReasonWrite, d, nil); err != nil && err != ErrTimeout {
 			return err
 		}
 	}
@@ -71,6 +80,9 @@ func (m loopMode) flush(c *Ctx) error {
 	}
 	return nil
 }
+
+// drainWatchBound bounds a park on the drain watch.
+const drainWatchBound = time.Second
 
 func (loopMode) onLoop(_ *Ctx, fn func()) { fn() }
 
@@ -108,13 +120,21 @@ func (m goroutineMode) flush(c *Ctx) error {
 		data := c.out
 		c.out = nil // ownership moves to the loop
 		backlog := -1
+		var drained chan struct{}
 		m.onLoop(c, func() {
 			cs := c.conn
-			if cs != nil && cs.writable() {
-				cs.out = append(cs.out, data...)
-				s.flush(cs)
-				if cs.state != connClosed {
-					backlog = cs.gc.OutboundBuffered()
+			if cs == nil || !cs.writable() {
+				return
+			}
+			cs.out = append(cs.out, data...)
+			s.flush(cs)
+			if cs.state == connClosed {
+				return
+			}
+			if backlog = cs.gc.OutboundBuffered(); backlog > streamHighWater {
+				ch := make(chan struct{})
+				if s.drains.watch(cs, func() { close(ch) }) {
+					drained = ch
 				}
 			}
 		})
@@ -127,7 +147,11 @@ func (m goroutineMode) flush(c *Ctx) error {
 		if backlog <= streamHighWater {
 			return nil
 		}
-		if err := c.Task.ops.park(&c.Task, scheduler.ReasonWrite, streamPoll, nil); err != nil && err != ErrTimeout {
+		d := streamPoll
+		if drained != nil {
+			d = drainWatchBound
+		}
+		if err := c.Task.g.block(c.Context(), scheduler.ReasonWrite, d, drained, nil); err != nil {
 			return err
 		}
 	}

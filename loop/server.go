@@ -96,6 +96,7 @@ type Server struct {
 	housekeep  *scheduler.Timer
 	control    gnet.Conn
 	acct       acct
+	drains     drainWatch // loop-owned, but for the goroutine it starts (see drainWatch)
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -124,6 +125,7 @@ func New(cfg Config) *Server {
 	s.panicLog = accounting.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
 	s.refusalLog = accounting.NewLogLimiter(1, 10*time.Second) // one line per overload episode
 	s.drainSig = NewEvent(s)
+	s.drains.srv = s
 	if cfg.MultiThread {
 		s.mode = goroutineMode{s}
 	} else {
@@ -273,6 +275,7 @@ func (s *Server) ListenAndServe() error {
 		requested = false
 	}
 	s.door.close()
+	s.drains.stop()
 	s.endPending()
 	s.cancel()
 	s.mtWG.Wait() // multi-thread handlers still running see their context cancelled

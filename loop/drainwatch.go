@@ -1,0 +1,163 @@
+package loop
+
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// drainWatch tells the loop when a connection whose output backed up can take more, so
+// that a stream parked on backpressure is woken by the kernel instead of polling. gnet
+// v2.10.0 has no "output drained" event (docs/gnet-faults.md), so the watch keeps an epoll
+// instance of its own: each watched socket is in it for EPOLLOUT|EPOLLONESHOT (a socket may
+// be in several epoll sets; gnet's own registration is unaffected), and one goroutine waits
+// in epoll_wait and posts what it sees to the loop. On the loop a report either wakes the
+// waiter (the backlog is down to streamHighWater) or re-arms the watch: re-arming a socket
+// that is still writable reports at once, so no wake-up is lost, and since gnet flushes its
+// buffer in the same loop turn the watch fires about once per socket buffer drained.
+//
+// Its loop-owned part (entries) is touched only on the loop; the goroutine touches only
+// the epoll descriptor and the door.
+type drainWatch struct {
+	srv *Server
+
+	once    sync.Once
+	epfd    int           // -1 when the watch could not be created
+	stopFd  int           // an eventfd in the set: written to stop the goroutine
+	stopped chan struct{} // closed when the goroutine has returned
+
+	entries map[int32]*drainEntry // loop-owned: watched descriptors
+	gen     int32                 // loop-owned: distinguishes a reused descriptor
+}
+
+// drainEntry is one connection waiting for its output to drain.
+type drainEntry struct {
+	cs   *conn
+	gen  int32
+	wake func() // run on the loop when the backlog is low or the connection closed
+}
+
+// start creates the epoll instance and its goroutine on first use. Loop-confined.
+func (w *drainWatch) start() bool {
+	w.once.Do(func() {
+		w.epfd, w.stopFd = -1, -1
+		w.entries = map[int32]*drainEntry{}
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			w.srv.log.Warn("loop: no drain watch (streams poll for backpressure)", "err", err)
+			return
+		}
+		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			_ = unix.Close(epfd)
+			w.srv.log.Warn("loop: no drain watch (streams poll for backpressure)", "err", err)
+			return
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd), Pad: -1}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
+			_ = unix.Close(epfd)
+			_ = unix.Close(efd)
+			return
+		}
+		w.epfd, w.stopFd = epfd, efd
+		w.stopped = make(chan struct{})
+		go w.run(epfd)
+	})
+	return w.epfd >= 0
+}
+
+// run waits for reports and posts them to the loop. Its own goroutine.
+func (w *drainWatch) run(epfd int) {
+	defer close(w.stopped)
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(epfd, events, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		var ready []unix.EpollEvent
+		for _, ev := range events[:n] {
+			if ev.Pad == -1 { // the stop eventfd
+				return
+			}
+			ready = append(ready, ev)
+		}
+		if len(ready) > 0 && !w.srv.door.post(func() { w.report(ready) }) {
+			return // the loop is gone
+		}
+	}
+}
+
+// watch arranges for wake to run on the loop once cs's unsent output is at most
+// streamHighWater (at once if it already is) or cs has closed. It reports false if the
+// watch is unavailable; the caller then polls. Loop-confined.
+func (w *drainWatch) watch(cs *conn, wake func()) bool {
+	if cs.state == connClosed || !w.start() {
+		return false
+	}
+	fd := int32(cs.gc.Fd())
+	if old := w.entries[fd]; old != nil { // one waiter per connection: the newer one wins
+		w.forget(fd)
+		old.wake()
+	}
+	w.gen++
+	e := &drainEntry{cs: cs, gen: w.gen, wake: wake}
+	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: fd, Pad: e.gen}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		return false
+	}
+	w.entries[fd] = e
+	return true
+}
+
+// report handles the goroutine's reports on the loop.
+func (w *drainWatch) report(evs []unix.EpollEvent) {
+	for _, ev := range evs {
+		e := w.entries[ev.Fd]
+		if e == nil || e.gen != ev.Pad {
+			continue // forgotten, or the descriptor now serves another connection
+		}
+		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > streamHighWater {
+			re := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: ev.Fd, Pad: e.gen}
+			if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, int(ev.Fd), &re) == nil {
+				continue
+			}
+		}
+		w.forget(ev.Fd)
+		e.wake()
+	}
+}
+
+// closed forgets cs (it closed) and wakes its waiter. Called from connClosed, before gnet
+// closes the descriptor. Loop-confined.
+func (w *drainWatch) closed(cs *conn) {
+	if w.entries == nil {
+		return
+	}
+	fd := int32(cs.gc.Fd())
+	if e := w.entries[fd]; e != nil && e.cs == cs {
+		w.forget(fd)
+		e.wake()
+	}
+}
+
+func (w *drainWatch) forget(fd int32) {
+	delete(w.entries, fd)
+	_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+}
+
+// stop ends the goroutine and closes the descriptors. Call it once the loop has stopped.
+func (w *drainWatch) stop() {
+	if w.epfd < 0 || w.stopped == nil {
+		return
+	}
+	var one = [8]byte{1}
+	_, _ = unix.Write(w.stopFd, one[:])
+	<-w.stopped
+	_ = unix.Close(w.epfd)
+	_ = unix.Close(w.stopFd)
+	w.epfd = -1
+}
