@@ -331,27 +331,11 @@ func TestAttackParkedStreamDoesNotPoll(t *testing.T) {
 			var written atomic.Int64
 			rounds := make(chan uint64, 1)
 			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-				s.Handle("GET /big", func(c *Ctx) {
-					w := c.Stream(200, "application/octet-stream")
-					chunk := []byte(strings.Repeat("z", 64<<10))
-					for sent := 0; sent < total; sent += len(chunk) {
-						if _, err := w.Write(chunk); err != nil {
-							return
-						}
-						written.Add(int64(len(chunk)))
-					}
-					rounds <- c.Stats().Rounds
-				})
+				s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) { rounds <- c.Stats().Rounds }))
 			})
 			c := dial(t, addr)
 			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-			var last int64 = -1
-			require.Eventually(t, func() bool { // the handler is held back
-				n := written.Load()
-				stuck := n > 0 && n == last
-				last = n
-				return stuck
-			}, 20*time.Second, 50*time.Millisecond)
+			waitHeldBack(t, &written)
 			time.Sleep(300 * time.Millisecond) // the window the handler stays parked
 			resp, body := c.read("GET")
 			require.Equal(t, 200, resp.StatusCode)

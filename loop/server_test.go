@@ -830,17 +830,9 @@ func testStreamBackpressure(t *testing.T, m mode) {
 	var written atomic.Int64
 	parkedWrite := make(chan time.Duration, 1)
 	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-		s.Handle("GET /big", func(c *Ctx) {
-			w := c.Stream(200, "application/octet-stream")
-			chunk := []byte(strings.Repeat("z", 64<<10))
-			for sent := 0; sent < total; sent += len(chunk) {
-				if _, err := w.Write(chunk); err != nil {
-					return
-				}
-				written.Add(int64(len(chunk)))
-			}
+		s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) {
 			parkedWrite <- c.Stats().Parked[accounting.ParkWrite]
-		})
+		}))
 	})
 	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) {
@@ -852,20 +844,42 @@ func testStreamBackpressure(t *testing.T, m mode) {
 	t.Cleanup(func() { _ = nc.Close() })
 	c := &client{t: t, c: nc, br: newReader(nc)}
 	c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-	// Read nothing until the handler has stopped making progress: it is held back.
-	var last int64 = -1
-	require.Eventually(t, func() bool {
-		n := written.Load()
-		stuck := n > 0 && n == last
-		last = n
-		return stuck
-	}, 20*time.Second, 100*time.Millisecond)
+	waitHeldBack(t, &written) // read nothing until then
 	require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
 	resp, body := c.read("GET")
 	mustStatus(t, resp, 200)
 	require.Equal(t, total, len(body))
 	require.Equal(t, total, strings.Count(body, "z"))
 	require.Positive(t, <-parkedWrite, "the handler never parked on write backpressure")
+}
+
+// bigStream streams total bytes of 'z' in 64 KiB writes, counting them in written, then
+// calls done (on the handler's task).
+func bigStream(total int64, written *atomic.Int64, done func(c *Ctx)) HandlerFunc {
+	return func(c *Ctx) {
+		w := c.Stream(200, "application/octet-stream")
+		chunk := []byte(strings.Repeat("z", 64<<10))
+		for sent := int64(0); sent < total; sent += int64(len(chunk)) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			written.Add(int64(len(chunk)))
+		}
+		done(c)
+	}
+}
+
+// waitHeldBack waits until a bigStream handler stops making progress: held back by a
+// client that does not read.
+func waitHeldBack(t *testing.T, written *atomic.Int64) {
+	t.Helper()
+	var last int64 = -1
+	require.Eventually(t, func() bool {
+		n := written.Load()
+		stuck := n > 0 && n == last
+		last = n
+		return stuck
+	}, 20*time.Second, 50*time.Millisecond)
 }
 
 // Graceful shutdown under a steady stream of requests from 200 connections: every request
