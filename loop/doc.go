@@ -33,7 +33,19 @@
 // closed connections itself, so a late write can never reach a client that reused the file
 // descriptor.
 //
-// A handler panic is recovered: it is logged with its stack, answered with 500 if nothing was
-// written yet, and the loop keeps running. A handler that returns without writing gets an
-// empty 200.
+// A handler panic (or runtime.Goexit) is recovered: it is counted, logged with its stack
+// (rate-limited), answered with 500 if nothing was written yet, and the loop keeps running.
+// A handler that returns without writing gets an empty 200.
+//
+// # Background tasks, middleware, shutdown
+//
+// Server.Go and Server.Every start named background tasks on the loop and return a
+// TaskHandle that stops them. Server.Use and Server.Group wrap handlers in middleware, which
+// hands request-scoped values on with Ctx.SetValue. Future and Event are safe for concurrent
+// use; their AwaitTimeout and WaitTimeout bound a wait (a long poll). Shutdown drains: the
+// Server.Draining event is set and OnDrain hooks run, work in flight finishes, and
+// DrainReport says what was drained. Package looptest starts a server in a test.
+//
+// The examples (Example, Example_offload, ExampleServer_Every, ExampleServer_Shutdown) run
+// as tests and show a lock-free handler, an offloaded call, a stoppable tick and a drain.
 package loop

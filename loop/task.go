@@ -13,9 +13,8 @@ import (
 	"github.com/batonrt/baton/scheduler"
 )
 
-// ErrTimeout is returned by the waits with a deadline (Task.SleepUntil is not one: it
-// returns nil) — Future.AwaitTimeout and Event.WaitTimeout — when the deadline passes
-// first.
+// ErrTimeout is returned by the waits with a deadline, Future.AwaitTimeout and
+// Event.WaitTimeout, when the deadline passes first.
 var ErrTimeout = errors.New("loop: wait timed out")
 
 // ErrTaskStopped is the cancellation cause of a background task stopped with
