@@ -160,6 +160,45 @@ type Config struct {
 	OnMeasureStart, OnMeasureEnd func()
 }
 
+// Validate reports the first invalid field of cfg, naming it (Config.Duration,
+// Config.Groups[i].Conns, ...); Run calls it. Any goroutine.
+func (cfg Config) Validate() error {
+	if cfg.Duration <= 0 {
+		return errors.New("loadgen: Config.Duration must be positive")
+	}
+	if len(cfg.Groups) == 0 {
+		return errors.New("loadgen: Config.Groups is empty")
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Warmup", cfg.Warmup}, {"Drain", cfg.Drain}, {"DialTimeout", cfg.DialTimeout}} {
+		if f.v < 0 {
+			return fmt.Errorf("loadgen: Config.%s must not be negative, got %v", f.name, f.v)
+		}
+	}
+	if cfg.MaxDialing < 0 {
+		return fmt.Errorf("loadgen: Config.MaxDialing must not be negative, got %d", cfg.MaxDialing)
+	}
+	for i, g := range cfg.Groups {
+		field := fmt.Sprintf("loadgen: Config.Groups[%d] (%q)", i, g.Name)
+		if err := checkLoopback(g.Addr); err != nil {
+			return fmt.Errorf("%s.Addr: %w", field, err)
+		}
+		switch {
+		case g.Conns <= 0:
+			return fmt.Errorf("%s.Conns must be positive, got %d", field, g.Conns)
+		case len(g.Mix) == 0:
+			return fmt.Errorf("%s.Mix is empty", field)
+		case g.Mode == Open && g.Rate <= 0:
+			return fmt.Errorf("%s.Rate must be positive in Open mode, got %v", field, g.Rate)
+		case g.Pipeline < 0:
+			return fmt.Errorf("%s.Pipeline must not be negative, got %d", field, g.Pipeline)
+		}
+	}
+	return nil
+}
+
 // Error kinds counted in GroupResult.Errors besides "status NNN" (non-2xx responses).
 const (
 	ErrConnect  = "connect"   // dial failed
@@ -317,16 +356,8 @@ func (r *run) abs(ns int64) time.Time { return r.base.Add(time.Duration(ns)) }
 // Run runs the load described by cfg and returns what it measured. It returns early with
 // ctx's error if ctx ends.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Duration <= 0 {
-		return nil, errors.New("loadgen: Duration must be positive")
-	}
-	if len(cfg.Groups) == 0 {
-		return nil, errors.New("loadgen: no groups")
-	}
-	for _, g := range cfg.Groups {
-		if err := checkLoopback(g.Addr); err != nil {
-			return nil, fmt.Errorf("loadgen: group %q: %w", g.Name, err)
-		}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Drain <= 0 {
 		cfg.Drain = 2 * time.Second
@@ -401,15 +432,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 func newGroupRun(g Group) (*groupRun, error) {
-	if g.Conns <= 0 {
-		return nil, fmt.Errorf("loadgen: group %q: Conns must be positive", g.Name)
-	}
-	if len(g.Mix) == 0 {
-		return nil, fmt.Errorf("loadgen: group %q: empty request mix", g.Name)
-	}
-	if g.Mode == Open && g.Rate <= 0 {
-		return nil, fmt.Errorf("loadgen: group %q: Open mode needs a positive Rate", g.Name)
-	}
 	if g.Pipeline <= 0 {
 		g.Pipeline = 1
 	}

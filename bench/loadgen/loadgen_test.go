@@ -229,3 +229,26 @@ func TestNewRequest(t *testing.T) {
 		t.Errorf("got %q", r.Raw)
 	}
 }
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	ok := Group{Name: "g", Addr: "127.0.0.1:1", Conns: 1, Mix: []Request{NewRequest("r", 1, "GET", "x", "/", nil)}}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Groups: []Group{ok}}, "Config.Duration"},
+		{Config{Duration: time.Second}, "Config.Groups is empty"},
+		{Config{Duration: time.Second, Drain: -1, Groups: []Group{ok}}, "Config.Drain"},
+		{Config{Duration: time.Second, Groups: []Group{ok, {Name: "b", Addr: "127.0.0.1:1", Mix: ok.Mix}}}, `Config.Groups[1] ("b").Conns`},
+		{Config{Duration: time.Second, Groups: []Group{{Name: "o", Addr: "127.0.0.1:1", Conns: 1, Mix: ok.Mix, Mode: Open}}}, ".Rate"},
+		{Config{Duration: time.Second, Groups: []Group{{Name: "r", Addr: "10.0.0.1:80", Conns: 1, Mix: ok.Mix}}}, ".Addr"},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error naming %q", err, tc.want)
+		}
+	}
+	if err := (Config{Duration: time.Second, Groups: []Group{ok}}).Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+}
