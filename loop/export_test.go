@@ -1,0 +1,7 @@
+package loop
+
+import "context"
+
+// StopEngine stops s's gnet engine behind the server's back, the way a fatal loop error
+// ends it, for the external tests.
+func StopEngine(s *Server) error { return (*s.eng.Load()).Stop(context.Background()) }
