@@ -76,5 +76,6 @@ func Start(t testing.TB, s *loop.Server) string {
 // GoleakOptions returns goleak options that ignore the goroutines of gnet's package-level
 // worker pool: its janitors start when gnet is loaded and never stop, and its idle workers
 // wait until the pool expires them. They are not the server's; every goroutine the server
-// starts is still checked. Use them with goleak.VerifyTestMain or goleak.VerifyNone.
+// starts is still checked. Use them with goleak.VerifyTestMain or goleak.VerifyNone. Any
+// goroutine.
 func GoleakOptions() []goleak.Option { return leakcheck.GnetPool() }
