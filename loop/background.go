@@ -15,8 +15,11 @@ type TaskHandle struct {
 	name     string
 	done     chan struct{} // closed when the task has ended
 	stopOnce sync.Once
+	run      *bgRun // touched only in functions posted to the loop
+}
 
-	// Loop-owned.
+// bgRun is the loop's side of a background task. Loop-confined.
+type bgRun struct {
 	bt      *Task // the running task; nil before it starts and after it ends
 	stopped bool  // Stop arrived before the task started: it never starts
 }
@@ -38,12 +41,12 @@ func (h *TaskHandle) Stop() {
 }
 
 func (h *TaskHandle) stopOnLoop() {
-	if h.bt == nil {
-		h.stopped = true
+	if h.run.bt == nil {
+		h.run.stopped = true
 		h.end()
 		return
 	}
-	h.bt.cancel(ErrTaskStopped)
+	h.run.bt.cancel(ErrTaskStopped)
 }
 
 // Done returns a channel closed when the task has ended: its function returned, it was
@@ -105,7 +108,7 @@ func (s *Server) newHandle(name string) *TaskHandle {
 	if name == "" {
 		name = "background"
 	}
-	return &TaskHandle{srv: s, name: name, done: make(chan struct{})}
+	return &TaskHandle{srv: s, name: name, done: make(chan struct{}), run: &bgRun{}}
 }
 
 // tick runs one tick of an Every task, containing a panic: logged, and the next tick runs.
@@ -131,15 +134,15 @@ func (s *Server) spawnBackground(h *TaskHandle, fn func(t *Task)) {
 		s.pendingMu.Lock()
 		delete(s.pending, h)
 		s.pendingMu.Unlock()
-		if h.stopped || s.life.load() >= stateStopping {
+		if h.run.stopped || s.life.load() >= stateStopping {
 			h.end()
 			return
 		}
 		bt := &Task{srv: s, ops: loopTask{}, name: h.name}
-		h.bt = bt
+		h.run.bt = bt
 		bt.t = s.sched.Spawn(func(t *scheduler.Task) {
 			defer func() {
-				h.bt = nil
+				h.run.bt = nil
 				bt.release()
 				if s.acct.on {
 					s.acct.loop.TaskFinished()

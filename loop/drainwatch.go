@@ -1,10 +1,6 @@
 package loop
 
-import (
-	"sync"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // drainWatch tells the loop when a connection whose output backed up can take more, so
 // that a stream parked on backpressure is woken by the kernel instead of polling. gnet
@@ -16,18 +12,21 @@ import (
 // that is still writable reports at once, so no wake-up is lost, and since gnet flushes its
 // buffer in the same loop turn the watch fires about once per socket buffer drained.
 //
-// Its loop-owned part (entries) is touched only on the loop; the goroutine touches only
-// the epoll descriptor and the door.
+// drainWatch is loop-confined; the goroutine's side is a drainPoller.
 type drainWatch struct {
-	srv *Server
+	srv     *Server
+	started bool
+	p       *drainPoller          // nil until started, or if it could not be created
+	entries map[int32]*drainEntry // watched descriptors
+	gen     int32                 // distinguishes a reused descriptor
+}
 
-	once    sync.Once
-	epfd    int           // -1 when the watch could not be created
+// drainPoller is the epoll instance and the goroutine waiting on it. Its fields are set
+// before the goroutine starts and never change: safe for concurrent use.
+type drainPoller struct {
+	epfd    int
 	stopFd  int           // an eventfd in the set: written to stop the goroutine
 	stopped chan struct{} // closed when the goroutine has returned
-
-	entries map[int32]*drainEntry // loop-owned: watched descriptors
-	gen     int32                 // loop-owned: distinguishes a reused descriptor
 }
 
 // drainEntry is one connection waiting for its output to drain.
@@ -39,39 +38,47 @@ type drainEntry struct {
 
 // start creates the epoll instance and its goroutine on first use. Loop-confined.
 func (w *drainWatch) start() bool {
-	w.once.Do(func() {
-		w.epfd, w.stopFd = -1, -1
+	if !w.started {
+		w.started = true
 		w.entries = map[int32]*drainEntry{}
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		p, err := newDrainPoller()
 		if err != nil {
 			w.srv.log.Warn("loop: no drain watch (streams poll for backpressure)", "err", err)
-			return
+			return false
 		}
-		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			_ = unix.Close(epfd)
-			w.srv.log.Warn("loop: no drain watch (streams poll for backpressure)", "err", err)
-			return
-		}
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd), Pad: -1}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
-			_ = unix.Close(epfd)
-			_ = unix.Close(efd)
-			return
-		}
-		w.epfd, w.stopFd = epfd, efd
-		w.stopped = make(chan struct{})
-		go w.run(epfd)
-	})
-	return w.epfd >= 0
+		w.srv.drainPoll.Store(p)
+		w.p = p
+		go p.run(w)
+	}
+	return w.p != nil
 }
 
-// run waits for reports and posts them to the loop. Its own goroutine.
-func (w *drainWatch) run(epfd int) {
-	defer close(w.stopped)
+func newDrainPoller() (*drainPoller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		_ = unix.Close(epfd)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd), Pad: -1}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
+		_ = unix.Close(epfd)
+		_ = unix.Close(efd)
+		return nil, err
+	}
+	return &drainPoller{epfd: epfd, stopFd: efd, stopped: make(chan struct{})}, nil
+}
+
+// run waits for reports and posts them to w on the loop. Its own goroutine: it touches w
+// only inside the functions it posts.
+func (p *drainPoller) run(w *drainWatch) {
+	defer close(p.stopped)
 	events := make([]unix.EpollEvent, 64)
 	for {
-		n, err := unix.EpollWait(epfd, events, -1)
+		n, err := unix.EpollWait(p.epfd, events, -1)
 		if err == unix.EINTR {
 			continue
 		}
@@ -106,7 +113,7 @@ func (w *drainWatch) watch(cs *conn, wake func()) bool {
 	w.gen++
 	e := &drainEntry{cs: cs, gen: w.gen, wake: wake}
 	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: fd, Pad: e.gen}
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+	if err := unix.EpollCtl(w.p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
 		return false
 	}
 	w.entries[fd] = e
@@ -122,7 +129,7 @@ func (w *drainWatch) report(evs []unix.EpollEvent) {
 		}
 		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > streamHighWater {
 			re := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: ev.Fd, Pad: e.gen}
-			if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, int(ev.Fd), &re) == nil {
+			if unix.EpollCtl(w.p.epfd, unix.EPOLL_CTL_MOD, int(ev.Fd), &re) == nil {
 				continue
 			}
 		}
@@ -146,18 +153,15 @@ func (w *drainWatch) closed(cs *conn) {
 
 func (w *drainWatch) forget(fd int32) {
 	delete(w.entries, fd)
-	_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	_ = unix.EpollCtl(w.p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 }
 
 // stop ends the goroutine and closes the descriptors. Call it once the loop has stopped.
-func (w *drainWatch) stop() {
-	if w.epfd < 0 || w.stopped == nil {
-		return
-	}
+// Safe for concurrent use.
+func (p *drainPoller) stop() {
 	var one = [8]byte{1}
-	_, _ = unix.Write(w.stopFd, one[:])
-	<-w.stopped
-	_ = unix.Close(w.epfd)
-	_ = unix.Close(w.stopFd)
-	w.epfd = -1
+	_, _ = unix.Write(p.stopFd, one[:])
+	<-p.stopped
+	_ = unix.Close(p.epfd)
+	_ = unix.Close(p.stopFd)
 }

@@ -65,7 +65,8 @@ type Server struct {
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
 	eng       atomic.Pointer[gnet.Engine]
-	ctlPeer   atomic.Int64 // our end of the control socket pair (fd), -1 when none
+	ctlPeer   atomic.Int64                // our end of the control socket pair (fd), -1 when none
+	drainPoll atomic.Pointer[drainPoller] // the drain watch's goroutine, once started
 	tickOnce  sync.Once
 	startErr  atomic.Pointer[error] // why the loop could not be reached, if it could not
 	guard     serveGuard            // owns the listening socket (accept_guard.go)
@@ -96,7 +97,7 @@ type Server struct {
 	housekeep  *scheduler.Timer
 	control    gnet.Conn
 	acct       acct
-	drains     drainWatch // loop-owned, but for the goroutine it starts (see drainWatch)
+	drains     drainWatch
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -275,7 +276,9 @@ func (s *Server) ListenAndServe() error {
 		requested = false
 	}
 	s.door.close()
-	s.drains.stop()
+	if p := s.drainPoll.Load(); p != nil {
+		p.stop()
+	}
 	s.endPending()
 	s.cancel()
 	s.mtWG.Wait() // multi-thread handlers still running see their context cancelled
