@@ -64,6 +64,13 @@ type WatchdogConfig struct {
 	// CPU) from cause=blocked (sleeping in the kernel). Without it such a stall's cause is
 	// off_cpu. Called from the watchdog's goroutine.
 	ThreadState func() (state byte, ok bool)
+
+	// ReportsEnds promises that the loop calls Watchdog.SliceEnded at the end of every slice
+	// at least Threshold long. A poll that sees a stall over before its report then waits
+	// one more poll for it (the loop reports just after the slice ends), so that even the
+	// first stall is recorded with its exact length. Without it the watchdog waits only
+	// once it has seen a report.
+	ReportsEnds bool
 }
 
 // MinStallThreshold is the shortest WatchdogConfig.Threshold: the watchdog polls at most
@@ -387,7 +394,7 @@ func (w *Watchdog) finish(wait bool) {
 	rid, rlen, reported, used := w.end.load()
 	if reported && rid == w.id && rlen >= w.lastElap-stallEndSlack && rlen <= w.endSeen.Sub(w.startedAt)+stallEndSlack {
 		length, exact = rlen, true
-	} else if wait && used {
+	} else if wait && (used || w.cfg.ReportsEnds) {
 		w.ending = true
 		return
 	}

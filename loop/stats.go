@@ -516,6 +516,8 @@ func (s *Server) startWatchdog() {
 		Logger:    s.log,
 		Probe:     s.sched.Running,
 		Describe:  s.acct.current.Describe,
+		// onSliceStop reports every slice at least the threshold long.
+		ReportsEnds: true,
 	}
 	if s.cfg.LockOSThread {
 		// Runs on the loop goroutine, locked to its thread: the watchdog can then tell a
