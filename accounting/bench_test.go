@@ -120,3 +120,21 @@ func BenchmarkLogLimiterAllow(b *testing.B) {
 		l.Allow(now)
 	}
 }
+
+// BenchmarkRoutesSnapshot reads one route's eight summaries (recent and cumulative for four
+// figures): the fold of two windows, the merge with the cumulative store and the
+// percentiles. Off the hot path, on the loop.
+func BenchmarkRoutesSnapshot(b *testing.B) {
+	r := NewRoutes(Config{Epoch: epoch})
+	rt := r.Route("GET /bench")
+	s := sampleTask()
+	for i := range 100000 {
+		s.Age = time.Duration(i%5000) * time.Microsecond
+		rt.FinishAt(&s, int64(i)*100000) // 10 s in all: the cumulative store has retired windows
+	}
+	now := epoch.Add(10 * time.Second)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.Snapshot(now)
+	}
+}

@@ -98,8 +98,9 @@ type Config struct {
 
 // Limits of Config's fields.
 const (
-	// MaxHistogramDigits is the most significant digits a histogram can keep: hdrhistogram
-	// refuses more, and each digit multiplies a histogram's size by about ten.
+	// MaxHistogramDigits is the most significant digits a histogram can keep: HDR
+	// histograms (hdrhistogram-go, whose layout accounting's follows) refuse more, and each
+	// digit multiplies a histogram's size by about ten.
 	MaxHistogramDigits = 5
 
 	// MinHistogramMax is the smallest Config.HistogramMax: the figures are durations of

@@ -1,8 +1,7 @@
 // Package accounting records where a single-threaded loop's time goes — per task, per
 // route and for the loop itself — and renders it as JSON and as a top-style text view.
 //
-// It is a leaf: it imports only the standard library, golang.org/x/sys/unix and
-// hdrhistogram-go. The loop feeds it plain data (a [TaskSample] filled from the scheduler's
+// It is a leaf: it imports only the standard library and golang.org/x/sys/unix. The loop feeds it plain data (a [TaskSample] filled from the scheduler's
 // raw counters, busy intervals, slice lengths) and reads snapshots back; the scheduler, the
 // HTTP codec and the loop itself are never imported.
 //
@@ -20,6 +19,8 @@
 //     [LogLimiter] (rate-limits log lines about stalls, panics and other floods).
 //   - Plain data, owned by whoever holds the value: [TaskSample], [TaskRecord], [Summary],
 //     [RouteSnapshot], [LoopSnapshot], [StallStats], [TasksSnapshot].
+//   - Owned by whoever holds it, not safe for concurrent use: [Histogram] (for packages that
+//     keep distributions of their own, such as offload; read with [SummaryOf]).
 //   - Functions ([AppendServerTiming], [TaskJSON], [SortTasks], the Write* renderers,
 //     [StackOf], [ThreadCPU], [ThreadCPUOf], [ThreadStateOf], [Gettid]) may be called from
 //     any goroutine.
@@ -39,7 +40,10 @@
 // [SwitchRate.PerSecond]), and the JSON carries both the raw counts and the derived values.
 // Distributions are HDR histograms with [DefaultHistogramDigits] significant digits; exact
 // count, sum and maximum are kept beside each histogram, so means and maxima are exact and
-// only the percentiles are approximate (within 10^-digits relative error).
+// only the percentiles are approximate (within 10^-digits relative error). The histograms
+// are accounting's own ([Histogram]), with hdrhistogram-go's layout and percentile
+// definition, so the figures are those hdrhistogram-go would give without the module in
+// the importer's module graph.
 //
 // docs/accounting.md defines every figure, its unit, when it is recorded and how to read it.
 package accounting

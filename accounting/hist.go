@@ -1,24 +1,25 @@
 package accounting
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Histograms come in two parts. The recording front (hist) is a plain array of bucket
-// counters in HDR's log-linear layout, so recording a value is a leading-zero count, two
-// shifts and one increment, a fraction of the instructions of
-// hdrhistogram.Histogram.RecordValues and no second struct to load. It is what the
-// per-request and per-slice paths touch. Reading goes through hdrhistogram-go: a recorder's
-// counters are folded, bucket for bucket, into an hdrhistogram.Histogram of the same layout
-// (the cumulative store, or a scratch histogram), which computes the percentiles. Because
-// the layouts are identical the fold loses nothing (TestHistMatchesHDR).
+// Histograms come in two parts. The recording front (hist) is a plain array of 32-bit
+// bucket counters in HDR's log-linear layout (the layout of HdrHistogram and of
+// hdrhistogram-go), so recording a value is a leading-zero count, two shifts and one
+// increment. It is what the per-request and per-slice paths touch. The reading side
+// (Histogram) has the same layout with 64-bit counters: a recorder's counters are folded
+// into it bucket for bucket (the cumulative store, or a scratch histogram), and it
+// computes the percentiles exactly as hdrhistogram-go does, so the figures are those of
+// an HDR histogram without the module (whose go.mod would bring gonum into the module
+// graph of every program importing accounting). The bench module checks it against
+// hdrhistogram-go value for value (bench/internal/hdrdiff).
 
-// layout is the bucket layout of an HDR histogram with lowest trackable value 1, highest
-// limit and the given significant digits, as hdrhistogram-go computes it.
+// layout is the bucket layout of an HDR histogram with lowest discernible value 1, highest
+// trackable value limit and the given significant digits, as hdrhistogram-go computes it.
 type layout struct {
 	limit   int64  // highest trackable value; larger values are recorded as limit
 	digits  int    // significant decimal digits
@@ -29,7 +30,7 @@ type layout struct {
 }
 
 func newLayout(limit int64, digits int) *layout {
-	// As hdrhistogram.New computes it, for lowestDiscernibleValue 1 (unit magnitude 0).
+	// As hdrhistogram-go's New computes it, for lowestDiscernibleValue 1 (unit magnitude 0).
 	largest := 2 * math.Pow10(digits)
 	countMag := max(int(math.Ceil(math.Log2(largest))), 1)
 	halfMag := uint(countMag - 1)
@@ -69,9 +70,12 @@ func (l *layout) value(i int) int64 {
 	return int64(sub) << uint(b)
 }
 
-// newHDR returns an empty hdrhistogram.Histogram with layout l.
-func (l *layout) newHDR() *hdrhistogram.Histogram {
-	return hdrhistogram.New(1, l.limit, l.digits)
+// top returns the highest value counted by counter i (hdrhistogram-go's
+// highestEquivalentValue of value(i)): value(i) plus the counter's width minus one. Counters
+// of bucket 0 and the lower half of bucket 1 are one unit wide, bucket b's upper half 2^b.
+func (l *layout) top(i int) int64 {
+	b := max(i>>l.halfMag-1, 0)
+	return l.value(i) + int64(1)<<uint(b) - 1
 }
 
 // hist is the recording front of a histogram of nanosecond values: bucket counters in HDR
@@ -163,80 +167,222 @@ func (h *hist) reset() {
 // foldInto adds h's counters to dst, which has h's layout, and returns how many values h
 // holds. It walks every counter: meant for window rotation and snapshots, not for the
 // recording path.
-func (h *hist) foldInto(dst *hdrhistogram.Histogram) (n uint64) {
+func (h *hist) foldInto(dst *Histogram) (n uint64) {
 	if !h.used {
 		return 0
 	}
+	dc := dst.counts[:len(h.counts)]
 	for i, c := range h.counts {
-		if c != 0 {
-			// In range by construction: value(i) is a value of this layout.
-			_ = dst.RecordValues(h.l.value(i), int64(c))
-			n += uint64(c)
-		}
+		dc[i] += uint64(c)
+		n += uint64(c)
 	}
+	dst.total += n
 	return n
 }
 
-// store is a cumulative histogram: an hdrhistogram.Histogram and the exact count, sum and
-// maximum. Loop-confined (or guarded by its owner).
+// Histogram is a histogram of int64 values in HDR's log-linear layout with lowest
+// discernible value 1, 64-bit counters, and percentiles computed exactly as
+// hdrhistogram-go computes them (ValueAtQuantile). It is what accounting reads its own
+// recorders through, exported for packages (offload) that keep distributions of their own.
+// Build one with NewHistogram; the zero value is not usable. Not safe for concurrent use:
+// its owner guards it (or confines it to one goroutine).
+type Histogram struct {
+	l      *layout
+	counts []uint64
+	total  uint64
+}
+
+// NewHistogram returns an empty histogram tracking values from 0 to limit with digits
+// significant decimal digits (hdrhistogram-go's New(1, limit, digits)). It panics unless
+// 1 <= digits <= MaxHistogramDigits and limit >= 2: the arguments are constants of the
+// caller, not input. Any goroutine.
+func NewHistogram(limit int64, digits int) *Histogram {
+	if digits < 1 || digits > MaxHistogramDigits || limit < 2 {
+		panic(fmt.Sprintf("accounting: NewHistogram(%d, %d): limit must be at least 2 and digits 1 to %d",
+			limit, digits, MaxHistogramDigits))
+	}
+	return newHistogram(newLayout(limit, digits))
+}
+
+func newHistogram(l *layout) *Histogram {
+	return &Histogram{l: l, counts: make([]uint64, l.n)}
+}
+
+// Limit returns the highest value h tracks. Any goroutine that may read h.
+func (h *Histogram) Limit() int64 { return h.l.limit }
+
+// Digits returns the significant decimal digits h keeps. Any goroutine that may read h.
+func (h *Histogram) Digits() int { return h.l.digits }
+
+// Record counts v once: negative values count as 0, values above Limit as Limit. It does
+// not allocate. The owner's goroutine.
+func (h *Histogram) Record(v int64) {
+	h.counts[h.l.index(min(max(v, 0), h.l.limit))]++
+	h.total++
+}
+
+// TotalCount returns how many values h holds. Any goroutine that may read h.
+func (h *Histogram) TotalCount() uint64 { return h.total }
+
+// Merge adds src's counts to h. Both must have the same Limit and Digits (it panics
+// otherwise). It does not allocate. The owner's goroutine (of both).
+func (h *Histogram) Merge(src *Histogram) {
+	if src.l != h.l && (src.l.limit != h.l.limit || src.l.digits != h.l.digits) {
+		panic(fmt.Sprintf("accounting: Histogram.Merge of limit %d digits %d into limit %d digits %d",
+			src.l.limit, src.l.digits, h.l.limit, h.l.digits))
+	}
+	if src.total == 0 {
+		return
+	}
+	dc := h.counts[:len(src.counts)]
+	for i, c := range src.counts {
+		dc[i] += c
+	}
+	h.total += src.total
+}
+
+// Reset empties h. The owner's goroutine.
+func (h *Histogram) Reset() {
+	if h.total != 0 {
+		clear(h.counts)
+		h.total = 0
+	}
+}
+
+// Clone returns a copy of h, for instance to compute percentiles after the lock guarding
+// h is released. The owner's goroutine.
+func (h *Histogram) Clone() *Histogram {
+	return &Histogram{l: h.l, counts: append([]uint64(nil), h.counts...), total: h.total}
+}
+
+// ValueAtQuantile returns the value at quantile q (a percentage, 0 to 100; values outside
+// are clamped) as hdrhistogram-go's ValueAtQuantile does: the value whose counter holds the
+// value of rank q/100*TotalCount rounded half up (at least 1, at most TotalCount), reported
+// as the highest value that counter counts (the lowest for q = 0). 0 when h is empty. Any
+// goroutine that may read h.
+func (h *Histogram) ValueAtQuantile(q float64) int64 {
+	if h.total == 0 {
+		return 0
+	}
+	if q > 100 {
+		q = 100
+	} else if q < 0 {
+		q = 0
+	}
+	var i [1]int
+	h.indexes([]uint64{rank(q, h.total)}, i[:])
+	if q == 0 {
+		return h.l.value(i[0])
+	}
+	return h.l.top(i[0])
+}
+
+// rank is hdrhistogram-go's percentileRank: the rank (1 to total) of percentile q, which
+// is already clamped to at most 100.
+func rank(q float64, total uint64) uint64 {
+	r := (q/100)*float64(total) + 0.5
+	if !(r >= 1) { // NaN and ranks below the first value
+		return 1
+	}
+	if r >= float64(total) {
+		return total
+	}
+	return uint64(r)
+}
+
+// indexes sets out[k] to the first counter at which the running count reaches ranks[k]
+// (1 <= ranks[k] <= h.total; ranks in nondecreasing order), in one pass over the counters.
+func (h *Histogram) indexes(ranks []uint64, out []int) {
+	var acc uint64
+	k := 0
+	for i, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		acc += c
+		for k < len(ranks) && acc >= ranks[k] {
+			out[k] = i
+			k++
+		}
+		if k == len(ranks) {
+			return
+		}
+	}
+}
+
+// store is a cumulative histogram and the exact sum and maximum (the count is the
+// histogram's). Loop-confined (or guarded by its owner).
 type store struct {
-	h   *hdrhistogram.Histogram
-	n   uint64
+	h   *Histogram
 	sum int64
 	max int64
 }
 
-func newStore(l *layout) store { return store{h: l.newHDR()} }
+func newStore(l *layout) store { return store{h: newHistogram(l)} }
 
 // add folds the recorder src into s (src is left as it is).
 func (s *store) add(src *hist) {
 	if !src.used {
 		return
 	}
-	s.n += src.foldInto(s.h)
+	src.foldInto(s.h)
 	s.sum += src.sum
 	s.max = max(s.max, src.max)
 }
 
-// record adds one value directly (for rare events; the hot paths use a hist).
-func (s *store) record(v int64, limit int64) {
+// record adds one value directly (for rare events; the hot paths use a hist). Values
+// above the store's limit are counted at the limit, negative ones as 0.
+func (s *store) record(v int64) {
 	v = max(v, 0)
-	s.n++
 	s.sum += v
 	s.max = max(s.max, v)
-	_ = s.h.RecordValue(min(v, limit))
+	s.h.Record(v)
 }
 
 // summary reads the store.
-func (s *store) summary() Summary { return summarize(s.h, s.n, s.sum, s.max) }
+func (s *store) summary() Summary { return summarize(s.h, s.sum, s.max) }
 
-// summarize reads percentiles from h and takes the exact figures as given. It does not
-// allocate beyond the library's iterators.
-func summarize(h *hdrhistogram.Histogram, n uint64, sum, maxV int64) Summary {
-	s := Summary{Count: n, Sum: time.Duration(sum), Max: time.Duration(maxV)}
-	if n == 0 {
+// summaryQuantiles are the percentiles of a Summary, in increasing order.
+var summaryQuantiles = [...]float64{50, 90, 99, 99.9}
+
+// summarize reads percentiles from h (its count is the Summary's) and takes the exact sum
+// and maximum as given. It does not allocate.
+func summarize(h *Histogram, sum, maxV int64) Summary {
+	return SummaryOf(h, 1, time.Duration(sum), time.Duration(maxV))
+}
+
+// SummaryOf returns the Summary of the values h holds, with their exact sum and maximum
+// given by the caller (who keeps them: h only has counters). The percentiles are
+// h.ValueAtQuantile(50, 90, 99, 99.9) times unit, never above maxV; Count is
+// h.TotalCount(). It does not allocate. Any goroutine that may read h.
+func SummaryOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
+	s := Summary{Count: h.total, Sum: sum, Max: maxV}
+	if h.total == 0 {
 		return s
 	}
-	q := func(p float64) time.Duration {
-		// The HDR value is the top of its bucket: never report more than the exact max.
-		return time.Duration(min(h.ValueAtQuantile(p), maxV))
+	var ranks [len(summaryQuantiles)]uint64
+	var idx [len(summaryQuantiles)]int
+	for k, q := range summaryQuantiles {
+		ranks[k] = rank(q, h.total)
 	}
-	s.P50, s.P90, s.P99, s.P999 = q(50), q(90), q(99), q(99.9)
+	h.indexes(ranks[:], idx[:])
+	// The HDR value is the top of its counter: never report more than the exact max.
+	q := func(k int) time.Duration { return min(time.Duration(h.l.top(idx[k]))*unit, maxV) }
+	s.P50, s.P90, s.P99, s.P999 = q(0), q(1), q(2), q(3)
 	return s
 }
 
 // summaryOf reads the recorders hs together through the scratch histogram (reset first;
 // same layout).
-func summaryOf(scratch *hdrhistogram.Histogram, hs ...*hist) Summary {
+func summaryOf(scratch *Histogram, hs ...*hist) Summary {
 	scratch.Reset()
-	var n uint64
 	var sum, maxV int64
 	for _, h := range hs {
-		n += h.foldInto(scratch)
+		h.foldInto(scratch)
 		sum += h.sum
 		maxV = max(maxV, h.max)
 	}
-	return summarize(scratch, n, sum, maxV)
+	return summarize(scratch, sum, maxV)
 }
 
 // Summary is a distribution of durations: exact Count, Sum and Max, and percentiles from

@@ -4,8 +4,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Route metrics, the index of each per-route histogram.
@@ -34,7 +32,7 @@ type Routes struct {
 	cfg     Config
 	layout  *layout
 	byKey   map[string]*Route
-	scratch *hdrhistogram.Histogram // for reading windows in Snapshot
+	scratch *Histogram // for reading windows in Snapshot
 }
 
 // finishBatch is how many finished requests a route batches before recording them:
@@ -48,7 +46,7 @@ func NewRoutes(cfg Config) *Routes {
 	cfg.mustValidate()
 	cfg = cfg.withDefaults(time.Now())
 	l := cfg.layout()
-	return &Routes{cfg: cfg, layout: l, byKey: make(map[string]*Route), scratch: l.newHDR()}
+	return &Routes{cfg: cfg, layout: l, byKey: make(map[string]*Route), scratch: newHistogram(l)}
 }
 
 // Epoch returns the origin of the nanosecond timestamps FinishAt takes. Loop-confined.
@@ -269,7 +267,7 @@ func (rt *Route) snapshot(now int64) RouteSnapshot {
 		// cumulative = retired windows + the recent view
 		cum := &rt.cum[i]
 		sc.Merge(cum.h)
-		p.Cumulative = summarize(sc, cum.n+p.Recent.Count, cum.sum+int64(p.Recent.Sum), max(cum.max, int64(p.Recent.Max)))
+		p.Cumulative = summarize(sc, cum.sum+int64(p.Recent.Sum), max(cum.max, int64(p.Recent.Max)))
 	}
 	return s
 }

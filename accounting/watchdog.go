@@ -405,7 +405,7 @@ func (w *Watchdog) finish(wait bool) {
 	if cause == StallCauseStarved {
 		w.st.Starved++
 	}
-	w.h.record(int64(length), int64(DefaultHistogramMax))
+	w.h.record(int64(length))
 	w.mu.Unlock()
 	if w.logged {
 		attrs := []slog.Attr{

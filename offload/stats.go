@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/batonrt/baton/accounting"
 )
 
@@ -13,14 +12,14 @@ import (
 // digits, 1 us to 1 h) for the percentiles, and the exact count, sum and maximum. The zero
 // value is empty. Guarded by its owner's mutex.
 type hist struct {
-	h        *hdrhistogram.Histogram // created by the first record
+	h        *accounting.Histogram // created by the first record
 	n        uint64
 	sum, max time.Duration
 }
 
 // histSnap is a copy of a hist, taken under the owner's mutex and read after.
 type histSnap struct {
-	s        *hdrhistogram.Snapshot
+	h        *accounting.Histogram // a copy; nil when empty
 	n        uint64
 	sum, max time.Duration
 }
@@ -30,12 +29,12 @@ const histMax = int64(time.Hour / time.Microsecond)
 func (h *hist) record(d time.Duration) {
 	d = max(d, 0)
 	if h.h == nil {
-		h.h = hdrhistogram.New(1, histMax, 2)
+		h.h = accounting.NewHistogram(histMax, 2)
 	}
 	h.n++
 	h.sum += d
 	h.max = max(h.max, d)
-	_ = h.h.RecordValue(min(int64(d/time.Microsecond), histMax))
+	h.h.Record(int64(d / time.Microsecond)) // counted at histMax beyond it
 }
 
 // snapshot copies the counts so that the percentiles can be computed after the owner's
@@ -44,22 +43,16 @@ func (h *hist) snapshot() histSnap {
 	if h.n == 0 {
 		return histSnap{}
 	}
-	return histSnap{s: h.h.Export(), n: h.n, sum: h.sum, max: h.max}
+	return histSnap{h: h.h.Clone(), n: h.n, sum: h.sum, max: h.max}
 }
 
 // summary returns the snapshot as an accounting.Summary: exact Count, Sum and Max,
 // percentiles from the histogram (never above Max).
 func (s histSnap) summary() accounting.Summary {
-	out := accounting.Summary{Count: s.n, Sum: s.sum, Max: s.max}
 	if s.n == 0 {
-		return out
+		return accounting.Summary{}
 	}
-	h := hdrhistogram.Import(s.s)
-	q := func(p float64) time.Duration {
-		return min(time.Duration(h.ValueAtQuantile(p))*time.Microsecond, s.max)
-	}
-	out.P50, out.P90, out.P99, out.P999 = q(50), q(90), q(99), q(99.9)
-	return out
+	return accounting.SummaryOf(s.h, time.Microsecond, s.sum, s.max)
 }
 
 // Stats is a snapshot of a pool, from Pool.Stats.
