@@ -54,6 +54,7 @@ func TestMiddlewareGroupsAndValues(t *testing.T) {
 			require.Empty(t, resp.Header.Get("X-Outer"))
 
 			resp, body = c.get("/api/me")
+			require.Equal(t, "who are you", body)
 			require.Equal(t, 401, resp.StatusCode, "the group's middleware ran")
 			require.Equal(t, "1", resp.Header.Get("X-Outer"), "the server's middleware ran first")
 
