@@ -107,6 +107,7 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 	} else {
 		c = &Ctx{}
 		c.Task.srv, c.Task.c = s, c
+		c.Task.ops = loopTask{} // goroutineMode.start replaces it; Ctxs are pooled only in loop mode
 		c.deadlineFn = func() { s.handlerDeadline(c) }
 	}
 	c.conn = cs

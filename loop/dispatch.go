@@ -104,6 +104,10 @@ func (s *Server) start(c *Ctx, first bool) {
 	if s.cfg.HandlerTimeout > 0 {
 		c.deadline = s.sched.AfterFunc(s.cfg.HandlerTimeout, c.deadlineFn)
 	}
+	if m, ok := s.mode.(loopMode); ok {
+		m.start(c, first) // the hot path: a direct call
+		return
+	}
 	s.mode.start(c, first)
 }
 

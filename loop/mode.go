@@ -31,7 +31,6 @@ type loopMode struct{ s *Server }
 
 func (m loopMode) start(c *Ctx, first bool) {
 	s := m.s
-	c.Task.ops = loopTask{}
 	switch {
 	case first && s.acct.on && s.turnAt != 0:
 		if s.lastAt == 0 {

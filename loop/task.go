@@ -173,13 +173,13 @@ func (t *Task) release() {
 	if t.cancelCtx != nil {
 		t.cancelCtx(context.Canceled)
 	}
-	t.ctx, t.cancelCtx, t.err, t.t, t.g, t.ops = nil, nil, nil, nil, nil, nil
+	t.ctx, t.cancelCtx, t.err, t.t, t.g = nil, nil, nil, nil, nil
 	t.cpu, t.cpuStart = 0, 0
 }
 
 // idOrZero is the task id, or 0 for a request not started yet.
 func (t *Task) idOrZero() uint64 {
-	if t.ops == nil {
+	if t.t == nil && t.g == nil {
 		return 0
 	}
 	return t.ID()

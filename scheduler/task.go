@@ -441,7 +441,7 @@ func (t *Task) body(yield func(struct{}) bool) {
 	t.yield = yield
 	t.gid = goroutineID()
 	for {
-		t.run()
+		t.call()
 		t.state = Done
 		if !yield(struct{}{}) {
 			return
@@ -449,22 +449,8 @@ func (t *Task) body(yield func(struct{}) bool) {
 	}
 }
 
-// run runs the task's function through call, which recovers its panics. If call does not
-// return, the goroutine is in runtime.Goexit: called by the function itself, or by one of
-// its deferred functions, possibly while a panic unwound it.
-func (t *Task) run() {
-	returned := false
-	defer func() {
-		if !returned {
-			t.goexit()
-		}
-	}()
-	t.call()
-	returned = true
-}
-
 // call runs the task's function, recovering a panic inside the coroutine so that the
-// coroutine stays usable. A Goexit is left to run.
+// coroutine stays usable, and hands a runtime.Goexit to goexit.
 func (t *Task) call() {
 	ok := false
 	defer func() {
@@ -473,7 +459,11 @@ func (t *Task) call() {
 		}
 		switch v := recover(); {
 		case v == nil:
-			// runtime.Goexit: run handles it, once every deferred function has run.
+			// The goroutine is in runtime.Goexit (called by the function, or by one of its
+			// deferred functions, possibly while a panic unwound it): every deferred
+			// function of the task has run. One defer serves both cases, so a task that
+			// returns pays for one.
+			t.goexit()
 		case v == any(errUnwind):
 			// Close unwinding the task: silent.
 		default:
