@@ -816,8 +816,9 @@ func (p *Pool) wait(c Caller, h *Hook, cl *call) error {
 		p.mu.Lock()
 		cl.resume = nil
 		if err, over := p.overLocked(c, cl); over {
+			running := cl.state == stRunning // read under mu: a worker's finish writes it
 			p.mu.Unlock()
-			if err != nil && cl.state != stRunning {
+			if err != nil && !running {
 				cl.cancel() // never ran, or left the queue
 			}
 			return err
