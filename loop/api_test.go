@@ -166,9 +166,7 @@ func TestDrainSignalEndsLongPolls(t *testing.T) {
 		}
 		c.String(200, "server going away")
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe() }()
-	waitDone(t, "Ready", s.Ready())
+	errc := serveInBackground(t, s)
 	c := dial(t, s.Addr().String())
 	c.send("GET /poll HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-parked

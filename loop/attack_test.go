@@ -123,9 +123,7 @@ func TestAttackDrainFinishesWhileClientsReconnect(t *testing.T) {
 				_ = c.Sleep(2 * time.Millisecond)
 				c.String(200, "ok")
 			})
-			errc := make(chan error, 1)
-			go func() { errc <- s.ListenAndServe() }()
-			waitDone(t, "Ready", s.Ready())
+			errc := serveInBackground(t, s)
 			addr := s.Addr().String()
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -305,9 +303,7 @@ func TestAttackShutdownHonoursDeadlineForHungOffload(t *testing.T) {
 		})
 		c.String(200, "late")
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe() }()
-	waitDone(t, "Ready", s.Ready())
+	errc := serveInBackground(t, s)
 	cl := dial(t, s.Addr().String())
 	cl.send("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-started

@@ -76,6 +76,21 @@ func startServer(t testing.TB, cfg Config, setup func(s *Server)) (*Server, stri
 	return s, s.Addr().String()
 }
 
+// serveInBackground runs s.ListenAndServe in a goroutine, waits until s is ready, and
+// returns the channel ListenAndServe's result arrives on: for tests that shut the server
+// down themselves.
+func serveInBackground(t testing.TB, s *Server) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	select {
+	case <-s.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("server not ready after 10s")
+	}
+	return errc
+}
+
 // client is a raw HTTP/1.1 client over one connection.
 type client struct {
 	t  testing.TB

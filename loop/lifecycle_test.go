@@ -153,9 +153,7 @@ func TestShutdownDuringStartDrains(t *testing.T) {
 // ErrServerClosed.
 func TestEngineStopWithoutShutdownIsAnError(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
-	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe() }()
-	waitDone(t, "Ready", s.Ready())
+	errc := serveInBackground(t, s)
 	eng := s.eng.Load()
 	require.NotNil(t, eng)
 	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal accept error

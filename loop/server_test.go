@@ -719,9 +719,7 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 		c.String(200, "done")
 	})
 	s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
-	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe() }()
-	<-s.Ready()
+	errc := serveInBackground(t, s)
 	addr := s.Addr().String()
 	clients := make([]*client, n)
 	for i := range clients {
@@ -782,9 +780,7 @@ func testShutdownDeadlineUnwindsParkedTasks(t *testing.T, m mode) {
 			c.Task.t.Sleep(time.Hour) //nolint:errcheck // ignores cancellation on purpose
 		}
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe() }()
-	<-s.Ready()
+	errc := serveInBackground(t, s)
 	c := dial(t, s.Addr().String())
 	c.send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-parked
@@ -891,9 +887,7 @@ func testGracefulShutdownUnderLoad(t *testing.T, m mode) {
 		_ = c.Sleep(2 * time.Millisecond)
 		c.String(200, "ok")
 	})
-	errc := make(chan error, 1)
-	go func() { errc <- s.ListenAndServe() }()
-	<-s.Ready()
+	errc := serveInBackground(t, s)
 	addr := s.Addr().String()
 	var ok200, got503, eofBeforeAnswer, resets atomic.Int64
 	var wg sync.WaitGroup

@@ -57,7 +57,6 @@ type taskOps interface {
 	sleep(t *Task, d time.Duration) error
 	yield(t *Task)
 	id(t *Task) uint64
-	stats(t *Task) scheduler.Stats
 	err(t *Task) error
 	suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error)
 }
@@ -218,7 +217,6 @@ func (loopTask) park(t *Task, r scheduler.Reason, d time.Duration, wake *signal)
 func (loopTask) sleep(t *Task, d time.Duration) error { return t.t.Sleep(d) }
 func (loopTask) yield(t *Task)                        { t.t.Yield() }
 func (loopTask) id(t *Task) uint64                    { return t.t.ID() }
-func (loopTask) stats(t *Task) scheduler.Stats        { return t.t.Stats() }
 func (loopTask) err(t *Task) error                    { return t.err }
 
 func (loopTask) suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error) {
