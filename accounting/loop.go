@@ -328,3 +328,13 @@ func (s SliceStats) Mean() time.Duration {
 	}
 	return s.Total / time.Duration(s.Count)
 }
+
+// Window returns the loop's busy time over the last complete seconds of length (whole
+// seconds, at most the ring's 64) before now: the figure behind a Snapshot's Utilisation,
+// without the rest of a snapshot, for a check polled often (a readiness probe). It does
+// not allocate. Loop-confined.
+func (l *Loop) Window(now time.Time, length time.Duration) Window {
+	n := min(max(int64(length/time.Second), 1), loopRingSeconds)
+	busy, _, elapsed := l.window(since(l.cfg.Epoch, now), n)
+	return Window{Length: time.Duration(n) * time.Second, Busy: time.Duration(busy), Elapsed: time.Duration(elapsed)}
+}

@@ -81,6 +81,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.life.move(stateStarting, stateServing) // fails if a Shutdown came first: its drain is posted
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
 		s.startWatchdog()
+		s.startHealth()
 		close(s.ready)
 		s.door.open(gc.EventLoop())
 		s.guard.start(*s.eng.Load()) // accept once the loop is reachable

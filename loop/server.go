@@ -98,6 +98,7 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
+	health     healthState // published for the health checks (health.go)
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -145,6 +146,7 @@ func New(cfg Config) *Server {
 	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
 	s.pool = offload.New(cfg.Offload)
 	s.initAccounting()
+	s.initHealth()
 	s.date.Update(time.Now())
 	s.publishDate()
 	return s
