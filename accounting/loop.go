@@ -272,6 +272,16 @@ type LoopSnapshot struct {
 
 	// Stalls are the watchdog's figures, nil when no watchdog is attached.
 	Stalls *StallStats
+
+	// ArrivalClock names where request latencies start (filled in by the server, "" when
+	// unknown): "loop-turn bound" for baton's loop (docs/health.md, arrival time).
+	ArrivalClock string
+	// ArrivalBounded counts reads whose arrival was put before the start of the callback
+	// that read them, because a long callback ran just before (their bytes may have waited
+	// through it); ArrivalHidden is the sum of those moves: kernel wait that latencies
+	// measured from the read would have hidden.
+	ArrivalBounded uint64
+	ArrivalHidden  time.Duration
 }
 
 // LiveTasks returns TasksStarted - TasksDone. Any goroutine.

@@ -118,6 +118,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 		s.door.post(s.pumpFn)
 		return gnet.None
 	}
+	s.noteRead(cs)
 	if cs.state >= connClosing { // no more requests: drop what the client sends
 		_, _ = gc.Discard(-1)
 		return gnet.None

@@ -99,6 +99,7 @@ type Server struct {
 	acct       acct
 	drains     drainWatch
 	health     healthState // published for the health checks (health.go)
+	arr        arrivalBound
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
