@@ -202,13 +202,20 @@ func TestArrivalBound(t *testing.T) {
 	assert.Equal(t, 20*ms, read(50*ms+5*us), "read just after the tick: bounded by its start")
 	assert.Equal(t, 50*ms+6*us, read(50*ms+6*us), "read again since the tick ended: its own start")
 
+	cs1 := &conn{readAt: 5 * ms}
+	s.turnAt = 50*ms + 2*ms // the loop's thread was descheduled for 2 ms after the tick: not idle
+	s.noteRead(cs1)
+	assert.Equal(t, 20*ms, cs1.arrival, "a gap under a quarter of the tick keeps the bound")
+	ended(s.turnAt, s.turnAt+5*us)
+	s.arr.lastEnd = 50*ms + 7*us // as if the next callbacks followed at once
+
 	cs2 := &conn{readAt: 30 * ms} // read during the tick? (a callback of the tick's own batch)
 	s.turnAt = 50*ms + 8*us
 	s.noteRead(cs2)
 	assert.Equal(t, 30*ms, cs2.arrival, "the connection's previous read is a later bound")
 
 	cs3 := &conn{readAt: 1 * ms}
-	s.turnAt = 50*ms + 10*ms // the loop idled since the last callback ended
+	s.turnAt = 50*ms + 10*ms // the loop idled since the last callback ended (over a quarter of the tick)
 	s.noteRead(cs3)
 	assert.Equal(t, 60*ms, cs3.arrival, "after an idle gap: the read's own start")
 	assert.Zero(t, s.arr.end, "the bound lapsed")
@@ -221,5 +228,5 @@ func TestArrivalBound(t *testing.T) {
 	s.turnAt = 170*ms + 6*us
 	s.noteRead(cs4)
 	assert.Equal(t, 170*ms+6*us, cs4.arrival, "as long again as the tick has passed: lapsed")
-	assert.EqualValues(t, 2, s.arr.bounded)
+	assert.EqualValues(t, 3, s.arr.bounded)
 }
