@@ -374,6 +374,7 @@ func (w *WSConn) end(err error) {
 		return
 	}
 	w.state, w.err = wsDone, err
+	w.srv.ws.closed(w)
 	w.reader.Wake()
 	w.closer.Wake()
 	w.wakeWriters()
@@ -640,7 +641,6 @@ func (w *WSConn) connClosed() {
 		s.drain.report.WebSocketsForced++
 	}
 	w.end(ErrClientGone)
-	s.ws.closed(w)
 	w.rd.Reset()
 	w.msg = httpcodec.WSMessage{}
 	if !w.taken {
