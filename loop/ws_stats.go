@@ -171,7 +171,7 @@ func (s *Server) wsSnapshot() wsStatsDoc {
 	queued := map[*wsRoute]int{}
 	for _, cs := range s.conns.all {
 		w := cs.ws
-		if w == nil || cs.state == connClosed {
+		if w == nil || w.state == wsDone || cs.state == connClosed {
 			continue
 		}
 		q := w.queued()
