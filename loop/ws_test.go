@@ -275,7 +275,7 @@ func TestWSCloseByServer(t *testing.T) {
 
 	conn = wsDial(t, addr, "/bad", nil)
 	require.ErrorIs(t, recvErr(t, closed), httpcodec.ErrWSInvalidFrame) // 1005 may not be sent
-	wsExpectClose(t, conn, 1000)                                         // then the handler returned
+	wsExpectClose(t, conn, 1000)                                        // then the handler returned
 }
 
 // TestWSCloseTimeout: a client that never answers the server's close frame is dropped
