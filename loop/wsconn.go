@@ -170,7 +170,11 @@ func (c *Ctx) Upgrade(opts UpgradeOptions) (*WSConn, error) {
 	s.ws.opened(w, c.pattern)
 	cs.ws = w
 	s.deliver(c)
-	s.markDirty(cs)
+	s.flush(cs)
+	// An idle WebSocket keeps no buffer of the HTTP side: the parsed head (the request's
+	// copy in c stays for the handler), the output buffers (made again by the first write).
+	cs.req = httpcodec.Request{}
+	cs.out, c.out = nil, nil
 	w.pump() // frames that arrived with the request
 	return w, nil
 }
