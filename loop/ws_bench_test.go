@@ -92,3 +92,58 @@ func BenchmarkWSBroadcast(b *testing.B) {
 	_ = resp.Body.Close()
 	require.Equal(b, 200, resp.StatusCode, string(body))
 }
+
+// BenchmarkWSSend measures Send alone, per recipient: a 200-byte prepared message
+// appended to 100 connections' output, which is then discarded instead of written (the
+// write syscalls are BenchmarkWSBroadcast's).
+func BenchmarkWSSend(b *testing.B) {
+	const members = 100
+	var room []*WSConn
+	joined := make(chan struct{}, members)
+	elapsed := make(chan time.Duration, 1)
+	_, addr := startServer(b, Config{}, func(s *Server) {
+		s.Handle("GET /member", func(c *Ctx) {
+			w, err := c.Upgrade(UpgradeOptions{})
+			if err != nil {
+				return
+			}
+			room = append(room, w)
+			joined <- struct{}{}
+			for {
+				if _, _, err := w.ReadMessage(); err != nil {
+					return
+				}
+			}
+		})
+		s.Handle("GET /tick", func(c *Ctx) {
+			n, _ := strconv.Atoi(c.Query("n"))
+			m := NewPrepared(true, make([]byte, 200))
+			start := time.Now()
+			for range n {
+				if Broadcast(m, room) != members {
+					c.String(500, "a member left\n")
+					return
+				}
+				for _, w := range room {
+					w.cs.out = w.cs.out[:0]
+				}
+			}
+			elapsed <- time.Since(start)
+			c.String(200, "ok\n")
+		})
+	})
+	for range members {
+		_ = wsRawDial(b, addr, "/member")
+		<-joined
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := max(b.N/members, 1)
+	resp, err := http.Get("http://" + addr + "/tick?n=" + strconv.Itoa(n))
+	require.NoError(b, err)
+	_, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(b, 200, resp.StatusCode)
+	b.StopTimer()
+	b.ReportMetric(float64(<-elapsed)/float64(n*members), "ns/send")
+}
