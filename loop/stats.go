@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
@@ -353,6 +354,7 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
+	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
 }
 
 // serveStats snapshots on the loop, renders off it and answers.
@@ -467,6 +469,10 @@ func (s *Server) admissionSnapshot() admissionView {
 // concurrent use.
 func (s *Server) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/websockets") {
+			s.serveWSStatsHTTP(w, r) // ws_stats.go
+			return
+		}
 		kind := ""
 		for _, k := range statsKinds {
 			if len(r.URL.Path) >= len(k) && r.URL.Path[len(r.URL.Path)-len(k):] == k {
