@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ type route struct {
 	pattern string
 	exempt  bool // not subject to admission control (RequestConcurrency)
 	acct    *accounting.Route
+	labels  context.Context // pprof labels of the route (Config.ProfileLabels), made once
 }
 
 // RouteOption changes how a route registered with Handle is served. Build one with Exempt.
@@ -170,6 +172,9 @@ func (s *Server) finishRequest(c *Ctx) {
 		}
 		s.recordFinish(c, s.nanotime()) // multi-thread mode: on the loop, after the handler
 	}
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, s.nanotime())
+	}
 	s.releaseCtx(c)
 }
 
@@ -177,6 +182,9 @@ func (s *Server) finishRequest(c *Ctx) {
 func (s *Server) deliver(c *Ctx) {
 	if cs := c.conn; len(c.out) > 0 && cs.writable() {
 		cs.out = append(cs.out, c.out...)
+		if s.cfg.OnRequestDone != nil {
+			c.bytesOut += int64(len(c.out))
+		}
 	}
 	c.out = c.out[:0]
 }
@@ -190,6 +198,9 @@ func (s *Server) inlineResponse(cs *conn, c *Ctx, status int, hname, hvalue stri
 	s.deliver(c)
 	if c.closeConn {
 		cs.closeAfterResponse()
+	}
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, s.now())
 	}
 	s.releaseCtx(c)
 }
@@ -277,6 +288,9 @@ func (s *Server) runGoroutine(c *Ctx) {
 			s.finishRequest(c)
 		})
 	}()
+	if s.cfg.ProfileLabels {
+		pprof.SetGoroutineLabels(c.route.labels) // the goroutine ends with the handler
+	}
 	c.route.h(c)
 	returned = true
 }
