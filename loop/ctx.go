@@ -88,7 +88,7 @@ type Ctx struct {
 	counted    bool // holds an admission slot
 	deadline   *scheduler.Timer
 	deadlineFn func()
-	finished   bool // finishRequest ran in the task's last slice; onSliceStop frees c
+	finished   bool  // finishRequest ran in the task's last slice; onSliceStop frees c
 	bytesOut   int64 // response bytes delivered, counted only with Config.OnRequestDone
 
 	values []ctxValue // request-scoped values set by middleware (SetValue)
