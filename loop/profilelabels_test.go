@@ -5,11 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
-	"sync/atomic"
 	"io"
 	"net/http"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
