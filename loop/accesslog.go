@@ -12,8 +12,9 @@ import (
 )
 
 // RequestRecord is what Config.OnRequestDone receives when a request finishes: one line of
-// an access log. It is filled on the loop and valid only during the call; Path in
-// particular views the request's buffer: copy it (strings.Clone) to keep it.
+// an access log. It is filled on the loop and valid only during the call (the server
+// reuses it, and Path views the request's buffer): copy the record, and the path with
+// strings.Clone, to keep them.
 type RequestRecord struct {
 	Time    time.Time     // when the loop had the request's head (and body), i.e. its start
 	Method  string        // "GET", ...
@@ -33,7 +34,8 @@ type RequestRecord struct {
 // requestDone fills a record for c, which finished at now (loop clock), and calls the
 // hook. Loop-confined.
 func (s *Server) requestDone(c *Ctx, now int64) {
-	r := RequestRecord{
+	r := &s.eco.rec // reused: the record is valid only during the call
+	*r = RequestRecord{
 		Method: c.Method(), Route: c.pattern, Path: unsafeString(c.req.Path), Status: c.status,
 		Bytes: c.bytesOut, Remote: c.remote, TaskID: c.Task.idOrZero(),
 	}
@@ -56,7 +58,7 @@ func (s *Server) requestDone(c *Ctx, now int64) {
 	}
 	r.Queue += c.queueWait
 	r.Parked += c.queueWait
-	s.cfg.OnRequestDone(&r)
+	s.cfg.OnRequestDone(r)
 }
 
 // AccessLogOptions configures NewAccessLogger. Its zero value logs every request through a

@@ -76,15 +76,17 @@ const httpBufferBeforeCommit = 2048
 // enough to bound memory per response.
 const httpChunkBytes = 32 << 10
 
-// httpAdapter is the server's net/http adapter state: the gate, made on first use.
-type httpAdapter struct {
+// ecosystem is the server's state for the net/http adapter and the request hook.
+type ecosystem struct {
 	once sync.Once
-	gate *offload.Gate
+	gate *offload.Gate // the net/http adapter's gate, made on first use; guarded by once
+
+	rec RequestRecord // loop-owned: the record handed to Config.OnRequestDone, reused
 }
 
 // httpGate returns the gate of net/http handlers, making it on first use. Any goroutine.
 func (s *Server) httpGate() *offload.Gate {
-	a := &s.httpAd
+	a := &s.eco
 	a.once.Do(func() {
 		cfg := s.cfg.HTTPAdapter
 		n, q := cfg.MaxConcurrent, cfg.MaxQueue

@@ -62,7 +62,7 @@ type Server struct {
 	done      chan struct{}          // closed when ListenAndServe has returned, or at a stop before start
 	dateBytes atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
 	mtWG      sync.WaitGroup         // multi-thread handler goroutines and net/http adapter goroutines
-	httpAd    httpAdapter            // the net/http adapter's gate (nethttp.go)
+	eco       ecosystem              // the net/http adapter's gate, the request record (nethttp.go, accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
 	eng       atomic.Pointer[gnet.Engine]
