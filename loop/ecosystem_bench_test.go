@@ -2,9 +2,9 @@ package loop
 
 import (
 	"fmt"
-	"runtime"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 

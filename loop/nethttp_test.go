@@ -505,4 +505,21 @@ func waitRecv(t testing.TB, ch <-chan struct{}) {
 	}
 }
 
-var _ = errors.New
+// TestHTTPAdapterResponseController checks what http.ResponseController finds on the
+// adapter's writer.
+func TestHTTPAdapterResponseController(t *testing.T) {
+	bothModes(t, func(t *testing.T, multi bool) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			_, hijacker := w.(http.Hijacker)
+			_, _, hijackErr := rc.Hijack()
+			fmt.Fprintf(w, "hijacker=%v hijack=%v read=%v write=%v duplex=%v flush=%v",
+				hijacker, errors.Is(hijackErr, http.ErrNotSupported), rc.SetReadDeadline(time.Now()),
+				errors.Is(rc.SetWriteDeadline(time.Now()), http.ErrNotSupported), rc.EnableFullDuplex(), rc.Flush())
+		})
+		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("GET /rc", h) })
+		resp, body := dial(t, addr).get("/rc")
+		mustStatus(t, resp, 200)
+		assert.Equal(t, "hijacker=false hijack=true read=<nil> write=true duplex=<nil> flush=<nil>", body)
+	})
+}

@@ -1,9 +1,7 @@
 package loop
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -139,11 +137,6 @@ func (w *httpWriter) SetReadDeadline(time.Time) error { return nil }
 // EnableFullDuplex returns nil: the body is already read, so the handler may read and
 // write in any order (http.ResponseController).
 func (w *httpWriter) EnableFullDuplex() error { return nil }
-
-// Hijack returns http.ErrNotSupported: the connection belongs to the loop.
-func (w *httpWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return nil, nil, http.ErrNotSupported
-}
 
 // commit builds the response head from the header snapshot. final says the handler has
 // returned, so a body not yet flushed gets a Content-Length; sniff is the start of the
