@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -289,7 +288,7 @@ func (s *Server) runGoroutine(c *Ctx) {
 		})
 	}()
 	if s.cfg.ProfileLabels {
-		pprof.SetGoroutineLabels(c.route.labels) // the goroutine ends with the handler
+		setRouteLabels(c.route) // the goroutine ends with the handler: no reset
 	}
 	c.route.h(c)
 	returned = true

@@ -22,6 +22,9 @@ func routeLabels(pattern string) context.Context {
 	return pprof.WithLabels(context.Background(), pprof.Labels("route", pattern))
 }
 
+// setRouteLabels sets r's labels on the current goroutine (a multi-thread handler's).
+func setRouteLabels(r *route) { pprof.SetGoroutineLabels(r.labels) }
+
 // runLabelled runs c's handler with its route's labels on the current goroutine. On c's
 // task.
 func (s *Server) runLabelled(c *Ctx) {
