@@ -1,11 +1,12 @@
 package loop_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
+	"strings"
 
 	"github.com/batonrt/baton/loop"
 )
@@ -35,7 +36,8 @@ func ExampleServer_HandleHTTP() {
 // An access log sampled one request in ten (and every 5xx), written by a goroutine of its
 // own so that the loop never waits for the log.
 func ExampleNewAccessLogger() {
-	al, err := loop.NewAccessLogger(slog.New(slog.NewJSONHandler(os.Stderr, nil)), loop.AccessLogOptions{SampleEvery: 10})
+	var logs bytes.Buffer // the writer goroutine is its only user until Close returns
+	al, err := loop.NewAccessLogger(slog.New(slog.NewJSONHandler(&logs, nil)), loop.AccessLogOptions{SampleEvery: 10})
 	if err != nil {
 		panic(err)
 	}
@@ -47,6 +49,6 @@ func ExampleNewAccessLogger() {
 	}
 	_ = s.Close()
 	al.Close() // after the server: writes what is queued
-	fmt.Println(al.Logged(), al.Dropped())
-	// Output: 2 0
+	fmt.Println(al.Logged(), al.Dropped(), strings.Count(logs.String(), `"msg":"request"`))
+	// Output: 2 0 2
 }
