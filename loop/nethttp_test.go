@@ -523,3 +523,43 @@ func TestHTTPAdapterResponseController(t *testing.T) {
 		assert.Equal(t, "hijacker=false hijack=true read=<nil> write=true duplex=<nil> flush=<nil>", body)
 	})
 }
+
+// TestHTTPAdapterBlockedWriterReleasedOnDisconnect: a handler held back by a client that
+// reads nothing gets a write error once that client goes away, and returns.
+func TestHTTPAdapterBlockedWriterReleasedOnDisconnect(t *testing.T) {
+	bothModes(t, func(t *testing.T, multi bool) {
+		var written atomic.Int64
+		errs := make(chan error, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			chunk := bytes.Repeat([]byte("y"), 64<<10)
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					errs <- err
+					return
+				}
+				written.Add(int64(len(chunk)))
+			}
+		})
+		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("GET /flood", h) })
+		c := dial(t, addr)
+		c.send("GET /flood HTTP/1.1\r\nHost: t\r\n\r\n")
+		last, still := int64(-1), 0
+		require.Eventually(t, func() bool { // held back: the count stops moving
+			n := written.Load()
+			if n == last && n > 0 {
+				still++
+			} else {
+				still = 0
+			}
+			last = n
+			return still >= 10
+		}, 20*time.Second, 20*time.Millisecond)
+		require.NoError(t, c.c.Close())
+		select {
+		case err := <-errs:
+			assert.Error(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the blocked handler's write did not fail after the client left")
+		}
+	})
+}
