@@ -24,6 +24,7 @@ type wsServer struct {
 
 	later       []*WSConn // callback-form connections with work for wsRunLater
 	laterPosted bool      // wsRunLater is posted to the door
+	runLater    func()    // s.wsRunLater
 
 	slowLog wsLogLimit
 }

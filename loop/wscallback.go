@@ -107,7 +107,10 @@ func (w *WSConn) later() {
 	ws := &w.srv.ws
 	ws.later = append(ws.later, w)
 	if !ws.laterPosted {
-		ws.laterPosted = w.srv.door.post(w.srv.wsRunLater)
+		if ws.runLater == nil {
+			ws.runLater = w.srv.wsRunLater // made once: a method value allocates
+		}
+		ws.laterPosted = w.srv.door.post(ws.runLater)
 		if !ws.laterPosted { // the loop is stopping: no further turn
 			w.srv.wsRunLater()
 		}

@@ -258,3 +258,156 @@ func TestWSCallbackPanic(t *testing.T) {
 	onLoop(t, s, func() { panics = s.panics })
 	require.Equal(t, uint64(1), panics)
 }
+
+// TestWSCallbackMessagesWaitForHandler: a message that arrives while the handler still runs
+// after UpgradeTo waits for it to return, then runs OnMessage with no further input.
+func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
+	var release *Event
+	got := make(chan string, 1)
+	handlerReturned := false
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		release = NewEvent(s)
+		s.Handle("GET /ws", func(c *Ctx) {
+			defer func() { handlerReturned = true }()
+			_, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
+				OnMessage: func(w *WSConn, _ bool, p []byte) {
+					if !handlerReturned {
+						got <- "before the handler returned"
+						return
+					}
+					got <- string(p)
+				},
+			})
+			require.NoError(t, err)
+			_ = release.Wait(c)
+		})
+	})
+	conn := wsDial(t, addr, "/ws", nil)
+	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("early")))
+	// The message is in the server's input (the connection's input buffer) once the loop has
+	// read it; it must not be delivered while the handler waits.
+	require.Eventually(t, func() bool {
+		var n int
+		onLoop(t, s, func() {
+			for _, cs := range s.conns.all {
+				if cs.ws != nil {
+					n = cs.gc.InboundBuffered()
+				}
+			}
+		})
+		return n > 0
+	}, 10*time.Second, time.Millisecond)
+	select {
+	case m := <-got:
+		t.Fatalf("OnMessage ran while the handler waited: %q", m)
+	default:
+	}
+	onLoop(t, s, release.Set)
+	select {
+	case m := <-got:
+		require.Equal(t, "early", m)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting message was not delivered after the handler returned")
+	}
+}
+
+// TestWSCallbackRoom: callback-form members in one []*WSConn: a member's message is
+// broadcast from OnMessage; members leave in OnClose (never inside the Broadcast), and a
+// slow member closed by the Broadcast leaves the room without disturbing it.
+func TestWSCallbackRoom(t *testing.T) {
+	const members = 5
+	var room []*WSConn
+	inBroadcast := false
+	left := make(chan error, members+1)
+	s, addr := startServer(t, Config{LingerTimeout: 20 * time.Second, WebSocket: WSConfig{MaxQueuedBytes: 64 << 10}}, func(s *Server) {
+		s.Handle("GET /room", func(c *Ctx) {
+			w, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
+				OnMessage: func(w *WSConn, _ bool, p []byte) {
+					inBroadcast = true
+					m := NewPrepared(false, p)
+					n := 1
+					if string(p) == "flood" {
+						m, n = NewPrepared(true, make([]byte, 16<<10)), 64
+					}
+					for range n {
+						Broadcast(m, room)
+					}
+					inBroadcast = false
+				},
+				OnClose: func(w *WSConn, err error) {
+					if inBroadcast {
+						left <- errors.New("OnClose ran inside the Broadcast")
+						return
+					}
+					for i, m := range room {
+						if m == w {
+							room = append(room[:i], room[i+1:]...)
+							break
+						}
+					}
+					left <- err
+				},
+			})
+			if err == nil {
+				room = append(room, w)
+			}
+		})
+	})
+	var conns []*websocket.Conn
+	for range members {
+		conns = append(conns, wsDial(t, addr, "/room", nil))
+	}
+	require.Eventually(t, func() bool { return wsStats(t, s).Open == members }, 10*time.Second, time.Millisecond)
+	require.NoError(t, conns[0].WriteMessage(websocket.TextMessage, []byte("hi all")))
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, p, err := c.ReadMessage()
+		require.NoError(t, err)
+		require.Equal(t, "hi all", string(p))
+	}
+	// Nobody reads during the flood: every member past the bound is closed by the Broadcast.
+	require.NoError(t, conns[1].WriteMessage(websocket.TextMessage, []byte("flood")))
+	for range members {
+		require.ErrorIs(t, recvErr(t, left), ErrSlowConsumer)
+	}
+	var n int
+	onLoop(t, s, func() { n = len(room) })
+	require.Zero(t, n)
+	require.EqualValues(t, members, wsStats(t, s).SlowConsumerCloses)
+}
+
+// TestWSIdleReleasesBuffers: once a connection has been idle for wsIdleRelease, the sweep
+// gives back its output buffer and (task form) its message buffer, in both forms.
+func TestWSIdleReleasesBuffers(t *testing.T) {
+	for _, form := range []string{"task", "callback"} {
+		t.Run(form, func(t *testing.T) {
+			h := wsEcho(nil)
+			if form == "callback" {
+				h = wsCallbackEcho(nil)
+			}
+			s, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", h) })
+			conn := wsDial(t, addr, "/ws", nil)
+			require.NoError(t, conn.WriteMessage(websocket.BinaryMessage, make([]byte, 4000)))
+			_, _, err := conn.ReadMessage()
+			require.NoError(t, err)
+			held := func() (out, buf int) {
+				onLoop(t, s, func() {
+					for _, cs := range s.conns.all {
+						if cs.ws != nil {
+							out, buf = cap(cs.out), cap(cs.ws.buf)
+						}
+					}
+				})
+				return out, buf
+			}
+			out, buf := held()
+			require.Positive(t, out+buf, "the echo left no buffer to give back")
+			require.Eventually(t, func() bool { out, buf := held(); return out == 0 && buf == 0 }, 10*time.Second, 5*time.Millisecond)
+			// And the connection still works.
+			require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("again")))
+			_, p, err := conn.ReadMessage()
+			require.NoError(t, err)
+			require.Equal(t, "again", string(p))
+		})
+	}
+}

@@ -722,6 +722,9 @@ func (w *WSConn) sweep(now int64) {
 		w.slowConsumer(true)
 		return
 	}
+	if now-w.lastIn >= int64(wsIdleRelease) {
+		w.releaseIdle()
+	}
 	if cfg.PingInterval <= 0 {
 		return
 	}
@@ -756,6 +759,23 @@ func (w *WSConn) stalled(now, limit int64) bool {
 		cs.stallOut = out
 	}
 	return false
+}
+
+// wsIdleRelease is how long a connection must have received nothing before the sweep
+// gives back its empty buffers: an idle player keeps none, a busy one keeps its own
+// (re-made at most once per sweep when the server only pushes to it).
+const wsIdleRelease = time.Second
+
+// releaseIdle drops the buffers an idle connection does not use now: the gathered output
+// (flushed at every turn's end, so empty here unless the socket is backed up) and, in the
+// task form, the message buffer while the reader waits for a message. Loop-confined.
+func (w *WSConn) releaseIdle() {
+	if cs := w.cs; len(cs.out) == 0 {
+		cs.out = nil
+	}
+	if !w.held && !w.taken {
+		w.buf = nil
+	}
 }
 
 // drainClose sends the shutdown's 1001 close frame. Loop-confined.
