@@ -99,6 +99,14 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 		}
 	}
 	tw.Flush()
+	if ac := s.AccountingCost; ac != nil {
+		fmt.Fprintf(w, "   accounting cost (interleaved): %.1f%% median of %d rounds, quartiles %.1f%% .. %.1f%%; µs/req on/off per round:",
+			100*ac.Median, len(ac.Rounds), 100*ac.Q1, 100*ac.Q3)
+		for _, b := range ac.Rounds {
+			fmt.Fprintf(w, " %.2f/%.2f", b.OnUs, b.OffUs)
+		}
+		fmt.Fprintln(w)
+	}
 	// Scenario-specific figures.
 	for _, ph := range s.Phases {
 		for _, run := range ph.Runs {

@@ -61,6 +61,9 @@ type ScenarioResult struct {
 	Summary string         `json:"summary"`           // Scenario.Summary
 	Skipped string         `json:"skipped,omitempty"` // reason, when it did not run
 	Phases  []*PhaseResult `json:"phases"`
+	// AccountingCost is the interleaved accounting-cost measurement (Scenario.AccountingCost
+	// with both baton and baton-noacct as targets), or nil.
+	AccountingCost *AccountingCost `json:"accounting_cost,omitempty"`
 }
 
 // PhaseResult is one load shape of a scenario, run against every target in turn.

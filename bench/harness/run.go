@@ -202,6 +202,13 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 				pr.Runs = append(pr.Runs, r.runOne(ctx, sc, ph, t))
 			}
 		}
+		if sc.AccountingCost && r.hasTarget(servers.Baton) && r.hasTarget(servers.BatonNoAccounting) {
+			ac, err := r.measureAccountingCost(ctx, params)
+			if err != nil {
+				r.warn("%s: accounting cost: %v", sc.Name, err)
+			}
+			sr.AccountingCost = ac
+		}
 		if sc.Summarize != nil {
 			r.res.Summary = append(r.res.Summary, sc.Summarize(sr)...)
 		}
@@ -218,6 +225,16 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 	r.res.Finished = time.Now().UTC()
 	writeSummary(tables, r.res)
 	return r.res, r.writeJSON()
+}
+
+// hasTarget reports whether the built-in target name is measured.
+func (r *runner) hasTarget(name string) bool {
+	for _, t := range r.opts.Targets {
+		if t.Builtin && t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func names(ss []*Scenario) []string {

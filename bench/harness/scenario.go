@@ -34,6 +34,10 @@ type Scenario struct {
 	Phases func(p Params) []Phase
 	// Summarize returns headline figures from the scenario's results (nil: none).
 	Summarize func(s *ScenarioResult) []SummaryItem
+	// AccountingCost, when both baton and baton-noacct are targets, measures after the
+	// phases what accounting costs in interleaved short bursts (see AccountingCost) into
+	// ScenarioResult.AccountingCost.
+	AccountingCost bool
 }
 
 // Params are the options that shape a scenario's load.
@@ -53,6 +57,10 @@ type Params struct {
 	IdleConns int
 	// BurstConns, when positive, is the reconnect-burst scenario's number of workers.
 	BurstConns int
+	// AccountingRounds and AccountingBurst, when positive, override the number of rounds
+	// and the burst length of the interleaved accounting-cost measurement.
+	AccountingRounds int
+	AccountingBurst  time.Duration
 	// Drain is how long responses to the window's requests are waited for after it
 	// (default 2 s); later ones count as timeouts.
 	Drain time.Duration
