@@ -76,6 +76,9 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 					srvCPU, srvUtil, rss = "-", "-", "-"
 					if run.Server != nil {
 						srvCPU = fmt.Sprintf("%.1f", run.Server.CPUUsPerReq)
+						if run.Server.CPUUsPerUnit > 0 {
+							srvCPU = fmt.Sprintf("%.2f/%s", run.Server.CPUUsPerUnit, run.Server.Unit)
+						}
 						srvUtil = fmt.Sprintf("%.0f%%", 100*run.Server.CPUUtil)
 						rss = fmtMB(run.Server.RSSEnd)
 					}
@@ -88,7 +91,7 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 				if g.Pipeline > 1 {
 					mode += fmt.Sprintf("/p%d", g.Pipeline)
 				}
-				if g.Mode == "open" {
+				if g.Mode != "closed" && g.Mode != "idle" && g.Rate > 0 {
 					mode += fmt.Sprintf("@%.0f", g.Rate)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",

@@ -99,6 +99,10 @@ type ServerStats struct {
 	RSSPeak     int64   `json:"rss_peak"`       // VmHWM at the end of the run
 	Threads     int     `json:"threads"`        // at the end of the window
 	CPUs        string  `json:"cpus,omitempty"` // CPU list it was pinned to
+	// CPUUsPerUnit is the CPU µs per unit of work of a custom phase (Figures.Work), e.g.
+	// per tick or per delivered message; Unit names the unit.
+	CPUUsPerUnit float64 `json:"cpu_us_per_unit,omitempty"`
+	Unit         string  `json:"unit,omitempty"`
 }
 
 // ClientStats are the load generator's own figures over the window.

@@ -334,11 +334,6 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 		defer srv.stop()
 		host = srv.addr
 	}
-	groups := ph.Groups(host, t.Prefix)
-	for i := range groups {
-		groups[i].Addr = host
-	}
-
 	var (
 		st                  *ServerStats
 		cpu0, cpu1          time.Duration
@@ -349,24 +344,47 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 		st = &ServerStats{PID: srv.pid, CPUs: r.opts.CPUServer}
 		st.RSSBefore, _, _, _ = procMem(srv.pid)
 	}
-	cfg := loadgen.Config{
-		Groups: groups, Warmup: ph.Warmup, Duration: ph.Duration, Drain: r.opts.Params.Drain,
-		OnMeasureStart: func() {
-			if srv != nil {
-				cpu0, _ = procCPU(srv.pid)
-				rssStart, _, _, _ = procMem(srv.pid)
-			}
-		},
-		OnMeasureEnd: func() {
-			if srv != nil {
-				cpu1, _ = procCPU(srv.pid)
-				rssEnd, _, threads, _ = procMem(srv.pid)
-			}
-		},
+	onStart := func() {
+		if srv != nil {
+			cpu0, _ = procCPU(srv.pid)
+			rssStart, _, _, _ = procMem(srv.pid)
+		}
 	}
-	res, err := loadgen.Run(ctx, cfg)
+	onEnd := func() {
+		if srv != nil {
+			cpu1, _ = procCPU(srv.pid)
+			rssEnd, _, threads, _ = procMem(srv.pid)
+		}
+	}
+	var (
+		res *loadgen.Result
+		fig *Figures
+	)
+	if ph.Custom != nil {
+		env := &Env{Target: t.Name, Host: host, Prefix: t.Prefix, Warmup: ph.Warmup, Duration: ph.Duration,
+			Drain: r.opts.Params.Drain, onStart: onStart, onEnd: onEnd}
+		if env.Drain <= 0 {
+			env.Drain = 2 * time.Second
+		}
+		res, fig, err = runCustom(ctx, ph, env)
+	} else {
+		groups := ph.Groups(host, t.Prefix)
+		for i := range groups {
+			groups[i].Addr = host
+		}
+		res, err = loadgen.Run(ctx, loadgen.Config{
+			Groups: groups, Warmup: ph.Warmup, Duration: ph.Duration, Drain: r.opts.Params.Drain,
+			OnMeasureStart: onStart, OnMeasureEnd: onEnd,
+		})
+	}
 	if err != nil {
 		return fail(err)
+	}
+	if fig != nil && len(fig.Extra) > 0 {
+		rr.Extra = map[string]any{}
+		for k, v := range fig.Extra {
+			rr.Extra[k] = v
+		}
 	}
 	if ph.After != nil {
 		base := "http://" + host + t.Prefix
@@ -376,6 +394,9 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	}
 	for _, g := range res.Groups {
 		gs := groupStats(g)
+		if m := fig.mode(g.Name); m != "" {
+			gs.Mode = m
+		}
 		if g.Latency.TotalCount() > 0 {
 			gs.HGRM = filepath.Join(sc.Name, fileName(ph.Name, t.Name, g.Name)+".hgrm")
 			if err := writeHGRM(filepath.Join(r.opts.Out, gs.HGRM), g); err != nil {
@@ -403,6 +424,9 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 		st.CPUUtil = st.CPUSeconds / window.Seconds()
 		if n := rr.Requests(); n > 0 {
 			st.CPUUsPerReq = st.CPUSeconds * 1e6 / float64(n)
+		}
+		if fig != nil && fig.Work > 0 {
+			st.CPUUsPerUnit, st.Unit = st.CPUSeconds*1e6/float64(fig.Work), fig.Unit
 		}
 		st.RSSStart, st.RSSEnd, st.Threads = rssStart, rssEnd, threads
 		rr.Server = st

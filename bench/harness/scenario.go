@@ -76,8 +76,14 @@ type Phase struct {
 	Warmup, Duration time.Duration
 	// Groups returns the load groups for a server at host ("host:port", also sent as the
 	// Host header) whose routes live under prefix ("" for built-in targets). Addr is
-	// filled in by the runner.
+	// filled in by the runner. Unused when Custom is set.
 	Groups func(host, prefix string) []loadgen.Group
+	// Custom, when set, drives the phase's load itself instead of Groups (load that is not
+	// HTTP request/response: rooms ticking, WebSocket push). It runs on the runner's
+	// goroutine with the server up; it must run the warm-up and the window, mark the
+	// window with env.MeasureStart and env.MeasureEnd, and return its figures (see Figures).
+	// An error fails the run (RunResult.Error).
+	Custom func(ctx context.Context, env *Env) (*Figures, error)
 	// After, if set, runs once the window has ended, with the server still up; it may
 	// fetch figures from base ("http://host:port" + prefix) into run.Extra.
 	After func(ctx context.Context, base string, run *RunResult) error
