@@ -232,6 +232,14 @@ func (p *PhaseResult) Run(target string) *RunResult {
 	return nil
 }
 
+// runs returns the phase's runs; nil for a nil phase.
+func (p *PhaseResult) runs() []*RunResult {
+	if p == nil {
+		return nil
+	}
+	return p.Runs
+}
+
 // Phase returns the scenario's phase named name, or nil.
 func (s *ScenarioResult) Phase(name string) *PhaseResult {
 	for _, p := range s.Phases {

@@ -283,6 +283,16 @@ func (r *runner) checkParams(p Params, scenarios []*Scenario) Params {
 				r.warn("open file limit %d is too low for %d idle connections: using %d", limit, p.IdleConns, n)
 				p.IdleConns = n
 			}
+		case "rooms":
+			if n := roomsCount(p) * servers.PlayersPerRoom; limit > 0 && uint64(n)+256 > limit {
+				p.Rooms = (int(limit) - 256) / servers.PlayersPerRoom
+				r.warn("open file limit %d is too low for %d player connections: using %d rooms", limit, n, p.Rooms)
+			}
+		case "ws-broadcast":
+			if n := wsConns(p); limit > 0 && uint64(n)+256 > limit {
+				p.WSConns = int(limit) - 256
+				r.warn("open file limit %d is too low for %d WebSocket connections: using %d", limit, n, p.WSConns)
+			}
 		case "reconnect-burst":
 			n := p.BurstConns
 			if n <= 0 {

@@ -57,6 +57,11 @@ type Params struct {
 	IdleConns int
 	// BurstConns, when positive, is the reconnect-burst scenario's number of workers.
 	BurstConns int
+	// Rooms, when positive, is the rooms scenario's number of rooms.
+	Rooms int
+	// WSConns, when positive, is the ws-broadcast scenario's number of WebSocket
+	// connections (in WSConns/100 rooms).
+	WSConns int
 	// AccountingRounds and AccountingBurst, when positive, override the number of rounds
 	// and the burst length of the interleaved accounting-cost measurement.
 	AccountingRounds int
@@ -103,7 +108,7 @@ func Register(s *Scenario) {
 }
 
 // order is the canonical order of scenarios (the numbering); others follow by name.
-var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns"}
+var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns", "rooms", "ws-broadcast"}
 
 // Scenarios returns every registered scenario in canonical order.
 func Scenarios() []*Scenario {

@@ -76,6 +76,8 @@ func main() {
 		idleConns  = fs.Int("idle-conns", harness.DefaultIdleConns, "idle keep-alive connections of the idle-conns scenario")
 		drain      = fs.Duration("drain", 2*time.Second, "how long responses to a window's requests are waited for after it; later ones count as\ntimeouts")
 		burst      = fs.Int("burst-conns", 0, "workers of the reconnect-burst scenario (0: 2000 with -quick, 5000 otherwise)")
+		rooms      = fs.Int("rooms", 0, "rooms of the rooms scenario (0: 250 with -quick, 1000 otherwise)")
+		wsConns    = fs.Int("ws-conns", 0, "WebSocket connections of the ws-broadcast scenario, 100 per room (0: 1000 with -quick,\n5000 otherwise)")
 		acctRounds = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
 		acctBurst  = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
 		cpuServer  = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
@@ -147,6 +149,7 @@ func main() {
 		Params: harness.Params{
 			Quick: *quick, Duration: *duration, Warmup: warmup.get(), Conns: cs, Rate: *rate,
 			Pipeline: *pipeline, IdleConns: *idleConns, BurstConns: *burst, Drain: *drain,
+			Rooms: *rooms, WSConns: *wsConns,
 			AccountingRounds: *acctRounds, AccountingBurst: *acctBurst,
 		},
 		Out:       *out,
