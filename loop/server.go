@@ -98,6 +98,7 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
+	rooms      roomTable
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call

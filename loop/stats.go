@@ -353,6 +353,7 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
+	s.handleRoomsPage(prefix) // room.go
 }
 
 // serveStats snapshots on the loop, renders off it and answers.
