@@ -138,7 +138,7 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 		loop0, loop1       loopFigures
 		errStart, errEnd   error
 		errLoop0, errLoop1 error
-		debugRooms         any
+		debugRooms         debugRoomsPage
 		errDebug           error
 	)
 	res, err := loadgen.Run(ctx, loadgen.Config{
@@ -275,10 +275,33 @@ func postJSON(ctx context.Context, url string, v any) error {
 	return nil
 }
 
-// heaviestRoom finds the room /debug/baton/rooms puts first (by loop share) in doc, the
-// decoded JSON page; it returns the name and where it came from.
-func heaviestRoom(doc any) (string, string) {
-	return "", fmt.Sprintf("/debug/baton/rooms not understood: %.200s", compactJSON(doc))
+// debugRoomsPage is the part of /debug/baton/rooms the rooms scenario reads: the top rooms
+// by loop share, heaviest first.
+type debugRoomsPage struct {
+	Total int `json:"rooms_total"`
+	Rooms []struct {
+		Name     string  `json:"name"`
+		Share1s  float64 `json:"loop_share_1s"`
+		Share10s float64 `json:"loop_share_10s"`
+		Overruns uint64  `json:"overruns"`
+		Ticks    uint64  `json:"ticks"`
+	} `json:"rooms"`
+}
+
+// heaviestRoom returns the room /debug/baton/rooms puts first (the largest loop share)
+// and a note with its figures and the runner-up's.
+func heaviestRoom(page debugRoomsPage) (string, string) {
+	if len(page.Rooms) == 0 {
+		return "", fmt.Sprintf("/debug/baton/rooms lists no room (of %d)", page.Total)
+	}
+	top := page.Rooms[0]
+	note := fmt.Sprintf("/debug/baton/rooms: first of %d by loop share: %s, %.1f%% of the loop over 10 s (%.1f%% over 1 s), %d overruns in %d ticks",
+		page.Total, top.Name, 100*top.Share10s, 100*top.Share1s, top.Overruns, top.Ticks)
+	if len(page.Rooms) > 1 {
+		next := page.Rooms[1]
+		note += fmt.Sprintf("; next %s, %.2f%%, %d overruns", next.Name, 100*next.Share10s, next.Overruns)
+	}
+	return top.Name, note
 }
 
 func roomsSummary(s *ScenarioResult) []SummaryItem {
