@@ -296,10 +296,6 @@ func (f *Fleet) handshake(ctx context.Context, i int) (net.Conn, *bufio.Reader, 
 	return c, br, nil
 }
 
-// maxPayload is the largest data message the reader keeps (longer ones are read and
-// dropped after their stamp).
-const maxPayload = 4096
-
 // read reads frames until the connection ends: data messages are measured, pings answered,
 // a close frame recorded and answered.
 func (f *Fleet) read(i int, c net.Conn, br *bufio.Reader) {
