@@ -190,8 +190,11 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 	fig.Groups = append(fig.Groups, res.Groups[0])
 	if window > 0 {
 		ex.TicksPerS = float64(ticks) / window.Seconds()
-		// The CPU window is the loadgen window; the server's ran a round trip longer.
-		fig.Work = uint64(ex.TicksPerS * res.End.Sub(res.Start).Seconds())
+		// The server's figures cover a round trip more than the CPU window: scale its rate
+		// to the window the CPU was sampled over.
+		if start, end, _, err := env.window(); err == nil {
+			fig.Work = uint64(ex.TicksPerS * end.Sub(start).Seconds())
+		}
 	}
 	switch {
 	case !baton:
