@@ -429,21 +429,22 @@ func (r *Room[I]) run(bt *Task, start int64) {
 	defer r.takeInputs() // the queue's memory goes with the room
 	r.tick.Task = bt
 	next, n, prev := start+c.period, uint64(1), start
-	behind := 0 // ticks run back to back to catch up since the last on-time one
+	behind := 0  // ticks run back to back to catch up since the last on-time one
+	end := start // the clock at the end of the previous tick: one reading serves both
 	for {
-		if now := s.nanotime(); next > now {
-			if err := bt.t.Sleep(time.Duration(next - now)); err != nil || bt.err != nil {
+		if next > end {
+			if err := bt.t.Sleep(time.Duration(next - end)); err != nil || bt.err != nil {
 				return
 			}
 		} else if bt.err != nil {
 			return
 		}
 		began := s.nanotime()
-		c.chargeTick(bt)
+		c.chargeTick(bt, began)
 		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
 		r.tick.Deadline = s.timeAt(next)
 		r.runTick()
-		end := s.nanotime()
+		end = s.nanotime()
 		dur := time.Duration(end - began)
 		if c.rec.Tick(r.tick.Late, dur) {
 			c.overrun(n, dur, end)
@@ -532,7 +533,7 @@ func (c *roomCore) detach(t *Task) {
 	t.room = nil
 	for i := range c.members {
 		if m := &c.members[i]; m.t == t {
-			if t.t != nil && t.t.ID() == m.id && c.srv.acct.on {
+			if t.t != nil && t.t.ID() == m.id && c.srv.acct.on { // still the task attached
 				on, _, _ := t.t.Totals()
 				c.rec.LoopTime(c.srv.nanotime(), on-m.last)
 			}
@@ -551,7 +552,7 @@ func (c *roomCore) detach(t *Task) {
 func (c *roomCore) taskEnded(t *Task) {
 	if t == c.tickTask {
 		t.room = nil
-		c.chargeTick(t)
+		c.chargeTick(t, c.srv.nanotime())
 		c.tickTask = nil
 		c.checkEnded()
 		return
@@ -561,12 +562,12 @@ func (c *roomCore) taskEnded(t *Task) {
 
 // chargeTick charges the tick task's loop time since the last charge (its slices up to
 // the latest switch) to the room.
-func (c *roomCore) chargeTick(bt *Task) {
+func (c *roomCore) chargeTick(bt *Task, now int64) {
 	if !c.srv.acct.on || bt.t == nil {
 		return
 	}
 	on, _, _ := bt.t.Totals()
-	c.rec.LoopTime(c.srv.nanotime(), on-c.lastOnLoop)
+	c.rec.LoopTime(now, on-c.lastOnLoop)
 	c.lastOnLoop = on
 }
 
