@@ -387,7 +387,10 @@ func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
 		return h
 	}
 	bt := c.srv.spawnOnLoop(h.name, func(bt *Task) {
-		defer h.end()
+		defer func() {
+			h.run.bt = nil
+			h.end()
+		}()
 		fn(bt)
 	})
 	h.run.bt = bt
@@ -398,11 +401,16 @@ func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
 // Attach makes t a member of the room: t's loop time counts to the room from now on, and
 // Stop cancels it. Pass a handler's task (&c.Task; a WebSocket connection's task is its
 // upgrading handler's) or a background task's. A task belongs to one room at a time:
-// attaching it moves it. In a stopped room it returns ErrRoomStopped. Loop-confined.
+// attaching it moves it. In a stopped room it returns ErrRoomStopped; a task that has
+// ended (or not started) is refused. Loop-confined: a multi-thread handler attaches its
+// task through Server.Post.
 func (r *Room[I]) Attach(t *Task) error {
 	c := &r.core
-	if c.stopping || c.ended {
+	switch {
+	case c.stopping || c.ended:
 		return ErrRoomStopped
+	case t.t == nil && t.g == nil:
+		return errors.New("loop: Room.Attach: the task is not running")
 	}
 	if t.room == c {
 		return nil

@@ -430,12 +430,16 @@ func TestRoomStopRunsMemberDefers(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("room not done")
 	}
-	var err error
+	var err, err2 error
 	inLoop(t, s, func() {
 		err = r.Attach(&Task{})
 		assert.Equal(t, 0, r.Members())
+		r2, _ := NewRoom(s, RoomConfig[int]{Name: "other", Period: time.Hour, Tick: func(*Room[int], *Tick[int]) {}})
+		err2 = r2.Attach(&Task{})
+		r2.Stop()
 	})
 	assert.ErrorIs(t, err, ErrRoomStopped)
+	assert.ErrorContains(t, err2, "not running")
 	_, body := c.read("GET") // the handler returned without writing: the server answered for it
 	_ = body
 }
