@@ -164,8 +164,9 @@ type Tick[I any] struct {
 // allocate. The tick's task only.
 func (t *Tick[I]) DrainInputs(fn func(I)) { t.room.drainInputs(fn) }
 
-// Inputs returns the queued inputs as an iterator that drains them (see DrainInputs). The
-// tick's task only.
+// Inputs returns the queued inputs as an iterator that drains them (see DrainInputs).
+// Breaking out of the loop leaves the rest queued, in front of newer inputs. The iterator
+// may cost an allocation; DrainInputs does not. The tick's task only.
 func (t *Tick[I]) Inputs() iter.Seq[I] {
 	return func(yield func(I) bool) { t.room.drainSeq(yield) }
 }
@@ -303,8 +304,9 @@ func (r *Room[I]) Stop() {
 // Members returns the number of member tasks (the tick task not included). Loop-confined.
 func (r *Room[I]) Members() int { return len(r.core.members) }
 
-// Stats returns the room's figures so far (see RoomStats): cheap enough for every tick
-// (a pass over two small histograms). Loop-confined.
+// Stats returns the room's figures so far (see RoomStats). It computes percentiles over
+// two small histograms and shares over 60 one-second buckets (a few µs): read it when
+// the game needs it, not on every tick of a thousand rooms. Loop-confined.
 func (r *Room[I]) Stats() RoomStats {
 	c := &r.core
 	c.sync()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/offload"
 )
 
 // inLoop runs fn on s's loop and waits for it.
@@ -469,8 +471,14 @@ func TestRoomDrain(t *testing.T) {
 			_, newDuringDrain = NewRoom(s, RoomConfig[int]{Name: "late", Period: time.Second, Tick: tick})
 			r.Go("save", func(t *Task) {
 				defer r.Stop()
-				_ = t.Sleep(30 * time.Millisecond) // saving the game
-				close(saved)
+				// Saving the game, off the loop: the drain waits for it.
+				_, err := offload.Do(t, func(ctx context.Context) (int, error) {
+					time.Sleep(30 * time.Millisecond)
+					return 0, ctx.Err()
+				})
+				if err == nil {
+					close(saved)
+				}
 			})
 		}})
 	newRoomT(t, s, RoomConfig[int]{Name: "plain", Period: 10 * time.Millisecond, Tick: tick})
@@ -514,17 +522,41 @@ func TestRoomDrainCompletesWhenRoomsEnd(t *testing.T) {
 }
 
 func TestRoomMultiThreadMode(t *testing.T) {
-	s, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {})
-	var ticks atomic.Int64
+	var room atomic.Pointer[Room[int]]
+	handlerDone := make(chan error, 1)
+	s, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {
+		s.Handle("GET /join", func(c *Ctx) {
+			// Input is safe from any goroutine; Attach is loop-confined: posted.
+			_ = room.Load().Input(1)
+			_ = s.Post(func() { _ = room.Load().Attach(&c.Task) })
+			defer func() { handlerDone <- c.Err() }()
+			_ = c.Sleep(time.Hour)
+		})
+	})
+	var ticks, inputs atomic.Int64
 	r := newRoomT(t, s, RoomConfig[int]{Name: "mt", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
-		tk.DrainInputs(func(int) { ticks.Add(100) })
+		tk.DrainInputs(func(int) { inputs.Add(1) })
 		ticks.Add(1)
 	}})
-	require.NoError(t, r.Input(1)) // Input is safe from any goroutine, so from multi-thread handlers
-	require.Eventually(t, func() bool { return ticks.Load() > 103 }, 5*time.Second, time.Millisecond)
+	room.Store(r)
+	dial(t, addr).send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
+	require.Eventually(t, func() bool {
+		var n int
+		inLoop(t, s, func() { n = r.Members() })
+		return n == 1 && inputs.Load() == 1 && ticks.Load() > 2
+	}, 5*time.Second, time.Millisecond)
 	r.Stop()
-	<-r.Done()
-	_ = addr
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the multi-thread member was not cancelled")
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("room not done")
+	}
 }
 
 func TestRoomErrorAnswers(t *testing.T) {
