@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 func TestRoomTickAndOverrun(t *testing.T) {
 	r := NewRoom("a", 50*time.Millisecond, 25*time.Millisecond, 0)
 	assert.False(t, r.Tick(time.Millisecond, 10*time.Millisecond))
