@@ -145,12 +145,15 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 		Groups: []loadgen.Group{{Name: "inputs", Addr: env.Host, Mode: loadgen.Open, Conns: players,
 			Rate: float64(players * RoomInputsPerSecond), Mix: mix}},
 		Warmup: env.Warmup, Duration: env.Duration, Drain: env.Drain,
+		// The CPU window opens first: the calls below take a round trip each (much more when
+		// a heavy room holds the loop), which would otherwise shorten it. The server's
+		// window then starts and ends about as late as each other.
 		OnMeasureStart: func() {
+			env.MeasureStart()
 			errStart = postJSON(ctx, env.Base()+"/rooms/reset", nil)
 			if baton {
 				loop0, errLoop0 = getLoop(ctx, env.Base())
 			}
-			env.MeasureStart()
 		},
 		OnMeasureEnd: func() {
 			env.MeasureEnd()
@@ -190,8 +193,8 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 	fig.Groups = append(fig.Groups, res.Groups[0])
 	if window > 0 {
 		ex.TicksPerS = float64(ticks) / window.Seconds()
-		// The server's figures cover a round trip more than the CPU window: scale its rate
-		// to the window the CPU was sampled over.
+		// The server's window is shifted from the CPU window by a round trip or two: scale
+		// its rate to the window the CPU was sampled over.
 		if start, end, _, err := env.window(); err == nil {
 			fig.Work = uint64(ex.TicksPerS * end.Sub(start).Seconds())
 		}
