@@ -35,13 +35,10 @@ func TestRoomsScenario(t *testing.T) {
 			require.NotNil(t, ticks, where)
 			require.NotNil(t, inputs, where)
 			assert.Equal(t, "tick", ticks.Mode, where)
-			if ph.Name == "light" {
-				assert.InDelta(t, 8*20, ticks.RPS, 8*20*0.6, where) // a loaded machine skips ticks
-			} else {
-				// The heavy room wants 60% of a core: on a loaded machine the light rooms may
-				// get few ticks in.
-				assert.Positive(t, ticks.Requests, where)
-			}
+			// Never more ticks than deadlines; fewer on a loaded machine (deadlines skipped),
+			// far fewer in the heavy phase, whose heavy room wants 60% of a core.
+			assert.Positive(t, ticks.Requests, where)
+			assert.LessOrEqual(t, ticks.RPS, 8*20*1.1, where)
 			assert.Equal(t, ticks.Latency.Count, int64(ticks.Requests), where)
 			assert.Positive(t, inputs.Requests, where)
 			require.NotNil(t, r.Server, where)
