@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,7 +25,7 @@ import (
 // then hits both alike. Both processes are replaced every AcctRoundsPerProcess rounds so
 // that one process's luck (memory layout, which threads share the core) does not decide.
 const (
-	AcctQuickRounds      = 10
+	AcctQuickRounds      = 16
 	AcctFullRounds       = 30
 	AcctQuickBurst       = 500 * time.Millisecond
 	AcctFullBurst        = time.Second
@@ -44,6 +45,12 @@ type AccountingCost struct {
 	Median float64 `json:"median"`
 	Q1     float64 `json:"q1"`
 	Q3     float64 `json:"q3"`
+	// CILow and CIHigh bound the median with about 95% confidence (distribution-free:
+	// order statistics of the per-round ratios); absent with fewer than 6 rounds. The
+	// verdict is PASS only when CIHigh is under the goal, FAIL only when CILow is at or
+	// over it, and undecided otherwise, so that it does not flip with the noise.
+	CILow  *float64 `json:"ci_low,omitempty"`
+	CIHigh *float64 `json:"ci_high,omitempty"`
 }
 
 // AccountingBurst is one round: server CPU µs per request with accounting on and off,
@@ -140,6 +147,9 @@ func (r *runner) measureAccountingCost(ctx context.Context, p Params) (*Accounti
 		return nil, fmt.Errorf("accounting cost: no round measured both servers")
 	}
 	ac.Median, ac.Q1, ac.Q3 = quartiles(ratios)
+	if lo, hi, ok := medianCI(ratios); ok {
+		ac.CILow, ac.CIHigh = &lo, &hi
+	}
 	return ac, nil
 }
 
@@ -220,4 +230,46 @@ func quartiles(vs []float64) (median, q1, q3 float64) {
 		return med(vs), med(vs), med(vs)
 	}
 	return med(vs), med(vs[:n/2]), med(vs[(n+1)/2:])
+}
+
+// medianCI returns a distribution-free confidence interval of the median of sorted (in
+// order) at about 95%: [sorted[k-1], sorted[n-k]] with k the largest rank such that
+// P(Binomial(n, 1/2) < k) <= 2.5%, so that each bound misses the median with at most that
+// chance. ok is false when no rank qualifies (fewer than 6 values).
+func medianCI(sorted []float64) (lo, hi float64, ok bool) {
+	sort.Float64s(sorted) // in case
+	n := len(sorted)
+	k := 0
+	cum, term := 0.0, math.Pow(0.5, float64(n)) // P(B = 0)
+	for i := 0; i < n/2; i++ {
+		cum += term // P(B <= i)
+		if cum > 0.025 {
+			break
+		}
+		k = i + 1 // P(B < i+1) <= 2.5%
+		term *= float64(n-i) / float64(i+1)
+	}
+	if k == 0 {
+		return 0, 0, false
+	}
+	return sorted[k-1], sorted[n-k], true
+}
+
+// acctVerdict decides the accounting-cost goal from the median's interval: pass when it
+// lies under goal, fail when it lies at or over it, nil (undecided) when it straddles it
+// or there is none.
+func acctVerdict(ac *AccountingCost, goal float64) *bool {
+	if ac.CILow == nil || ac.CIHigh == nil {
+		return nil
+	}
+	var v bool
+	switch {
+	case *ac.CIHigh < goal:
+		v = true
+	case *ac.CILow >= goal:
+		v = false
+	default:
+		return nil
+	}
+	return &v
 }

@@ -150,7 +150,10 @@ func writeSummary(w io.Writer, res *Results) {
 		line := fmt.Sprintf("   %s: %s%s", it.Name, fmtValue(it.Value), unitSuffix(it.Unit))
 		if it.Goal != "" {
 			verdict := "FAIL"
-			if it.Pass != nil && *it.Pass {
+			switch {
+			case it.Pass == nil:
+				verdict = "UNDECIDED" // the figure's uncertainty straddles the goal
+			case *it.Pass:
 				verdict = "PASS"
 			}
 			line += fmt.Sprintf("  (goal %s: %s)", it.Goal, verdict)

@@ -154,7 +154,7 @@ type SummaryItem struct {
 	Value float64 `json:"value"`          // the figure
 	Unit  string  `json:"unit,omitempty"` // "x" for ratios
 	Goal  string  `json:"goal,omitempty"` // e.g. ">= 2"
-	Pass  *bool   `json:"pass,omitempty"` // whether Value meets Goal
+	Pass  *bool   `json:"pass,omitempty"` // whether Value meets Goal; absent with a Goal: undecided (the figure's uncertainty straddles it)
 	Note  string  `json:"note,omitempty"` // the figures behind a ratio, caveats
 }
 

@@ -366,13 +366,19 @@ const accountingGoal = 0.05
 func accountingCost(s *ScenarioResult) []SummaryItem {
 	var out []SummaryItem
 	if ac := s.AccountingCost; ac != nil {
-		ok := ac.Median < accountingGoal
-		out = append(out, SummaryItem{
+		it := SummaryItem{
 			Name:  fmt.Sprintf("plaintext: accounting cost, interleaved (median of %d rounds of baton/baton-noacct server CPU per request - 1)", len(ac.Rounds)),
-			Value: 100 * ac.Median, Unit: "%", Goal: fmt.Sprintf("< %g%%", 100*accountingGoal), Pass: &ok,
+			Value: 100 * ac.Median, Unit: "%", Goal: fmt.Sprintf("< %g%%", 100*accountingGoal), Pass: acctVerdict(ac, accountingGoal),
 			Note: fmt.Sprintf("quartiles %.1f%% .. %.1f%%; %v bursts, %d connections, pipeline %d",
 				100*ac.Q1, 100*ac.Q3, time.Duration(ac.BurstS*float64(time.Second)), ac.Conns, ac.Pipeline),
-		})
+		}
+		if ac.CILow != nil {
+			it.Note = fmt.Sprintf("95%% interval of the median %.1f%% .. %.1f%%; ", 100**ac.CILow, 100**ac.CIHigh) + it.Note
+		}
+		if it.Pass == nil {
+			it.Note = "undecided: the interval of the median straddles the goal (or too few rounds); " + it.Note
+		}
+		out = append(out, it)
 	}
 	for _, ph := range s.Phases {
 		on, off := ph.Run(servers.Baton), ph.Run(servers.BatonNoAccounting)
