@@ -156,6 +156,9 @@ func (s *Server) onSliceStopCPU(t *scheduler.Task, st scheduler.State, r schedul
 // final, and the slice's end is its end. It records the request and frees its Ctx.
 func (s *Server) requestFinished(t *scheduler.Task, c *Ctx) {
 	s.recordFinish(c, t.SliceEnd())
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, t.SliceEnd())
+	}
 	s.releaseCtx(c)
 }
 

@@ -37,6 +37,9 @@ func init() {
 }
 
 func wsRSSChildMain() int {
+	if os.Getenv("BATON_WS_HEAP_PROFILE") != "" {
+		runtime.MemProfileRate = 1
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: log})
 	s.Handle("GET /ws", func(c *loop.Ctx) {

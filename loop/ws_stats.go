@@ -209,13 +209,6 @@ func (s *Server) wsSnapshot() wsStatsDoc {
 	return doc
 }
 
-func addrString(a interface{ String() string }) string {
-	if a == nil {
-		return ""
-	}
-	return a.String()
-}
-
 // renderWSStats renders the page as indented JSON or, with text, as tables. Any goroutine.
 func renderWSStats(doc wsStatsDoc, text bool) ([]byte, error) {
 	if !text {
