@@ -37,24 +37,34 @@ var roomLayout = newLayout(int64(RoomHistogramMax), RoomHistogramDigits)
 // Room records one room's figures. The zero value is not usable: build it with NewRoom.
 // Loop-confined (its owner's goroutine).
 type Room struct {
-	name    string
-	start   int64 // NewRoom's clock reading (ns since the owner's epoch)
-	state   string
-	period  time.Duration
-	budget  time.Duration
-	dur     Histogram // tick durations (by value: one pointer less to chase per tick)
-	late    Histogram // tick lateness
-	durSum  int64
-	durMax  int64
-	lateSum int64
-	lateMax int64
+	// Touched by every tick: first, in as few cache lines as possible (a thousand rooms'
+	// figures do not stay in cache between two ticks of a room).
+	dur       Histogram // tick durations (by value: one pointer less to chase per tick)
+	late      Histogram // tick lateness
+	budget    time.Duration
+	ticks     uint64
+	overruns  uint64
+	durSum    int64
+	durMax    int64
+	lateSum   int64
+	lateMax   int64
+	loopTotal int64
+	cur       roomSec // the current second's loop time; moved into secs when it ends
 
-	ticks, overruns, skipped, caughtUp, panics uint64
-	inputs, dropped, refused                   uint64
-	members, queued                            int
-	loopTotal                                  int64
+	name     string
+	start    int64 // NewRoom's clock reading (ns since the owner's epoch)
+	state    string
+	period   time.Duration
+	skipped  uint64
+	caughtUp uint64
+	panics   uint64
+	inputs   uint64
+	dropped  uint64
+	refused  uint64
+	members  int
+	queued   int
 
-	secs [roomRingSeconds]roomSec
+	secs [roomRingSeconds]roomSec // complete seconds
 }
 
 type roomSec struct {
@@ -67,6 +77,7 @@ type roomSec struct {
 func NewRoom(name string, period, budget time.Duration, now int64) *Room {
 	r := &Room{name: name, start: now, state: RoomRunning, period: period, budget: budget,
 		dur: *newHistogram(roomLayout), late: *newHistogram(roomLayout)}
+	r.cur.sec = -1
 	for i := range r.secs {
 		r.secs[i].sec = -1
 	}
@@ -115,12 +126,24 @@ func (r *Room) LoopTime(now int64, d time.Duration) {
 		return
 	}
 	r.loopTotal += int64(d)
-	sec := now / nsPerSec
-	b := &r.secs[sec&(roomRingSeconds-1)]
-	if b.sec != sec {
-		b.sec, b.busy = sec, 0
+	if sec := now / nsPerSec; sec != r.cur.sec {
+		if r.cur.sec >= 0 {
+			r.secs[r.cur.sec&(roomRingSeconds-1)] = r.cur
+		}
+		r.cur = roomSec{sec: sec}
 	}
-	b.busy += int64(d)
+	r.cur.busy += int64(d)
+}
+
+// busyIn returns the loop time charged in second sec.
+func (r *Room) busyIn(sec int64) int64 {
+	if r.cur.sec == sec {
+		return r.cur.busy
+	}
+	if b := &r.secs[sec&(roomRingSeconds-1)]; b.sec == sec {
+		return b.busy
+	}
+	return 0
 }
 
 // Skipped counts n tick deadlines that passed and were never run (the late policy
@@ -161,9 +184,7 @@ func (r *Room) Share(now int64, window time.Duration) float64 {
 	}
 	var busy int64
 	for sec := max(cur-n, 0); sec < cur; sec++ {
-		if b := &r.secs[sec&(roomRingSeconds-1)]; b.sec == sec {
-			busy += b.busy
-		}
+		busy += r.busyIn(sec)
 	}
 	return min(float64(busy)/float64(to-from), 1)
 }

@@ -188,32 +188,34 @@ type RoomStats = accounting.RoomSnapshot
 // the others on the loop (from a loop-mode handler, a task, a tick, or a function passed
 // to Server.Post; in multi-thread mode handlers run off the loop, so use Post).
 type Room[I any] struct {
-	core roomCore
-	cfg  RoomConfig[I]
-	in   []I // queued inputs; guarded by core.inMu
-	out  []I // inputs being drained; the tick's
-	tick Tick[I]
+	tick   Tick[I] // first: with the core's first fields, what every tick touches
+	tickFn func(r *Room[I], t *Tick[I])
+	core   roomCore
+	in     []I // queued inputs; guarded by core.inMu
+	out    []I // inputs being drained; the tick's
+	cfg    RoomConfig[I]
 }
 
 // roomCore is the part of a room that does not depend on its input type: what the server's
 // room table, the drain and the member tasks see.
 type roomCore struct {
-	srv      *Server
-	name     string
-	taskName string // "room:" + name
-	period   int64
-	budget   time.Duration
-	catchUp  int
-	rec      *accounting.Room
-	slot     int // index in roomTable.all
-
+	// Touched by every tick first.
+	srv        *Server
+	rec        *accounting.Room
+	period     int64
+	catchUp    int
+	lastOnLoop time.Duration
 	tickTask   *Task // nil once ended
 	members    []member
-	stopping   bool // Stop arrived (or the drain stopped it)
-	ended      bool
-	endedAt    int64
-	onDrain    func(deadline time.Time)
-	lastOnLoop time.Duration
+
+	name     string
+	taskName string // "room:" + name
+	budget   time.Duration
+	slot     int  // index in roomTable.all
+	stopping bool // Stop arrived (or the drain stopped it)
+	ended    bool
+	endedAt  int64
+	onDrain  func(deadline time.Time)
 
 	nextLog    int64
 	suppressed uint64
@@ -258,7 +260,7 @@ func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
 	if cfg.InputQueue == 0 {
 		cfg.InputQueue = DefaultRoomInputQueue
 	}
-	r := &Room[I]{cfg: cfg}
+	r := &Room[I]{cfg: cfg, tickFn: cfg.Tick}
 	r.tick.room = r
 	c := &r.core
 	now := s.nanotime()
@@ -499,7 +501,7 @@ func (r *Room[I]) runTick() {
 			s.onTaskPanic(r.tick.Task.t, v, debug.Stack())
 		}
 	}()
-	r.cfg.Tick(r, &r.tick)
+	r.tickFn(r, &r.tick)
 }
 
 // spawnOnLoop starts fn as a background task named name on the loop now, as Server.Go
