@@ -135,7 +135,7 @@ func (s *Server) snapshotRooms(top int) accounting.RoomsSnapshot {
 	recs := make([]*accounting.Room, len(s.rooms.all))
 	for i, c := range s.rooms.all {
 		c.sync()
-		recs[i] = c.rec
+		recs[i] = &c.rec
 	}
 	return accounting.TopRooms(recs, now, top)
 }
