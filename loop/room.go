@@ -210,9 +210,9 @@ type roomCore struct {
 	members    []member
 
 	inMu                     sync.Mutex
-	closed                   bool      // guarded by inMu: Input refuses once set
-	inputs, dropped, refused uint64    // guarded by inMu
-	queueLen                 int       // guarded by inMu
+	closed                   bool   // guarded by inMu: Input refuses once set
+	inputs, dropped, refused uint64 // guarded by inMu
+	queueLen                 int    // guarded by inMu
 	inputCap                 int
 	refuse                   bool
 
