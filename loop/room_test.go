@@ -247,6 +247,9 @@ type roomPageRow struct {
 	Dropped  uint64  `json:"inputs_dropped"`
 	Members  int     `json:"members"`
 	State    string  `json:"state"`
+	Duration struct {
+		P50 float64 `json:"p50_seconds"`
+	} `json:"tick_duration"`
 }
 
 func getRooms(t *testing.T, addr, query string) roomsPageDoc {
@@ -275,9 +278,14 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "%+v", doc)
 	assert.Equal(t, 4, doc.Total)
 	assert.Nil(t, doc.Other)
+	assert.GreaterOrEqual(t, doc.Rooms[0].Overruns*2, doc.Rooms[0].Ticks, "most heavy ticks overrun")
 	for _, r := range doc.Rooms[1:] {
 		assert.True(t, strings.HasPrefix(r.Name, "light"), r.Name)
-		assert.Zero(t, r.Overruns, r.Name)
+		// None of the heavy room's time is charged to the light ones. (One overrun is
+		// tolerated: on a loaded machine the OS may take the loop's thread away for 18 ms
+		// in the middle of an empty tick; the heavy room's 8 ms never show in their p50.)
+		assert.LessOrEqual(t, r.Overruns, uint64(1), r.Name)
+		assert.Less(t, r.Duration.P50, 0.001, r.Name)
 		assert.Less(t, r.Share1s, 0.05, r.Name)
 		assert.Positive(t, r.Ticks, r.Name)
 	}
@@ -286,7 +294,7 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	assert.Equal(t, "heavy", top.Rooms[0].Name)
 	require.NotNil(t, top.Other)
 	assert.Equal(t, 3, top.Other.Rooms)
-	assert.Zero(t, top.Other.Overruns)
+	assert.LessOrEqual(t, top.Other.Overruns, uint64(3))
 	resp, text := dial(t, addr).get("/debug/baton/rooms?format=text&top=1")
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, text, "heavy")
