@@ -14,6 +14,10 @@ type DrainReport struct {
 	DeadlineReached bool   // the Shutdown context ended before the drain finished
 	RoomsEnded      int    // rooms that ended (were stopped and their tasks finished) during the drain
 	RoomsForced     int    // rooms still running when the drain deadline forced the stop
+	// WebSockets sent a 1001 close frame when Shutdown began: closed with the client's
+	// close frame in answer (or by the handler), or forced (no answer within
+	// Config.WebSocket.CloseTimeout, or the Shutdown context ended first).
+	WebSocketsClosed, WebSocketsForced int
 }
 
 // drainIdleGrace is how long a connection idle when Shutdown began stays open: a request
@@ -50,6 +54,9 @@ func (s *Server) beginDrain() {
 		if !cs.busy() && cs.accepting() && cs.gc.InboundBuffered() == 0 {
 			d.report.ClosedIdle++
 			s.setIdle(cs)
+		}
+		if cs.ws != nil {
+			cs.ws.beginDrain()
 		}
 	}
 	s.drainSig.Set()

@@ -199,11 +199,12 @@ func TestRoomLateCatchUp(t *testing.T) {
 // must name it.
 func roomHeavyTick(r *Room[int], tk *Tick[int]) {
 	if tk.Stats().Ticks < 3 { // the first three ticks
-		spin(60 * time.Millisecond)
+		spinFor(60 * time.Millisecond)
 	}
 }
 
-func spin(d time.Duration) {
+// spinFor burns d of wall time on the calling goroutine (on the loop: holding it).
+func spinFor(d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
 }
@@ -264,7 +265,7 @@ func getRooms(t *testing.T, addr, query string) roomsPageDoc {
 func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	s, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) { s.HandleStats("/debug/baton") })
 	heavy := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
-		Tick: func(*Room[int], *Tick[int]) { spin(8 * time.Millisecond) }})
+		Tick: func(*Room[int], *Tick[int]) { spinFor(8 * time.Millisecond) }})
 	for i := range 3 {
 		// A budget of 18 ms: an empty tick overruns only if the OS takes the loop's thread
 		// away for that long in the middle of it.

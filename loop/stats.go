@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
@@ -155,6 +156,9 @@ func (s *Server) onSliceStopCPU(t *scheduler.Task, st scheduler.State, r schedul
 // final, and the slice's end is its end. It records the request and frees its Ctx.
 func (s *Server) requestFinished(t *scheduler.Task, c *Ctx) {
 	s.recordFinish(c, t.SliceEnd())
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, t.SliceEnd())
+	}
 	s.releaseCtx(c)
 }
 
@@ -353,7 +357,8 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
-	s.handleRoomsPage(prefix) // room.go
+	s.handleRoomsPage(prefix)                                       // room.go
+	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
 }
 
 // serveStats snapshots on the loop, renders off it and answers.
@@ -468,6 +473,10 @@ func (s *Server) admissionSnapshot() admissionView {
 // concurrent use.
 func (s *Server) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/websockets") {
+			s.serveWSStatsHTTP(w, r) // ws_stats.go
+			return
+		}
 		kind := ""
 		for _, k := range statsKinds {
 			if len(r.URL.Path) >= len(k) && r.URL.Path[len(r.URL.Path)-len(k):] == k {
