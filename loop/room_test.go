@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -302,6 +306,19 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	assert.Contains(t, text, "(other: 3 rooms)")
 	resp, _ = dial(t, addr).get("/debug/baton/rooms?top=x")
 	assert.Equal(t, 400, resp.StatusCode)
+	// The same page on the admin handler.
+	admin := httptest.NewServer(s.StatsHandler())
+	defer admin.Close()
+	hr, err := http.Get(admin.URL + "/debug/baton/rooms?top=1&format=text")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(hr.Body)
+	_ = hr.Body.Close()
+	assert.Equal(t, 200, hr.StatusCode)
+	assert.Contains(t, string(body), "heavy")
+	hr, err = http.Get(admin.URL + "/debug/baton/rooms?top=-1")
+	require.NoError(t, err)
+	_ = hr.Body.Close()
+	assert.Equal(t, 400, hr.StatusCode)
 
 	// A stopped room stays listed as stopped, then its slot is freed.
 	inLoop(t, s, func() { s.rooms.retain = 50 * time.Millisecond })
@@ -587,4 +604,54 @@ func TestRoomErrorAnswers(t *testing.T) {
 			assert.NotEmpty(t, resp.Header.Get("Retry-After"), path)
 		}
 	}
+}
+
+// TestRoomWebSocketMember: a WebSocket connection's task (its upgrading handler's) is a
+// member of a room: its messages go into the room's inputs, and stopping the room ends
+// the connection's handler (its deferred functions run).
+func TestRoomWebSocketMember(t *testing.T) {
+	var room atomic.Pointer[Room[string]]
+	handlerDone := make(chan error, 1)
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /play", func(c *Ctx) {
+			ws, err := c.Upgrade(UpgradeOptions{})
+			if err != nil {
+				return
+			}
+			r := room.Load()
+			if err := r.Attach(&c.Task); err != nil {
+				return
+			}
+			defer func() { handlerDone <- c.Err() }()
+			for {
+				_, msg, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				_ = r.Input(string(msg))
+			}
+		})
+	})
+	got := make(chan string, 10)
+	r := newRoomT(t, s, RoomConfig[string]{Name: "ws", Period: 5 * time.Millisecond,
+		Tick: func(r *Room[string], tk *Tick[string]) { tk.DrainInputs(func(m string) { got <- m }) }})
+	room.Store(r)
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play", nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("jump")))
+	select {
+	case m := <-got:
+		assert.Equal(t, "jump", m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tick did not get the message")
+	}
+	r.Stop()
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection's handler did not end")
+	}
+	<-r.Done()
 }
