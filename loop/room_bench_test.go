@@ -93,7 +93,7 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 				Tick: func(r *Room[int], t *Tick[int]) {
 					t.DrainInputs(func(int) {})
 					if work > 0 {
-						spin(work)
+						spinFor(work)
 					}
 				}})
 			if err != nil {

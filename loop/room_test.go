@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -145,47 +149,55 @@ type lateTick struct {
 	skipped, caughtUp uint64 // the room's counts when the tick started
 }
 
-// lateRun runs a room whose second tick blocks the loop until 3.5 periods after its
-// deadline, and returns what its first six ticks saw.
-func lateRun(t *testing.T, policy LatePolicy) []lateTick {
+// lateRun runs a room one of whose ticks (the first from the second on that starts less
+// than half a period late and is not itself a catch-up tick: a loaded machine may make
+// the first ticks late) blocks the loop until 3.5 periods after its deadline. It returns what the ticks saw and the blocking tick's index.
+func lateRun(t *testing.T, policy LatePolicy) ([]lateTick, int) {
 	const period = latePeriod
 	s, _ := startServer(t, Config{StallThreshold: -1}, nil)
 	var mu sync.Mutex
 	var ticks []lateTick
+	blocked := -1
 	r := newRoomT(t, s, RoomConfig[int]{Name: "late", Period: period, Late: policy, Tick: func(r *Room[int], tk *Tick[int]) {
 		st := tk.Stats()
 		mu.Lock()
 		ticks = append(ticks, lateTick{tk.N, tk.Late, st.Skipped, st.CaughtUp})
-		count := len(ticks)
+		i := len(ticks) - 1
+		block := blocked < 0 && i >= 1 && tk.Late < period/2 && st.CaughtUp == ticks[i-1].caughtUp
+		if block {
+			blocked = i
+		}
+		done := blocked >= 0 && i >= blocked+4
 		mu.Unlock()
-		if count == 2 {
+		if block {
 			time.Sleep(time.Until(tk.Deadline.Add(period*3 + period/2))) // holds the loop: 3 deadlines pass
 		}
-		if count >= 6 {
+		if done {
 			r.Stop()
 		}
 	}})
 	<-r.Done()
 	mu.Lock()
 	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(ticks), 4)
-	return ticks
+	require.GreaterOrEqual(t, blocked, 1)
+	require.GreaterOrEqual(t, len(ticks), blocked+3)
+	return ticks, blocked
 }
 
 // The late-policy tests check the policy's arithmetic on what happened, not exact tick
 // numbers: on a loaded machine a tick may start or end later than planned.
 
 func TestRoomLateSkip(t *testing.T) {
-	ts := lateRun(t, SkipLate)
-	b, next := ts[1], ts[2] // the blocking tick and the one after it
+	ts, i := lateRun(t, SkipLate)
+	b, next := ts[i], ts[i+1] // the blocking tick and the one after it
 	assert.GreaterOrEqual(t, next.n, b.n+4, "SkipLate skips the 3 deadlines that passed (at least)")
 	assert.Equal(t, next.n-b.n-1, next.skipped-b.skipped, "every deadline between was skipped")
 	assert.Zero(t, next.caughtUp)
 }
 
 func TestRoomLateCatchUp(t *testing.T) {
-	ts := lateRun(t, CatchUp(2))
-	b, c1, c2 := ts[1], ts[2], ts[3] // the blocking tick, then the two catch-up ticks
+	ts, i := lateRun(t, CatchUp(2))
+	b, c1, c2 := ts[i], ts[i+1], ts[i+2] // the blocking tick, then the two catch-up ticks
 	assert.GreaterOrEqual(t, c1.n, b.n+2, "CatchUp(2) skips the oldest missed deadline")
 	assert.Equal(t, c1.n+1, c2.n, "and runs the next two back to back")
 	assert.Equal(t, c1.n-b.n-1, c1.skipped-b.skipped)
@@ -199,11 +211,12 @@ func TestRoomLateCatchUp(t *testing.T) {
 // must name it.
 func roomHeavyTick(r *Room[int], tk *Tick[int]) {
 	if tk.Stats().Ticks < 3 { // the first three ticks
-		spin(60 * time.Millisecond)
+		spinFor(60 * time.Millisecond)
 	}
 }
 
-func spin(d time.Duration) {
+// spinFor burns d of wall time on the calling goroutine (on the loop: holding it).
+func spinFor(d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
 }
@@ -247,6 +260,9 @@ type roomPageRow struct {
 	Dropped  uint64  `json:"inputs_dropped"`
 	Members  int     `json:"members"`
 	State    string  `json:"state"`
+	Duration struct {
+		P50 float64 `json:"p50_seconds"`
+	} `json:"tick_duration"`
 }
 
 func getRooms(t *testing.T, addr, query string) roomsPageDoc {
@@ -261,7 +277,7 @@ func getRooms(t *testing.T, addr, query string) roomsPageDoc {
 func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	s, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) { s.HandleStats("/debug/baton") })
 	heavy := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
-		Tick: func(*Room[int], *Tick[int]) { spin(8 * time.Millisecond) }})
+		Tick: func(*Room[int], *Tick[int]) { spinFor(8 * time.Millisecond) }})
 	for i := range 3 {
 		// A budget of 18 ms: an empty tick overruns only if the OS takes the loop's thread
 		// away for that long in the middle of it.
@@ -275,9 +291,14 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "%+v", doc)
 	assert.Equal(t, 4, doc.Total)
 	assert.Nil(t, doc.Other)
+	assert.GreaterOrEqual(t, doc.Rooms[0].Overruns*2, doc.Rooms[0].Ticks, "most heavy ticks overrun")
 	for _, r := range doc.Rooms[1:] {
 		assert.True(t, strings.HasPrefix(r.Name, "light"), r.Name)
-		assert.Zero(t, r.Overruns, r.Name)
+		// None of the heavy room's time is charged to the light ones. (One overrun is
+		// tolerated: on a loaded machine the OS may take the loop's thread away for 18 ms
+		// in the middle of an empty tick; the heavy room's 8 ms never show in their p50.)
+		assert.LessOrEqual(t, r.Overruns, uint64(1), r.Name)
+		assert.Less(t, r.Duration.P50, 0.001, r.Name)
 		assert.Less(t, r.Share1s, 0.05, r.Name)
 		assert.Positive(t, r.Ticks, r.Name)
 	}
@@ -286,13 +307,26 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	assert.Equal(t, "heavy", top.Rooms[0].Name)
 	require.NotNil(t, top.Other)
 	assert.Equal(t, 3, top.Other.Rooms)
-	assert.Zero(t, top.Other.Overruns)
+	assert.LessOrEqual(t, top.Other.Overruns, uint64(3))
 	resp, text := dial(t, addr).get("/debug/baton/rooms?format=text&top=1")
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, text, "heavy")
 	assert.Contains(t, text, "(other: 3 rooms)")
 	resp, _ = dial(t, addr).get("/debug/baton/rooms?top=x")
 	assert.Equal(t, 400, resp.StatusCode)
+	// The same page on the admin handler.
+	admin := httptest.NewServer(s.StatsHandler())
+	defer admin.Close()
+	hr, err := http.Get(admin.URL + "/debug/baton/rooms?top=1&format=text")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(hr.Body)
+	_ = hr.Body.Close()
+	assert.Equal(t, 200, hr.StatusCode)
+	assert.Contains(t, string(body), "heavy")
+	hr, err = http.Get(admin.URL + "/debug/baton/rooms?top=-1")
+	require.NoError(t, err)
+	_ = hr.Body.Close()
+	assert.Equal(t, 400, hr.StatusCode)
 
 	// A stopped room stays listed as stopped, then its slot is freed.
 	inLoop(t, s, func() { s.rooms.retain = 50 * time.Millisecond })
@@ -578,4 +612,54 @@ func TestRoomErrorAnswers(t *testing.T) {
 			assert.NotEmpty(t, resp.Header.Get("Retry-After"), path)
 		}
 	}
+}
+
+// TestRoomWebSocketMember: a WebSocket connection's task (its upgrading handler's) is a
+// member of a room: its messages go into the room's inputs, and stopping the room ends
+// the connection's handler (its deferred functions run).
+func TestRoomWebSocketMember(t *testing.T) {
+	var room atomic.Pointer[Room[string]]
+	handlerDone := make(chan error, 1)
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /play", func(c *Ctx) {
+			ws, err := c.Upgrade(UpgradeOptions{})
+			if err != nil {
+				return
+			}
+			r := room.Load()
+			if err := r.Attach(&c.Task); err != nil {
+				return
+			}
+			defer func() { handlerDone <- c.Err() }()
+			for {
+				_, msg, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				_ = r.Input(string(msg))
+			}
+		})
+	})
+	got := make(chan string, 10)
+	r := newRoomT(t, s, RoomConfig[string]{Name: "ws", Period: 5 * time.Millisecond,
+		Tick: func(r *Room[string], tk *Tick[string]) { tk.DrainInputs(func(m string) { got <- m }) }})
+	room.Store(r)
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play", nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("jump")))
+	select {
+	case m := <-got:
+		assert.Equal(t, "jump", m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tick did not get the message")
+	}
+	r.Stop()
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection's handler did not end")
+	}
+	<-r.Done()
 }

@@ -477,6 +477,10 @@ func (s *Server) StatsHandler() http.Handler {
 			s.serveWSStatsHTTP(w, r) // ws_stats.go
 			return
 		}
+		if strings.HasSuffix(r.URL.Path, "/rooms") {
+			s.serveRoomsHTTP(w, r) // room_table.go
+			return
+		}
 		kind := ""
 		for _, k := range statsKinds {
 			if len(r.URL.Path) >= len(k) && r.URL.Path[len(r.URL.Path)-len(k):] == k {
