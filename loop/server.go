@@ -99,6 +99,7 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
+	rooms      roomTable
 	ws         wsServer // WebSocket figures (ws_stats.go)
 }
 

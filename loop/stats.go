@@ -357,6 +357,7 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
+	s.handleRoomsPage(prefix)                                       // room.go
 	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
 }
 
@@ -474,6 +475,10 @@ func (s *Server) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/websockets") {
 			s.serveWSStatsHTTP(w, r) // ws_stats.go
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/rooms") {
+			s.serveRoomsHTTP(w, r) // room_table.go
 			return
 		}
 		kind := ""
