@@ -369,6 +369,7 @@ func SummaryOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
 	// The HDR value is the top of its counter: never report more than the exact max.
 	q := func(k int) time.Duration { return min(time.Duration(h.l.top(idx[k]))*unit, maxV) }
 	s.P50, s.P90, s.P99, s.P999 = q(0), q(1), q(2), q(3)
+	s.Buckets = bucketsOf(h, unit)
 	return s
 }
 
@@ -395,6 +396,10 @@ type Summary struct {
 	P99   time.Duration // 99th percentile
 	P999  time.Duration // 99.9th percentile
 	Max   time.Duration // exact maximum
+
+	// Buckets are the cumulative bucket counts at BucketBounds, for exporters that keep
+	// histograms (Prometheus) rather than percentiles.
+	Buckets Buckets
 }
 
 // Mean returns Sum/Count, or 0 when Count is 0. Any goroutine.
