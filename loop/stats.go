@@ -445,18 +445,8 @@ func addStacks(ts []accounting.TaskSample) {
 // jsonOnly reports the stats pages that have no text view.
 func jsonOnly(kind string) bool { return kind == "offload" || kind == "admission" }
 
-// admissionView is the admission stats page: the admission figures and the server-wide
-// counts beside them.
-type admissionView struct {
-	admissionStats
-	InFlight    int         `json:"in_flight"`    // handlers running or parked, exempt routes included
-	Parsed      uint64      `json:"parsed_total"` // requests parsed and dispatched
-	PanicsTotal uint64      `json:"panics_total"` // handler and background task panics
-	Accept      acceptStats `json:"accept"`       // connections accepted, shed when descriptors ran out
-}
-
-func (s *Server) admissionSnapshot() admissionView {
-	return admissionView{admissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics,
+func (s *Server) admissionSnapshot() AdmissionSnapshot {
+	return AdmissionSnapshot{AdmissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics,
 		Accept: s.acceptStats()}
 }
 
