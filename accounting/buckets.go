@@ -1,6 +1,9 @@
 package accounting
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // BucketBounds are the upper bounds of Buckets: 1, 2.5 and 5 times each power of ten from
 // 1 us to 10 s. They span what baton measures (a slice's lag in microseconds, a request
@@ -29,32 +32,26 @@ const NumBuckets = 22
 // counted in the next bucket, never in an earlier one. Plain data.
 type Buckets [NumBuckets]uint64
 
-// bucketsOf returns the cumulative bucket counts of h, whose values are in unit, in one
-// pass over its counters. It does not allocate.
+// bucketsOf returns the cumulative bucket counts of h, whose values are in unit: the
+// counters each bound ends at are found by binary search over the layout, and the counts
+// are summed in one pass up to the last bound. It does not allocate.
 func bucketsOf(h *Histogram, unit time.Duration) Buckets {
 	var b Buckets
 	if h.total == 0 {
 		return b
 	}
+	l := h.l
 	var acc uint64
-	k := 0
-	bound := int64(BucketBounds[0] / unit) // in h's unit: a counter fits when top <= bound
-	for i, c := range h.counts {
-		if c == 0 {
-			continue
+	i := 0
+	for k, bound := range BucketBounds {
+		// end: the first counter whose highest value is above the bound (tops increase
+		// with the index).
+		v := int64(bound / unit)
+		end := i + sort.Search(l.n-i, func(j int) bool { return l.top(i+j) > v })
+		for _, c := range h.counts[i:end] {
+			acc += c
 		}
-		top := h.l.top(i)
-		for top > bound {
-			b[k] = acc
-			if k++; k == NumBuckets {
-				return b
-			}
-			bound = int64(BucketBounds[k] / unit)
-		}
-		acc += c
-	}
-	for ; k < NumBuckets; k++ {
-		b[k] = acc
+		b[k], i = acc, end
 	}
 	return b
 }

@@ -356,6 +356,14 @@ func summarize(h *Histogram, sum, maxV int64) Summary {
 // h.ValueAtQuantile(50, 90, 99, 99.9) times unit, never above maxV; Count is
 // h.TotalCount(). It does not allocate. Any goroutine that may read h.
 func SummaryOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
+	s := quantilesOf(h, unit, sum, maxV)
+	s.Buckets = bucketsOf(h, unit)
+	return s
+}
+
+// quantilesOf is SummaryOf without the buckets, for the recent views, which exporters do
+// not read: the buckets cost one more pass over the counters on the loop.
+func quantilesOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
 	s := Summary{Count: h.total, Sum: sum, Max: maxV}
 	if h.total == 0 {
 		return s
@@ -369,12 +377,11 @@ func SummaryOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
 	// The HDR value is the top of its counter: never report more than the exact max.
 	q := func(k int) time.Duration { return min(time.Duration(h.l.top(idx[k]))*unit, maxV) }
 	s.P50, s.P90, s.P99, s.P999 = q(0), q(1), q(2), q(3)
-	s.Buckets = bucketsOf(h, unit)
 	return s
 }
 
 // summaryOf reads the recorders hs together through the scratch histogram (reset first;
-// same layout).
+// same layout), without buckets (it reads the recent views).
 func summaryOf(scratch *Histogram, hs ...*hist) Summary {
 	scratch.Reset()
 	var sum, maxV int64
@@ -383,7 +390,7 @@ func summaryOf(scratch *Histogram, hs ...*hist) Summary {
 		sum += h.sum
 		maxV = max(maxV, h.max)
 	}
-	return summarize(scratch, sum, maxV)
+	return quantilesOf(scratch, 1, time.Duration(sum), time.Duration(maxV))
 }
 
 // Summary is a distribution of durations: exact Count, Sum and Max, and percentiles from
@@ -398,7 +405,8 @@ type Summary struct {
 	Max   time.Duration // exact maximum
 
 	// Buckets are the cumulative bucket counts at BucketBounds, for exporters that keep
-	// histograms (Prometheus) rather than percentiles.
+	// histograms (Prometheus) rather than percentiles. Zero in the routes' recent views
+	// (SummaryPair.Recent), which exporters do not need.
 	Buckets Buckets
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -172,4 +173,31 @@ func TestOffloadPageJSON(t *testing.T) {
 	assert.Equal(t, 2, doc.Gates[0].Size)
 	require.NotNil(t, doc.Gates[0].MeanHold)
 	assert.NotContains(t, body, `"Tokens"`)
+}
+
+// BenchmarkSnapshotOnLoop measures what a scrape costs the loop: the on-loop copy of the
+// loop, routes and admission sections, for a server of 10 and of 100 routes that have all
+// served requests (run without a server: the benchmark's goroutine plays the loop).
+func BenchmarkSnapshotOnLoop(b *testing.B) {
+	for _, routes := range []int{10, 100} {
+		b.Run(fmt.Sprintf("routes=%d", routes), func(b *testing.B) {
+			s := New(Config{Logger: quietLogger(b)})
+			for i := range routes {
+				s.Handle(fmt.Sprintf("GET /r%d/{id}", i), func(c *Ctx) {})
+			}
+			now := s.nanotime()
+			for _, rt := range s.acct.routes.Snapshot(time.Now()) {
+				r := s.acct.routes.Route(rt.Route)
+				for k := range 1000 {
+					r.Start()
+					r.FinishValues(now, 200, time.Duration(k)*time.Microsecond, time.Duration(k)*100, 0, 0)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				var snap Snapshot
+				s.takeViews(&snap, ViewLoop|ViewRoutes|ViewAdmission)
+			}
+		})
+	}
 }
