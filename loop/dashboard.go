@@ -184,6 +184,8 @@ func (h *dashHub) frame() []byte {
 			fr.Tasks = buf.Bytes()
 		}
 		fr.Offload, fr.Admission = &snap.Offload, &snap.Admission
+		// Rooms and WebSockets: when Snapshot has those sections, marshal them into
+		// fr.Rooms (the page renders a list of objects as a table) and a field beside it.
 		h.addPoint(fr.Time, &snap.Loop)
 	}
 	h.mu.Lock()

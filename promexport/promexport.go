@@ -22,6 +22,7 @@ package promexport
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,7 +199,7 @@ func collectLoop(ch chan<- prometheus.Metric, l *accounting.LoopSnapshot) {
 	gauge(ch, dUptime, l.Uptime.Seconds())
 	counter(ch, dBusy, l.BusyTotal.Seconds())
 	for _, w := range l.Utilisation {
-		gauge(ch, dUtil, w.Utilisation(), w.Length.String())
+		gauge(ch, dUtil, w.Utilisation(), strconv.Itoa(int(w.Length/time.Second))+"s")
 	}
 	histogram(ch, dLag, l.Lag)
 	counter(ch, dSlices, float64(l.Slices.Count))

@@ -182,6 +182,9 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 
 			require.Equal(t, dto.MetricType_GAUGE, mfs["baton_loop_utilisation_ratio"].GetType())
 			assert.Len(t, mfs["baton_loop_utilisation_ratio"].Metric, 3)
+			for _, w := range []string{"1s", "10s", "60s"} {
+				metric(t, mfs, "baton_loop_utilisation_ratio", map[string]string{"window": w})
+			}
 			for _, m := range mfs["baton_loop_utilisation_ratio"].Metric {
 				assert.True(t, m.GetGauge().GetValue() >= 0 && m.GetGauge().GetValue() <= 1)
 			}
@@ -355,5 +358,5 @@ func TestScrapeLoopLag(t *testing.T) {
 	}
 	// A scrape holds the loop for one copy of its figures (microseconds per route); were it
 	// to hold it for a good part of the interval, the probe's typical wake would show it.
-	assert.Less(t, worst, 20*time.Millisecond, "median probe lag while scraping")
+	assert.Less(t, worst, 50*time.Millisecond, "median probe lag while scraping")
 }
