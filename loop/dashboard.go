@@ -114,7 +114,8 @@ func (h *dashHub) leave() {
 	h.mu.Unlock()
 }
 
-// wait returns the future of the frame after the one f carried.
+// after returns the future of the frame after the one f carried (f itself while it is
+// not resolved). Safe for concurrent use.
 func (h *dashHub) after(f *Future[[]byte]) *Future[[]byte] {
 	h.mu.Lock()
 	defer h.mu.Unlock()
