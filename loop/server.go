@@ -65,6 +65,8 @@ type Server struct {
 	eco       ecosystem              // the net/http adapter's gate, the request record (nethttp.go, accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
+	dashOnce  sync.Once
+	dash      *dashHub // the live dashboard's frames (dashboard.go), made on first use
 	eng       atomic.Pointer[gnet.Engine]
 	ctlPeer   atomic.Int64                // our end of the control socket pair (fd), -1 when none
 	drainPoll atomic.Pointer[drainPoller] // the drain watch's goroutine, once started
