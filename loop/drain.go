@@ -51,7 +51,7 @@ func (s *Server) beginDrain() {
 		// the connection closes gracefully (half-close and linger, never a reset). Busy
 		// ones: a response written from now on says "Connection: close"; one written
 		// before (it said keep-alive) leaves the connection idle with the same grace.
-		if !cs.busy() && cs.accepting() && cs.gc.InboundBuffered() == 0 {
+		if !cs.busy() && cs.accepting() && cs.ws == nil && cs.gc.InboundBuffered() == 0 {
 			d.report.ClosedIdle++
 			s.setIdle(cs)
 		}
