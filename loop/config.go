@@ -169,6 +169,25 @@ type Config struct {
 	// LockOSThread, New logs a warning and CPU time is not measured.
 	CPUClock bool
 
+	// WebSocket configures the connections made with Ctx.Upgrade (limits, keepalive,
+	// slow consumers). Its zero value gives the defaults in WSConfig.
+	WebSocket WSConfig
+
+	// HTTPAdapter bounds the net/http handlers mounted with HandleHTTP or HTTPHandler
+	// (how many run at once, how many wait). Its zero value gives the defaults.
+	HTTPAdapter HTTPAdapterConfig
+
+	// OnRequestDone, if set, is called on the loop when a request finishes (its response
+	// complete, its figures final), with its record: see RequestRecord and
+	// NewAccessLogger. It must not block or park. Default nil: nothing is called (the
+	// cost is a nil check per request).
+	OnRequestDone func(r *RequestRecord)
+
+	// ProfileLabels sets the pprof label "route" (the route pattern) on a handler's
+	// goroutine while it runs, so that a CPU profile splits by route. Default false: it
+	// costs two label switches per request (measured in docs/ecosystem.md).
+	ProfileLabels bool
+
 	// Logger receives the server's logs (handler panics, timeouts, gnet errors).
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -207,6 +226,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.WebSocket = c.WebSocket.withDefaults()
 	return c
 }
 
@@ -241,6 +261,9 @@ func (c Config) Validate() error {
 	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
 		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)
 	}
+	if err := c.HTTPAdapter.Validate(); err != nil {
+		return err
+	}
 	if err := c.Offload.Validate(); err != nil {
 		var ce *offload.ConfigError
 		if errors.As(err, &ce) {
@@ -249,6 +272,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("loop: Config.Offload: %w", err)
 	}
 	if err := c.Health.Validate(); err != nil {
+		return err
+	}
+	if err := c.WebSocket.Validate(); err != nil {
 		return err
 	}
 	if err := c.Limits.Validate(); err != nil {

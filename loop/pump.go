@@ -95,6 +95,7 @@ func (s *Server) requestStop() {
 		return
 	}
 	s.drain.report.ForcedTasks = s.inflight + len(s.adm.queue)
+	s.drain.report.RoomsForced = s.rooms.live
 	s.door.post(s.pumpFn)
 }
 
@@ -109,11 +110,14 @@ func (s *Server) finalStop() {
 	s.sched.Close() // idempotent
 	s.drain.report.Refused = s.adm.refused
 	for _, cs := range s.conns.all {
-		if cs.state == connOpen && !cs.busy() && cs.gc.InboundBuffered() > 0 {
+		if cs.state == connOpen && !cs.busy() && cs.ws == nil && cs.gc.InboundBuffered() > 0 {
 			cs.state = connCloseAfter
 			_, _ = cs.gc.Discard(-1)
 			cs.out = appendPlainResponse(cs.out, 503, "503 Service Unavailable\n", true, false, s.date.Bytes())
 			s.drain.report.RejectedDuring++
+		}
+		if cs.ws != nil {
+			cs.ws.stopping()
 		}
 		s.flush(cs)
 		if cs.state == connOpen {
