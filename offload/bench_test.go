@@ -197,3 +197,38 @@ func BenchmarkTryEnterLeaveParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGoroutineHandoff is the floor Do's round trip is compared with: the same
+// function run on a new goroutine, its result handed back over a channel.
+func BenchmarkGoroutineHandoff(b *testing.B) {
+	ctx := context.Background()
+	ch := make(chan int)
+	b.ReportAllocs()
+	for b.Loop() {
+		go func() {
+			v, _ := nop(ctx)
+			ch <- v
+		}()
+		<-ch
+	}
+}
+
+// BenchmarkWorkerHandoff is the same floor with a long-lived worker goroutine, as a pool
+// has: the function goes over one channel and its result comes back over another.
+func BenchmarkWorkerHandoff(b *testing.B) {
+	ctx := context.Background()
+	in := make(chan func(context.Context) (int, error))
+	out := make(chan int)
+	go func() {
+		for fn := range in {
+			v, _ := fn(ctx)
+			out <- v
+		}
+	}()
+	defer close(in)
+	b.ReportAllocs()
+	for b.Loop() {
+		in <- nop
+		<-out
+	}
+}
