@@ -39,26 +39,13 @@ type Task struct {
 
 	ctx       context.Context // created on first use (loop) or at start (goroutine)
 	cancelCtx context.CancelCauseFunc
-	err       error // loop task: why it was cancelled, nil while it is not
+	err       error    // loop task: why it was cancelled, nil while it is not
+	off       *offPark // loop task: its offloaded calls' park, made once
 
 	cpu      time.Duration // loop-thread CPU over its slices (Config.CPUClock)
 	cpuStart time.Duration
 
 	suspendFn func(offload.Wait) (func(), func() error) // t.suspend, made once: no allocation per offloaded call
-	off       *offPark                                  // loop task: its offloaded calls' park, made once
-}
-
-// offPark is the resume and park a loop task lends the offload pool, made once per Task (a
-// request's Task is pooled with its Ctx) so that an offloaded call allocates none. One
-// resume serves every park: it wakes the task's current offload park, so a late resume
-// (from a call the task stopped waiting for) may wake a later one early, which the pool
-// tolerates (see offload.Hook).
-type offPark struct {
-	mu       sync.Mutex
-	wk       scheduler.Waker // guarded by mu: set on the loop, read by a pool worker's resume
-	reason   scheduler.Reason
-	resumeFn func()
-	parkFn   func() error
 }
 
 // taskOps is the seam between the two ways a task runs. loopTask parks a coroutine on the
@@ -196,6 +183,19 @@ func (t *Task) idOrZero() uint64 {
 		return 0
 	}
 	return t.ID()
+}
+
+// offPark is the resume and park a loop task lends the offload pool, made once per Task (a
+// request's Task is pooled with its Ctx) so that an offloaded call allocates none. One
+// resume serves every park: it wakes the task's current offload park, so a late resume
+// (from a call the task stopped waiting for) may wake a later one early, which the pool
+// tolerates (see offload.Hook).
+type offPark struct {
+	mu       sync.Mutex
+	wk       scheduler.Waker // guarded by mu: set on the loop, read by a pool worker's resume
+	reason   scheduler.Reason
+	resumeFn func()
+	parkFn   func() error
 }
 
 // loopTask is taskOps for tasks on the loop: coroutines parked through the scheduler.
