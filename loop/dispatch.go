@@ -97,6 +97,7 @@ func (s *Server) admit(cs *conn, c *Ctx) {
 // refused with 429. Loop-confined.
 func (s *Server) admitNow(cs *conn, c *Ctx) bool {
 	c.acceptedAt = s.now() // when the loop began handling the read that completed it
+	c.arrivedAt = arrivalOf(cs, c.acceptedAt)
 	cs.ctx = c
 	if c.route.exempt || !s.adm.enabled() {
 		return true

@@ -25,6 +25,7 @@ func (s *Server) runDoor(context.Context) error {
 		wk.Wake()
 	}
 	s.door.recycle(batch, wakes)
+	s.flushDirty() // responses the batch finished (multi-thread handlers) leave before the pump's tasks hold the loop
 	s.pumpPosted = false
 	st := s.life.load()
 	if st < stateStopping {
@@ -143,7 +144,11 @@ func (s *Server) busyEnd() {
 	if s.turnAt != 0 {
 		if s.acct.on {
 			s.acct.loop.Switched(s.sched.Switches()) // this period's switches count in its second
-			s.acct.loop.Busy(s.turnAt, s.nanotime())
+			end := s.nanotime()
+			s.acct.loop.Busy(s.turnAt, end)
+			if end-s.turnAt >= int64(arrivalLongCallback) || s.arr.end != 0 {
+				s.arr.callbackEnded(s.turnAt, end)
+			}
 		}
 		s.turnAt = 0
 	}

@@ -102,7 +102,9 @@ type Server struct {
 	acct       acct
 	drains     drainWatch
 	rooms      roomTable
-	ws         wsServer // WebSocket figures (ws_stats.go)
+	ws         wsServer    // WebSocket figures (ws_stats.go)
+	health     healthState // published for the health checks (health.go)
+	arr        arrivalBound
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -150,6 +152,7 @@ func New(cfg Config) *Server {
 	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
 	s.pool = offload.New(cfg.Offload)
 	s.initAccounting()
+	s.initHealth()
 	s.date.Update(time.Now())
 	s.publishDate()
 	return s
