@@ -196,7 +196,11 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	dst.Parked[accounting.ParkQueue] += c.queueWait
 	s.fillCPU(dst, &c.Task)
 	dst.Age = time.Duration(now - c.arrivedAt)
-	dst.Status = c.status
+	if !s.cfg.MultiThread || dst.State == accounting.StateDone {
+		// A multi-thread handler writes its status on its own goroutine: read it only
+		// once the request finished (its end was posted to the loop).
+		dst.Status = c.status
+	}
 }
 
 // sampleBackground fills a TaskSample for a background task (or a scheduler task of no
