@@ -169,6 +169,10 @@ type Config struct {
 	// LockOSThread, New logs a warning and CPU time is not measured.
 	CPUClock bool
 
+	// WebSocket configures the connections made with Ctx.Upgrade (limits, keepalive,
+	// slow consumers). Its zero value gives the defaults in WSConfig.
+	WebSocket WSConfig
+
 	// Logger receives the server's logs (handler panics, timeouts, gnet errors).
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -203,6 +207,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.WebSocket = c.WebSocket.withDefaults()
 	return c
 }
 
@@ -243,6 +248,9 @@ func (c Config) Validate() error {
 			return errors.New("loop: " + ce.Describe("Config.Offload."))
 		}
 		return fmt.Errorf("loop: Config.Offload: %w", err)
+	}
+	if err := c.WebSocket.Validate(); err != nil {
+		return err
 	}
 	if err := c.Limits.Validate(); err != nil {
 		var ce *httpcodec.ConfigError

@@ -80,6 +80,8 @@ type conn struct {
 
 	out []byte // output gathered for one write
 
+	ws *WSConn // set once the connection is upgraded to a WebSocket (ws*.go)
+
 	// deadline (loop clock) and what happens at it; 0 means none.
 	deadline     int64
 	deadlineKind deadlineKind
@@ -168,6 +170,9 @@ func (s *Server) connClosed(cs *conn) {
 	cs.state = connClosed
 	s.conns.remove(cs)
 	s.drains.closed(cs)
+	if cs.ws != nil {
+		cs.ws.connClosed()
+	}
 	if cs.pending != nil {
 		s.releaseCtx(cs.pending)
 		cs.pending = nil
@@ -407,6 +412,10 @@ func (s *Server) sweep(now int64) {
 		cs := s.conns.all[i]
 		if cs.state == connClosing {
 			s.tryShutdownWrite(cs)
+		}
+		if cs.ws != nil && cs.state == connOpen {
+			cs.ws.sweep(now) // its own stall, keepalive and close timeouts
+			continue
 		}
 		if s.writeStalled(cs, now) {
 			s.log.Debug("loop: client stopped reading; dropping it", "remote", cs.gc.RemoteAddr())

@@ -135,6 +135,9 @@ func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
 // the connection move on. Loop-confined.
 func (s *Server) finishRequest(c *Ctx) {
 	cs := c.conn
+	if cs.ws != nil {
+		cs.ws.handlerDone(c)
+	}
 	if c.deadline != nil {
 		c.deadline.Stop()
 	}

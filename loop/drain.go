@@ -12,6 +12,10 @@ type DrainReport struct {
 	ForcedTasks     int    // requests still unfinished (running or queued) when the deadline forced the stop
 	Refused         uint64 // requests refused with 429 (admission queue full) over the server's life
 	DeadlineReached bool   // the Shutdown context ended before the drain finished
+	// WebSockets sent a 1001 close frame when Shutdown began: closed with the client's
+	// close frame in answer (or by the handler), or forced (no answer within
+	// Config.WebSocket.CloseTimeout, or the Shutdown context ended first).
+	WebSocketsClosed, WebSocketsForced int
 }
 
 // drainIdleGrace is how long a connection idle when Shutdown began stays open: a request
@@ -48,6 +52,9 @@ func (s *Server) beginDrain() {
 		if !cs.busy() && cs.accepting() && cs.gc.InboundBuffered() == 0 {
 			d.report.ClosedIdle++
 			s.setIdle(cs)
+		}
+		if cs.ws != nil {
+			cs.ws.beginDrain()
 		}
 	}
 	s.drainSig.Set()

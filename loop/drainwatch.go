@@ -33,6 +33,7 @@ type drainPoller struct {
 type drainEntry struct {
 	cs   *conn
 	gen  int32
+	low  int    // the backlog at or under which wake runs
 	wake func() // run on the loop when the backlog is low or the connection closed
 }
 
@@ -102,6 +103,11 @@ func (p *drainPoller) run(w *drainWatch) {
 // streamHighWater (at once if it already is) or cs has closed. It reports false if the
 // watch is unavailable; the caller then polls. Loop-confined.
 func (w *drainWatch) watch(cs *conn, wake func()) bool {
+	return w.watchBelow(cs, streamHighWater, wake)
+}
+
+// watchBelow is watch with another threshold: wake runs once the backlog is at most low.
+func (w *drainWatch) watchBelow(cs *conn, low int, wake func()) bool {
 	if cs.state == connClosed || !w.start() {
 		return false
 	}
@@ -111,7 +117,7 @@ func (w *drainWatch) watch(cs *conn, wake func()) bool {
 		old.wake()
 	}
 	w.gen++
-	e := &drainEntry{cs: cs, gen: w.gen, wake: wake}
+	e := &drainEntry{cs: cs, gen: w.gen, low: low, wake: wake}
 	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: fd, Pad: e.gen}
 	if err := unix.EpollCtl(w.p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
 		return false
@@ -127,7 +133,7 @@ func (w *drainWatch) report(evs []unix.EpollEvent) {
 		if e == nil || e.gen != ev.Pad {
 			continue // forgotten, or the descriptor now serves another connection
 		}
-		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > streamHighWater {
+		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > e.low {
 			re := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: ev.Fd, Pad: e.gen}
 			if unix.EpollCtl(w.p.epfd, unix.EPOLL_CTL_MOD, int(ev.Fd), &re) == nil {
 				continue

@@ -124,6 +124,9 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	if s.life.load() >= stateStopping {
 		return gnet.None
 	}
+	if cs.ws != nil {
+		return s.wsTraffic(cs)
+	}
 	if cs.busy() || cs.blocked {
 		if s.inputBound(cs) {
 			// Input beyond the bound while it cannot be parsed (a request in flight, or the

@@ -114,6 +114,9 @@ func (s *Server) finalStop() {
 			cs.out = appendPlainResponse(cs.out, 503, "503 Service Unavailable\n", true, false, s.date.Bytes())
 			s.drain.report.RejectedDuring++
 		}
+		if cs.ws != nil {
+			cs.ws.stopping()
+		}
 		s.flush(cs)
 		if cs.state == connOpen {
 			cs.state = connClosing

@@ -98,6 +98,7 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
+	ws         wsServer // WebSocket figures (ws_stats.go)
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -168,7 +169,8 @@ func (s *Server) publishDate() {
 // upper bound also keeps the Date header within half a second of the truth).
 func sweepInterval(cfg Config) time.Duration {
 	d := 500 * time.Millisecond
-	for _, t := range []time.Duration{cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.LingerTimeout} {
+	ws := cfg.WebSocket
+	for _, t := range []time.Duration{cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.LingerTimeout, ws.PingInterval, ws.PongTimeout, ws.StallTimeout, ws.CloseTimeout} {
 		if t > 0 && t/4 < d {
 			d = t / 4
 		}
