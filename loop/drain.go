@@ -16,6 +16,8 @@ type DrainReport struct {
 	// close frame in answer (or by the handler), or forced (no answer within
 	// Config.WebSocket.CloseTimeout, or the Shutdown context ended first).
 	WebSocketsClosed, WebSocketsForced int
+	RoomsEnded                         int // rooms that ended (were stopped and their tasks finished) during the drain
+	RoomsForced                        int // rooms still running when the drain deadline forced the stop
 }
 
 // drainIdleGrace is how long a connection idle when Shutdown began stays open: a request
@@ -58,6 +60,7 @@ func (s *Server) beginDrain() {
 		}
 	}
 	s.drainSig.Set()
+	s.drainRooms()
 	s.hooksMu.Lock()
 	hooks := append([]func(){}, s.onDrain...)
 	s.hooksMu.Unlock()
@@ -71,7 +74,7 @@ func (s *Server) beginDrain() {
 // queued and none of the connections open when the drain began (they close gracefully
 // after their last responses). Loop-confined.
 func (s *Server) checkDrained() {
-	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 {
+	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 && s.rooms.live == 0 {
 		s.requestStop()
 	}
 }

@@ -99,6 +99,7 @@ type Server struct {
 	acct       acct
 	drains     drainWatch
 	ws         wsServer // WebSocket figures (ws_stats.go)
+	rooms      roomTable
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call

@@ -354,6 +354,7 @@ func (s *Server) HandleStats(prefix string) {
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
 	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
+	s.handleRoomsPage(prefix)                                       // room.go
 }
 
 // serveStats snapshots on the loop, renders off it and answers.

@@ -45,6 +45,8 @@ type Task struct {
 	cpuStart time.Duration
 
 	suspendFn func(offload.Wait) (func(), func() error) // t.suspend, made once: no allocation per offloaded call
+
+	room *roomCore // the room the task belongs to (room.go), nil for most
 }
 
 // taskOps is the seam between the two ways a task runs. loopTask parks a coroutine on the
@@ -169,6 +171,9 @@ func (t *Task) cancel(err error) {
 
 // release cancels the context at the end of the task.
 func (t *Task) release() {
+	if t.room != nil {
+		t.room.taskEnded(t)
+	}
 	if t.cancelCtx != nil {
 		t.cancelCtx(context.Canceled)
 	}

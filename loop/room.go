@@ -1,0 +1,681 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/scheduler"
+)
+
+// Room errors.
+var (
+	// ErrDraining is returned by NewRoom once Shutdown has begun: a handler answers 503
+	// with Retry-After (Ctx.RoomError does) so the client goes to another instance.
+	ErrDraining = errors.New("loop: server is draining")
+	// ErrInputFull is returned by Room.Input when the room's input queue is full and its
+	// policy is RefuseInput: a handler answers 429 with Retry-After (Ctx.RoomError does).
+	ErrInputFull = errors.New("loop: room input queue full")
+	// ErrInputDropped is returned by Room.Input when the room's input queue is full and
+	// its policy is DropInput: the input was dropped and counted. A handler usually
+	// ignores it (the client's next input supersedes this one).
+	ErrInputDropped = errors.New("loop: room input dropped: queue full")
+	// ErrRoomStopped is returned by Room methods once the room was stopped, and is the
+	// cancellation cause of its tasks (their parks return it, their Context is cancelled
+	// with it).
+	ErrRoomStopped = errors.New("loop: room stopped")
+)
+
+// Room defaults.
+const (
+	// DefaultRoomInputQueue is RoomConfig.InputQueue when zero: at 20 Hz, 256 inputs per
+	// tick is 64 players sending 4 inputs each between two ticks, far more than a room
+	// receives, yet a flood stops at a few KiB of queued inputs.
+	DefaultRoomInputQueue = 256
+
+	// roomOverrunLogEvery rate-limits a room's overrun log lines: the first overrun is
+	// logged, then at most one line per room per this interval (with the number of
+	// overruns not logged); every overrun is counted.
+	roomOverrunLogEvery = 10 * time.Second
+
+	// roomRetain is how long a stopped room's figures stay on the rooms page (marked
+	// stopped) before its slot is freed: the longest loop-share window, so a room that
+	// stopped after hogging the loop is still there to be named.
+	roomRetain = time.Minute
+
+	// roomDrainRetryAfter is the Retry-After of a 503 refusing a room while draining: the
+	// server will not come back, so the client should try another instance soon.
+	roomDrainRetryAfter = 1
+)
+
+// LatePolicy says what a room does with tick deadlines that passed while a tick (or
+// another task) held the loop: SkipLate or CatchUp(k).
+type LatePolicy struct{ catchUp int }
+
+// SkipLate skips the deadlines already passed and ticks at the next one: the default,
+// because a late tick's DT already covers the lost time, and running missed ticks back to
+// back would hold the loop longer exactly when it is overloaded.
+var SkipLate = LatePolicy{}
+
+// CatchUp runs at most k missed ticks back to back (each with its own N and Deadline)
+// after a late one, and skips the rest: for a fixed-step simulation that must not lose
+// steps to a short hiccup. k must be at least 1.
+func CatchUp(k int) LatePolicy { return LatePolicy{catchUp: k} }
+
+// String returns "skip" or "catch-up(k)".
+func (p LatePolicy) String() string {
+	if p.catchUp == 0 {
+		return "skip"
+	}
+	return "catch-up(" + strconv.Itoa(p.catchUp) + ")"
+}
+
+// InputPolicy says what Room.Input does when the room's input queue is full.
+type InputPolicy int
+
+const (
+	// DropInput drops the input offered to a full queue, counts it and returns
+	// ErrInputDropped: the default, because a player's next input supersedes a lost one
+	// and the sender need not be told.
+	DropInput InputPolicy = iota
+	// RefuseInput refuses the input with ErrInputFull (counted): the handler answers 429
+	// with Retry-After, for inputs that must not be lost silently (orders, purchases).
+	RefuseInput
+)
+
+// RoomConfig configures a room. Name, Period and Tick are required.
+type RoomConfig[I any] struct {
+	// Name names the room on the rooms page; its tick task is named "room:<Name>" on the
+	// tasks page, in the stall log and in CPU accounting.
+	Name string
+	// Period is the time between tick deadlines (50 ms for 20 Hz).
+	Period time.Duration
+	// Tick runs once per deadline, on the loop, as a slice of the room's tick task. It
+	// may park (t.Task.Sleep, offload calls) but the next tick waits for it.
+	Tick func(r *Room[I], t *Tick[I])
+	// Late says what to do with deadlines missed while a tick ran late: SkipLate (the
+	// zero value) or CatchUp(k).
+	Late LatePolicy
+	// Budget is how long a tick may run before it counts as an overrun; zero means
+	// Period/2, leaving the other half of each period to the rest of the loop.
+	Budget time.Duration
+	// InputQueue bounds the inputs waiting for the next tick; zero means
+	// DefaultRoomInputQueue.
+	InputQueue int
+	// InputFull says what Input does when the queue is full: DropInput (the zero value)
+	// or RefuseInput.
+	InputFull InputPolicy
+	// OnDrain runs on the loop when Shutdown begins, with the drain deadline (zero when
+	// the Shutdown context has none): save the game, tell the players, then Stop the room.
+	// The room keeps ticking until it is stopped; rooms still running at the deadline are
+	// forced (their tasks are unwound). Without OnDrain a room is stopped when the drain
+	// begins.
+	OnDrain func(r *Room[I], deadline time.Time)
+}
+
+// Validate reports the first invalid field, naming it. Any goroutine.
+func (c RoomConfig[I]) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("loop: RoomConfig.Name is empty")
+	case c.Period <= 0:
+		return fmt.Errorf("loop: RoomConfig.Period (%v) must be positive", c.Period)
+	case c.Tick == nil:
+		return errors.New("loop: RoomConfig.Tick is nil")
+	case c.Late.catchUp < 0:
+		return fmt.Errorf("loop: RoomConfig.Late: CatchUp(%d) must catch up at least 1 tick", c.Late.catchUp)
+	case c.Budget < 0:
+		return fmt.Errorf("loop: RoomConfig.Budget (%v) must not be negative", c.Budget)
+	case c.InputQueue < 0:
+		return fmt.Errorf("loop: RoomConfig.InputQueue (%d) must not be negative", c.InputQueue)
+	case c.InputFull != DropInput && c.InputFull != RefuseInput:
+		return fmt.Errorf("loop: RoomConfig.InputFull (%d) is not DropInput or RefuseInput", c.InputFull)
+	}
+	return nil
+}
+
+// Tick is what a room's tick function gets: which tick this is and how it is timed. The
+// room reuses it: do not keep it past the tick.
+type Tick[I any] struct {
+	// N is the tick's deadline number: the deadline is the room's start + N·Period. It
+	// starts at 1; deadlines skipped by the late policy leave gaps, so N·Period is the
+	// game time since the room started.
+	N uint64
+	// DT is the time since the previous tick started (since the room started, for the
+	// first): what a variable-step simulation advances by.
+	DT time.Duration
+	// Deadline is when the tick was due.
+	Deadline time.Time
+	// Late is how long after Deadline the tick started.
+	Late time.Duration
+	// Task is the room's tick task: park it (Sleep, offload calls) or pass its Context.
+	Task *Task
+
+	room *Room[I]
+}
+
+// DrainInputs calls fn for every input queued since the last drain, oldest first, and
+// empties the queue. Inputs that arrive while fn runs wait for the next drain. It does not
+// allocate. The tick's task only.
+func (t *Tick[I]) DrainInputs(fn func(I)) { t.room.drainInputs(fn) }
+
+// Inputs returns the queued inputs as an iterator that drains them (see DrainInputs). The
+// tick's task only.
+func (t *Tick[I]) Inputs() iter.Seq[I] {
+	return func(yield func(I) bool) { t.room.drainSeq(yield) }
+}
+
+// Stats returns the room's figures so far (see RoomStats). The tick's task only.
+func (t *Tick[I]) Stats() RoomStats { return t.room.Stats() }
+
+// RoomStats is a room's figures: ticks, overruns, skipped and caught-up ticks, tick
+// duration and lateness percentiles, loop share, inputs and members. docs/rooms.md says
+// what each means.
+type RoomStats = accounting.RoomSnapshot
+
+// Room is a game session: a tick function run against absolute deadlines on the loop, a
+// bounded queue of player inputs it drains, and the member tasks (request handlers,
+// WebSocket connections, tasks started with Go) that belong to it: their loop time counts
+// to the room, and Stop cancels them. Rooms always run on the loop, in both modes.
+//
+// Methods say on which goroutine they may be called: Input, Stop, Done and Name from any;
+// the others on the loop (from a loop-mode handler, a task, a tick, or a function passed
+// to Server.Post; in multi-thread mode handlers run off the loop, so use Post).
+type Room[I any] struct {
+	core roomCore
+	cfg  RoomConfig[I]
+	in   []I // queued inputs; guarded by core.inMu
+	out  []I // inputs being drained; the tick's
+	tick Tick[I]
+}
+
+// roomCore is the part of a room that does not depend on its input type: what the server's
+// room table, the drain and the member tasks see.
+type roomCore struct {
+	srv      *Server
+	name     string
+	taskName string // "room:" + name
+	period   int64
+	budget   time.Duration
+	catchUp  int
+	rec      *accounting.Room
+	slot     int // index in roomTable.all
+
+	tickTask   *Task // nil once ended
+	members    []member
+	stopping   bool // Stop arrived (or the drain stopped it)
+	ended      bool
+	endedAt    int64
+	onDrain    func(deadline time.Time)
+	lastOnLoop time.Duration
+
+	nextLog    int64
+	suppressed uint64
+
+	stopOnce sync.Once
+	done     chan struct{}
+
+	inMu                     sync.Mutex
+	closed                   bool      // guarded by inMu: Input refuses once set
+	inputs, dropped, refused uint64    // guarded by inMu
+	queueLen                 int       // guarded by inMu
+	synced                   [3]uint64 // what rec already has of the three counters (loop)
+	inputCap                 int
+	refuse                   bool
+}
+
+// member is a task that belongs to a room.
+type member struct {
+	t    *Task
+	id   uint64        // its task id when attached: a pooled Task is another task later
+	last time.Duration // its loop time already charged to the room
+}
+
+// NewRoom starts a room on s: its first tick is one Period from now. It returns an error
+// naming the invalid RoomConfig field, ErrDraining once Shutdown has begun (answer 503:
+// Ctx.RoomError), or ErrServerClosed after the server stopped. Loop-confined: call it from
+// a handler (loop mode), a task, a tick or a function passed to Server.Post (also before
+// ListenAndServe: the function runs once the server is ready).
+func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch st := s.life.load(); {
+	case st >= stateStopping:
+		return nil, ErrServerClosed
+	case st >= stateDraining:
+		return nil, ErrDraining
+	}
+	if cfg.Budget == 0 {
+		cfg.Budget = cfg.Period / 2
+	}
+	if cfg.InputQueue == 0 {
+		cfg.InputQueue = DefaultRoomInputQueue
+	}
+	r := &Room[I]{cfg: cfg}
+	r.tick.room = r
+	c := &r.core
+	now := s.nanotime()
+	*c = roomCore{
+		srv: s, name: cfg.Name, taskName: "room:" + cfg.Name, period: int64(cfg.Period), budget: cfg.Budget,
+		catchUp: cfg.Late.catchUp, rec: accounting.NewRoom(cfg.Name, cfg.Period, cfg.Budget, now),
+		done: make(chan struct{}), inputCap: cfg.InputQueue, refuse: cfg.InputFull == RefuseInput,
+	}
+	if cfg.OnDrain != nil {
+		c.onDrain = func(deadline time.Time) { cfg.OnDrain(r, deadline) }
+	}
+	s.rooms.add(c, now)
+	bt := s.spawnOnLoop(c.taskName, func(bt *Task) { r.run(bt, now) })
+	bt.room = c // the tick task is not a member, but its end ends the room
+	c.tickTask = bt
+	return r, nil
+}
+
+// Name returns the room's name. Any goroutine.
+func (r *Room[I]) Name() string { return r.core.name }
+
+// Done returns a channel closed once the room has ended: it was stopped (or the server
+// stopped) and its tick task and member tasks have all finished. Any goroutine.
+func (r *Room[I]) Done() <-chan struct{} { return r.core.done }
+
+// Stop stops the room: no further tick runs (one running finishes), inputs are refused
+// with ErrRoomStopped, and its member tasks are cancelled with ErrRoomStopped (their parks
+// return it, so they return and their deferred functions run). Done is closed once they
+// have all ended. Stop returns at once; stopping a stopped room does nothing. Any
+// goroutine, also from the room's own tick or tasks.
+func (r *Room[I]) Stop() {
+	c := &r.core
+	c.stopOnce.Do(func() {
+		c.inMu.Lock()
+		c.closed = true
+		c.inMu.Unlock()
+		if c.srv.Post(c.stopOnLoop) != nil {
+			c.end() // the loop is gone, and the room with it
+		}
+	})
+}
+
+// Members returns the number of member tasks (the tick task not included). Loop-confined.
+func (r *Room[I]) Members() int { return len(r.core.members) }
+
+// Stats returns the room's figures so far (see RoomStats): cheap enough for every tick
+// (a pass over two small histograms). Loop-confined.
+func (r *Room[I]) Stats() RoomStats {
+	c := &r.core
+	c.sync()
+	return c.rec.Snapshot(c.srv.nanotime())
+}
+
+// Input queues v for the room's next tick. It never parks. When the queue is full it
+// drops v and returns ErrInputDropped (DropInput) or returns ErrInputFull (RefuseInput);
+// both are counted. After Stop it returns ErrRoomStopped. It does not allocate once the
+// queue has grown. Any goroutine.
+func (r *Room[I]) Input(v I) error {
+	c := &r.core
+	c.inMu.Lock()
+	switch {
+	case c.closed:
+		c.inMu.Unlock()
+		return ErrRoomStopped
+	case len(r.in) >= c.inputCap:
+		if c.refuse {
+			c.refused++
+			c.inMu.Unlock()
+			return ErrInputFull
+		}
+		c.dropped++
+		c.inMu.Unlock()
+		return ErrInputDropped
+	}
+	r.in = append(r.in, v)
+	c.inputs++
+	c.queueLen = len(r.in)
+	c.inMu.Unlock()
+	return nil
+}
+
+func (r *Room[I]) takeInputs() []I {
+	c := &r.core
+	c.inMu.Lock()
+	r.in, r.out = r.out[:0], r.in
+	c.queueLen = 0
+	c.inMu.Unlock()
+	return r.out
+}
+
+func (r *Room[I]) drainInputs(fn func(I)) {
+	out := r.takeInputs()
+	for _, v := range out {
+		fn(v)
+	}
+	clear(out) // let the inputs' memory go
+}
+
+func (r *Room[I]) drainSeq(yield func(I) bool) {
+	out := r.takeInputs()
+	defer clear(out)
+	for i, v := range out {
+		if !yield(v) {
+			// Stopped early: put the rest back in front of what arrived meanwhile.
+			rest := out[i+1:]
+			c := &r.core
+			c.inMu.Lock()
+			r.in = append(append(r.out[:0:0], rest...), r.in...)
+			c.queueLen = len(r.in)
+			c.inMu.Unlock()
+			return
+		}
+	}
+}
+
+// Go starts fn as a member task of the room, named "room:<room>/<name>": like Server.Go,
+// but its loop time counts to the room and Stop cancels it. Starting a task in a stopped
+// room returns a handle that is already done. Loop-confined.
+func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
+	if fn == nil {
+		panic("loop: Room.Go(" + name + ", nil)")
+	}
+	c := &r.core
+	h := c.srv.newHandle(c.taskName + "/" + name)
+	if c.stopping || c.ended {
+		h.end()
+		return h
+	}
+	bt := c.srv.spawnOnLoop(h.name, func(bt *Task) {
+		defer h.end()
+		fn(bt)
+	})
+	h.run.bt = bt
+	c.attach(bt)
+	return h
+}
+
+// Attach makes t a member of the room: t's loop time counts to the room from now on, and
+// Stop cancels it. Pass a handler's task (&c.Task; a WebSocket connection's task is its
+// upgrading handler's) or a background task's. A task belongs to one room at a time:
+// attaching it moves it. In a stopped room it returns ErrRoomStopped. Loop-confined.
+func (r *Room[I]) Attach(t *Task) error {
+	c := &r.core
+	if c.stopping || c.ended {
+		return ErrRoomStopped
+	}
+	if t.room == c {
+		return nil
+	}
+	if t.room != nil {
+		t.room.detach(t)
+	}
+	c.attach(t)
+	return nil
+}
+
+// Detach ends t's membership: its loop time so far stays counted. Loop-confined.
+func (r *Room[I]) Detach(t *Task) {
+	if t.room == &r.core {
+		r.core.detach(t)
+	}
+}
+
+// run is the body of the room's tick task: ticks against absolute deadlines start +
+// N·Period, with the late policy deciding about deadlines that passed during a tick.
+func (r *Room[I]) run(bt *Task, start int64) {
+	c := &r.core
+	s := c.srv
+	defer r.takeInputs() // the queue's memory goes with the room
+	r.tick.Task = bt
+	next, n, prev := start+c.period, uint64(1), start
+	behind := 0 // ticks run back to back to catch up since the last on-time one
+	for {
+		if now := s.nanotime(); next > now {
+			if err := bt.t.Sleep(time.Duration(next - now)); err != nil || bt.err != nil {
+				return
+			}
+		} else if bt.err != nil {
+			return
+		}
+		began := s.nanotime()
+		c.chargeTick(bt)
+		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
+		r.tick.Deadline = s.timeAt(next)
+		r.runTick()
+		end := s.nanotime()
+		dur := time.Duration(end - began)
+		if c.rec.Tick(r.tick.Late, dur) {
+			c.overrun(n, dur, end)
+		}
+		if !s.acct.on {
+			c.rec.LoopTime(end, dur) // no per-task figures: a tick's loop time is its length
+		}
+		c.chargeMembers(end)
+		prev = began
+		n++
+		next += c.period
+		if next > end {
+			behind = 0
+			continue
+		}
+		missed := (end-next)/c.period + 1 // deadlines already passed
+		allowed := int64(max(c.catchUp-behind, 0))
+		if skip := missed - allowed; skip > 0 {
+			n += uint64(skip)
+			next += skip * c.period
+			c.rec.Skipped(uint64(skip))
+		}
+		if next <= end {
+			behind++
+			c.rec.CaughtUp()
+		} else {
+			behind = 0
+		}
+	}
+}
+
+// runTick runs one tick, containing a panic: logged and counted, and the room goes on
+// (its next tick runs), as a background Every task does.
+func (r *Room[I]) runTick() {
+	defer func() {
+		if v := recover(); v != nil {
+			s := r.core.srv
+			if s.life.load() >= stateStopping {
+				panic(v) // the scheduler is unwinding the task: let it
+			}
+			r.core.rec.Panicked()
+			s.onTaskPanic(r.tick.Task.t, v, debug.Stack())
+		}
+	}()
+	r.cfg.Tick(r, &r.tick)
+}
+
+// spawnOnLoop starts fn as a background task named name on the loop now, as Server.Go
+// does once its posted start runs. Loop-confined.
+func (s *Server) spawnOnLoop(name string, fn func(t *Task)) *Task {
+	bt := &Task{srv: s, ops: loopTask{}, name: name}
+	bt.t = s.sched.Spawn(func(t *scheduler.Task) {
+		defer func() {
+			bt.release()
+			if s.acct.on {
+				s.acct.loop.TaskFinished()
+			}
+		}()
+		s.publishTask(t, &bt.name)
+		fn(bt)
+	}, bt)
+	bt.t.SetLabel(name)
+	if s.acct.on {
+		s.acct.loop.TaskStarted()
+	}
+	s.postPump()
+	return bt
+}
+
+// attach adds t to the members. Loop-confined.
+func (c *roomCore) attach(t *Task) {
+	t.room = c
+	var last time.Duration
+	if t.t != nil {
+		last, _, _ = t.t.Totals()
+	}
+	c.members = append(c.members, member{t: t, id: t.idOrZero(), last: last})
+	if c.stopping {
+		t.cancel(ErrRoomStopped)
+	}
+}
+
+// detach removes t from the members, charging its loop time since the last charge.
+// Loop-confined.
+func (c *roomCore) detach(t *Task) {
+	t.room = nil
+	for i := range c.members {
+		if m := &c.members[i]; m.t == t {
+			if t.t != nil && t.t.ID() == m.id && c.srv.acct.on {
+				on, _, _ := t.t.Totals()
+				c.rec.LoopTime(c.srv.nanotime(), on-m.last)
+			}
+			last := len(c.members) - 1
+			c.members[i] = c.members[last]
+			c.members[last] = member{}
+			c.members = c.members[:last]
+			break
+		}
+	}
+	c.checkEnded()
+}
+
+// taskEnded is called by Task.release for a task that belongs to a room (a member, or the
+// tick task). Loop-confined.
+func (c *roomCore) taskEnded(t *Task) {
+	if t == c.tickTask {
+		t.room = nil
+		c.chargeTick(t)
+		c.tickTask = nil
+		c.checkEnded()
+		return
+	}
+	c.detach(t)
+}
+
+// chargeTick charges the tick task's loop time since the last charge (its slices up to
+// the latest switch) to the room.
+func (c *roomCore) chargeTick(bt *Task) {
+	if !c.srv.acct.on || bt.t == nil {
+		return
+	}
+	on, _, _ := bt.t.Totals()
+	c.rec.LoopTime(c.srv.nanotime(), on-c.lastOnLoop)
+	c.lastOnLoop = on
+}
+
+// chargeMembers charges the members' loop time since the last charge. Loop-confined.
+func (c *roomCore) chargeMembers(now int64) {
+	if !c.srv.acct.on {
+		return
+	}
+	for i := range c.members {
+		m := &c.members[i]
+		if t := m.t.t; t != nil && t.ID() == m.id {
+			on, _, _ := t.Totals()
+			c.rec.LoopTime(now, on-m.last)
+			m.last = on
+		}
+	}
+}
+
+// sync brings the room's input counters and member count into its recorder.
+// Loop-confined.
+func (c *roomCore) sync() {
+	c.inMu.Lock()
+	in, dr, rf, q := c.inputs, c.dropped, c.refused, c.queueLen
+	c.inMu.Unlock()
+	c.rec.Input(in-c.synced[0], dr-c.synced[1], rf-c.synced[2])
+	c.synced = [3]uint64{in, dr, rf}
+	c.rec.SetMembers(len(c.members), q)
+}
+
+// overrun logs a tick over budget, at most once per room per roomOverrunLogEvery and
+// within the server-wide room log limit.
+func (c *roomCore) overrun(n uint64, dur time.Duration, now int64) {
+	s := c.srv
+	if now < c.nextLog {
+		c.suppressed++
+		return
+	}
+	ok, _ := s.rooms.log.Allow(s.timeAt(now))
+	if !ok {
+		c.suppressed++
+		return
+	}
+	c.nextLog = now + int64(roomOverrunLogEvery)
+	s.log.Warn("loop: room tick overran its budget", "room", c.name, "task", c.taskName, "tick", n,
+		"duration", dur, "budget", c.budget, "period", time.Duration(c.period),
+		"overruns", c.rec.Overruns(), "not_logged", c.suppressed)
+	c.suppressed = 0
+}
+
+// stopOnLoop stops the room. Loop-confined.
+func (c *roomCore) stopOnLoop() {
+	if c.stopping {
+		return
+	}
+	c.stopping = true
+	c.inMu.Lock()
+	c.closed = true
+	c.inMu.Unlock()
+	if c.tickTask != nil {
+		c.tickTask.cancel(ErrRoomStopped)
+	}
+	for i := range c.members {
+		c.members[i].t.cancel(ErrRoomStopped)
+	}
+	c.checkEnded()
+}
+
+// checkEnded ends the room once it was stopped (or its tick task ended) and nothing of it
+// runs any more. Loop-confined.
+func (c *roomCore) checkEnded() {
+	if c.ended || c.tickTask != nil {
+		return
+	}
+	if len(c.members) > 0 && c.srv.life.load() < stateStopping {
+		if !c.stopping {
+			c.stopOnLoop() // the tick task ended by itself (its context's server stops): cancel the rest
+		}
+		return
+	}
+	c.end()
+	c.srv.rooms.ended(c)
+}
+
+// end closes Done. Any goroutine, once.
+func (c *roomCore) end() {
+	c.ended = true
+	select {
+	case <-c.done:
+	default:
+		close(c.done)
+	}
+}
+
+// RoomError answers a request refused by a room call and reports whether it did: 503 with
+// Retry-After for ErrDraining (or ErrServerClosed), 429 with Retry-After for ErrInputFull,
+// 410 for ErrRoomStopped. Other errors (nil, ErrInputDropped) are left to the handler.
+// The handler's task only.
+func (c *Ctx) RoomError(err error) bool {
+	switch {
+	case errors.Is(err, ErrDraining), errors.Is(err, ErrServerClosed):
+		c.SetHeader("Retry-After", strconv.Itoa(roomDrainRetryAfter))
+		c.String(503, "503 Service Unavailable: draining\n")
+	case errors.Is(err, ErrInputFull):
+		c.SetHeader("Retry-After", "1") // a tick drains the queue: the next second has room
+		c.String(429, "429 Too Many Requests: room input queue full\n")
+	case errors.Is(err, ErrRoomStopped):
+		c.String(410, "410 Gone: room stopped\n")
+	default:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,530 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// inLoop runs fn on s's loop and waits for it.
+func inLoop(t testing.TB, s *Server, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	require.NoError(t, s.Post(func() { defer close(done); fn() }))
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("loop did not run the posted function within 10s")
+	}
+}
+
+// newRoomT makes a room on the loop, failing the test on error.
+func newRoomT[I any](t testing.TB, s *Server, cfg RoomConfig[I]) *Room[I] {
+	t.Helper()
+	var r *Room[I]
+	var err error
+	inLoop(t, s, func() { r, err = NewRoom(s, cfg) })
+	require.NoError(t, err)
+	return r
+}
+
+// roomStats reads r's figures on the loop.
+func roomStats[I any](t testing.TB, s *Server, r *Room[I]) RoomStats {
+	t.Helper()
+	var st RoomStats
+	inLoop(t, s, func() { st = r.Stats() })
+	return st
+}
+
+func TestRoomConfigValidate(t *testing.T) {
+	tick := func(*Room[int], *Tick[int]) {}
+	ok := RoomConfig[int]{Name: "a", Period: time.Millisecond, Tick: tick}
+	require.NoError(t, ok.Validate())
+	cases := map[string]func(c *RoomConfig[int]){
+		"RoomConfig.Name":       func(c *RoomConfig[int]) { c.Name = "" },
+		"RoomConfig.Period":     func(c *RoomConfig[int]) { c.Period = 0 },
+		"RoomConfig.Tick":       func(c *RoomConfig[int]) { c.Tick = nil },
+		"RoomConfig.Late":       func(c *RoomConfig[int]) { c.Late = CatchUp(-1) },
+		"RoomConfig.Budget":     func(c *RoomConfig[int]) { c.Budget = -1 },
+		"RoomConfig.InputQueue": func(c *RoomConfig[int]) { c.InputQueue = -1 },
+		"RoomConfig.InputFull":  func(c *RoomConfig[int]) { c.InputFull = 7 },
+	}
+	for field, mutate := range cases {
+		c := ok
+		mutate(&c)
+		err := c.Validate()
+		require.Error(t, err, field)
+		assert.Contains(t, err.Error(), field)
+	}
+	s := New(Config{Logger: quietLogger(t)})
+	_, err := NewRoom(s, RoomConfig[int]{Name: "x", Tick: tick})
+	require.ErrorContains(t, err, "RoomConfig.Period")
+	assert.Equal(t, "skip", SkipLate.String())
+	assert.Equal(t, "catch-up(2)", CatchUp(2).String())
+}
+
+// TestRoomTicksDoNotDrift: over 200 ticks at 50 Hz, the k-th tick's deadline is exactly
+// start + k·period and the tick starts within a bound of it, and the 200th tick comes
+// 200 periods after the start, not 200 periods plus 200 tick overheads.
+func TestRoomTicksDoNotDrift(t *testing.T) {
+	const period = 20 * time.Millisecond
+	const ticks = 200
+	s, _ := startServer(t, Config{}, nil)
+	type obs struct {
+		n        uint64
+		deadline time.Time
+		started  time.Time
+		dt       time.Duration
+	}
+	got := make(chan obs, ticks+10)
+	var stop atomic.Bool
+	var created time.Time
+	r := newRoomT(t, s, RoomConfig[int]{Name: "clock", Period: period, Tick: func(r *Room[int], tk *Tick[int]) {
+		if !stop.Load() {
+			got <- obs{tk.N, tk.Deadline, time.Now(), tk.DT}
+		}
+		if tk.N >= ticks {
+			stop.Store(true)
+			r.Stop()
+		}
+	}})
+	_ = created
+	<-r.Done()
+	close(got)
+	var first *obs
+	var lates []time.Duration
+	var last obs
+	for o := range got {
+		if first == nil {
+			o := o
+			first = &o
+		}
+		base := o.deadline.Add(-time.Duration(o.n) * period)
+		require.True(t, base.Equal(first.deadline.Add(-time.Duration(first.n)*period)),
+			"tick %d: deadline %v is not start + N·period", o.n, o.deadline)
+		late := o.started.Sub(o.deadline)
+		require.GreaterOrEqual(t, late, -time.Millisecond, "tick %d started before its deadline", o.n)
+		lates = append(lates, late)
+		last = o
+	}
+	require.Equal(t, uint64(ticks), last.n)
+	// Not accumulating: the last tick is as close to its deadline as ticks usually are.
+	start := first.deadline.Add(-time.Duration(first.n) * period)
+	drift := last.started.Sub(start) - ticks*period
+	assert.Less(t, drift, 15*time.Millisecond, "200th tick %v after start + 200 periods", drift)
+	var within int
+	for _, l := range lates {
+		if l < 5*time.Millisecond {
+			within++
+		}
+	}
+	assert.GreaterOrEqual(t, within, len(lates)*9/10, "most ticks start within 5 ms of their deadline: %v", lates)
+}
+
+// lateRun records the tick numbers of a room whose second tick blocks the loop for 3.5
+// periods, and returns them with the room's figures.
+func lateRun(t *testing.T, policy LatePolicy) ([]uint64, []time.Duration, RoomStats) {
+	const period = 40 * time.Millisecond
+	s, _ := startServer(t, Config{StallThreshold: -1}, nil)
+	var mu sync.Mutex
+	var ns []uint64
+	var lates []time.Duration
+	r := newRoomT(t, s, RoomConfig[int]{Name: "late", Period: period, Late: policy, Tick: func(r *Room[int], tk *Tick[int]) {
+		mu.Lock()
+		ns = append(ns, tk.N)
+		lates = append(lates, tk.Late)
+		count := len(ns)
+		mu.Unlock()
+		if tk.N == 2 {
+			time.Sleep(period*3 + period/2) // holds the loop: deadlines 3, 4 and 5 pass
+		}
+		if count >= 6 {
+			r.Stop()
+		}
+	}})
+	<-r.Done()
+	st := roomStats(t, s, r)
+	mu.Lock()
+	defer mu.Unlock()
+	return ns, lates, st
+}
+
+func TestRoomLateSkip(t *testing.T) {
+	ns, _, st := lateRun(t, SkipLate)
+	require.GreaterOrEqual(t, len(ns), 3)
+	assert.Equal(t, []uint64{1, 2, 6}, ns[:3], "SkipLate skips deadlines 3 to 5")
+	assert.EqualValues(t, 3, st.Skipped)
+	assert.EqualValues(t, 0, st.CaughtUp)
+	assert.EqualValues(t, 1, st.Overruns, "the blocking tick is over budget")
+}
+
+func TestRoomLateCatchUp(t *testing.T) {
+	const period = 40 * time.Millisecond
+	ns, lates, st := lateRun(t, CatchUp(2))
+	require.GreaterOrEqual(t, len(ns), 5)
+	assert.Equal(t, []uint64{1, 2, 4, 5, 6}, ns[:5], "CatchUp(2) runs deadlines 4 and 5 back to back, skips 3")
+	assert.EqualValues(t, 1, st.Skipped)
+	assert.EqualValues(t, 2, st.CaughtUp)
+	assert.Greater(t, lates[2], period, "tick 4 ran late")
+	assert.Greater(t, lates[3], time.Duration(0), "tick 5 ran late")
+	assert.Less(t, lates[4], period/2, "tick 6 is back on time")
+}
+
+// roomHeavyTick holds the loop for longer than the stall threshold: the stall log's stack
+// must name it.
+func roomHeavyTick(r *Room[int], tk *Tick[int]) {
+	if tk.Stats().Ticks < 3 { // the first three ticks
+		spin(60 * time.Millisecond)
+	}
+}
+
+func spin(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+func TestRoomOverrunLoggedOnceWithStack(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	s, _ := startServer(t, Config{Logger: log, StallThreshold: 20 * time.Millisecond}, nil)
+	r := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Tick: roomHeavyTick})
+	require.Eventually(t, func() bool { return roomStats(t, s, r).Ticks >= 5 }, 10*time.Second, 5*time.Millisecond)
+	st := roomStats(t, s, r)
+	assert.EqualValues(t, 3, st.Overruns)
+	r.Stop()
+	<-r.Done()
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "room tick overran its budget"), "one overrun line for three overruns:\n%s", out)
+	assert.Contains(t, out, "room=heavy")
+	assert.Contains(t, out, "tick=1 ")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "a task is holding the loop") },
+		5*time.Second, 5*time.Millisecond)
+	out = logs.String()
+	stall := out[strings.Index(out, "a task is holding the loop"):]
+	stall = stall[:strings.IndexByte(stall, '\n')+1]
+	assert.Contains(t, stall, "route=room:heavy", "the stall names the room's task")
+	assert.Contains(t, stall, "roomHeavyTick", "the stall's stack names the tick function")
+}
+
+// roomsPage fetches the rooms page as JSON.
+type roomsPageDoc struct {
+	Total int           `json:"rooms_total"`
+	Rooms []roomPageRow `json:"rooms"`
+	Other *roomPageRow  `json:"other"`
+}
+
+type roomPageRow struct {
+	Name     string  `json:"name"`
+	Rooms    int     `json:"rooms"`
+	Overruns uint64  `json:"overruns"`
+	Share1s  float64 `json:"loop_share_1s"`
+	Ticks    uint64  `json:"ticks"`
+	Dropped  uint64  `json:"inputs_dropped"`
+	Members  int     `json:"members"`
+	State    string  `json:"state"`
+}
+
+func getRooms(t *testing.T, addr, query string) roomsPageDoc {
+	t.Helper()
+	resp, body := dial(t, addr).get("/debug/baton/rooms" + query)
+	require.Equal(t, 200, resp.StatusCode, body)
+	var doc roomsPageDoc
+	require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
+	return doc
+}
+
+func TestRoomsPageNamesHeavyRoom(t *testing.T) {
+	s, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) { s.HandleStats("/debug/baton") })
+	heavy := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
+		Tick: func(*Room[int], *Tick[int]) { spin(8 * time.Millisecond) }})
+	for i := range 3 {
+		newRoomT(t, s, RoomConfig[int]{Name: fmt.Sprint("light", i), Period: 20 * time.Millisecond,
+			Tick: func(*Room[int], *Tick[int]) {}})
+	}
+	var doc roomsPageDoc
+	require.Eventually(t, func() bool {
+		doc = getRooms(t, addr, "")
+		return len(doc.Rooms) == 4 && doc.Rooms[0].Name == "heavy" && doc.Rooms[0].Share1s > 0.2 && doc.Rooms[0].Overruns > 0
+	}, 10*time.Second, 50*time.Millisecond, "%+v", doc)
+	assert.Equal(t, 4, doc.Total)
+	assert.Nil(t, doc.Other)
+	for _, r := range doc.Rooms[1:] {
+		assert.True(t, strings.HasPrefix(r.Name, "light"), r.Name)
+		assert.Zero(t, r.Overruns, r.Name)
+		assert.Less(t, r.Share1s, 0.05, r.Name)
+		assert.Positive(t, r.Ticks, r.Name)
+	}
+	top := getRooms(t, addr, "?top=1")
+	require.Len(t, top.Rooms, 1)
+	assert.Equal(t, "heavy", top.Rooms[0].Name)
+	require.NotNil(t, top.Other)
+	assert.Equal(t, 3, top.Other.Rooms)
+	assert.Zero(t, top.Other.Overruns)
+	resp, text := dial(t, addr).get("/debug/baton/rooms?format=text&top=1")
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, text, "heavy")
+	assert.Contains(t, text, "(other: 3 rooms)")
+	resp, _ = dial(t, addr).get("/debug/baton/rooms?top=x")
+	assert.Equal(t, 400, resp.StatusCode)
+
+	// A stopped room stays listed as stopped, then its slot is freed.
+	inLoop(t, s, func() { s.rooms.retain = 50 * time.Millisecond })
+	heavy.Stop()
+	<-heavy.Done()
+	require.Eventually(t, func() bool { return getRooms(t, addr, "").Total == 3 }, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestRoomInputQueue(t *testing.T) {
+	s, addr := startServer(t, Config{}, func(s *Server) {})
+	gate := make(chan struct{})
+	var got []int
+	var mu sync.Mutex
+	drop := newRoomT(t, s, RoomConfig[int]{Name: "drop", Period: 10 * time.Millisecond, InputQueue: 4,
+		Tick: func(r *Room[int], tk *Tick[int]) {
+			select {
+			case <-gate:
+			default:
+				return // do not drain yet
+			}
+			for v := range tk.Inputs() {
+				mu.Lock()
+				got = append(got, v)
+				mu.Unlock()
+			}
+		}})
+	var errs []error
+	for i := range 10 {
+		errs = append(errs, drop.Input(i))
+	}
+	for i, err := range errs {
+		if i < 4 {
+			assert.NoError(t, err, i)
+		} else {
+			assert.ErrorIs(t, err, ErrInputDropped, i)
+		}
+	}
+	st := roomStats(t, s, drop)
+	assert.EqualValues(t, 4, st.Inputs)
+	assert.EqualValues(t, 6, st.Dropped)
+	assert.EqualValues(t, 4, st.Queued)
+	close(gate)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 4 }, 5*time.Second, time.Millisecond)
+	mu.Lock()
+	assert.Equal(t, []int{0, 1, 2, 3}, got)
+	mu.Unlock()
+	assert.NoError(t, drop.Input(42), "the drained queue has room again")
+
+	// RefuseInput over the wire: the handler answers 429 with Retry-After.
+	refuse := newRoomT(t, s, RoomConfig[string]{Name: "refuse", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
+		Tick: func(*Room[string], *Tick[string]) {}})
+	require.NoError(t, refuse.Input("first"))
+	require.ErrorIs(t, refuse.Input("second"), ErrInputFull)
+	assert.EqualValues(t, 1, roomStats(t, s, refuse).Refused)
+	refuse.Stop()
+	<-refuse.Done()
+	assert.ErrorIs(t, refuse.Input("late"), ErrRoomStopped)
+	_ = addr
+}
+
+func TestRoomInputRefusedOverTheWire(t *testing.T) {
+	var room atomic.Pointer[Room[string]]
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("POST /input", func(c *Ctx) {
+			if c.RoomError(room.Load().Input(string(c.Body()))) {
+				return
+			}
+			c.String(200, "ok\n")
+		})
+		require.NoError(t, s.Post(func() {
+			r, err := NewRoom(s, RoomConfig[string]{Name: "wire", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
+				Tick: func(*Room[string], *Tick[string]) {}})
+			if err == nil {
+				room.Store(r)
+			}
+		}))
+	})
+	require.Eventually(t, func() bool { return room.Load() != nil }, 5*time.Second, time.Millisecond)
+	c := dial(t, addr)
+	post := func() (int, string) {
+		c.send("POST /input HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+		resp, _ := c.read("POST")
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	code, _ := post()
+	assert.Equal(t, 200, code)
+	code, ra := post()
+	assert.Equal(t, 429, code)
+	assert.Equal(t, "1", ra)
+}
+
+func TestRoomStopRunsMemberDefers(t *testing.T) {
+	var room atomic.Pointer[Room[int]]
+	handlerDone := make(chan error, 1)
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /join", func(c *Ctx) {
+			if err := room.Load().Attach(&c.Task); c.RoomError(err) {
+				return
+			}
+			defer func() { handlerDone <- c.Err() }()
+			_ = c.Sleep(time.Hour) // a connection held open: returns when the room stops
+		})
+	})
+	r := newRoomT(t, s, RoomConfig[int]{Name: "match", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {}})
+	room.Store(r)
+	taskDone := make(chan error, 1)
+	var h *TaskHandle
+	inLoop(t, s, func() {
+		h = r.Go("save", func(t *Task) {
+			defer func() { taskDone <- t.Err() }()
+			_ = t.Sleep(time.Hour)
+		})
+	})
+	c := dial(t, addr)
+	c.send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
+	require.Eventually(t, func() bool {
+		var n int
+		inLoop(t, s, func() { n = r.Members() })
+		return n == 2
+	}, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 2, roomStats(t, s, r).Members)
+	r.Stop()
+	select {
+	case err := <-taskDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the room's task did not end")
+	}
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the member handler did not end")
+	}
+	<-h.Done()
+	select {
+	case <-r.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("room not done")
+	}
+	var err error
+	inLoop(t, s, func() {
+		err = r.Attach(&Task{})
+		assert.Equal(t, 0, r.Members())
+	})
+	assert.ErrorIs(t, err, ErrRoomStopped)
+	_, body := c.read("GET") // the handler returned without writing: the server answered for it
+	_ = body
+}
+
+func TestRoomPanicKeepsTicking(t *testing.T) {
+	s, _ := startServer(t, Config{}, nil)
+	r := newRoomT(t, s, RoomConfig[int]{Name: "oops", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
+		if tk.N == 1 {
+			panic("boom")
+		}
+	}})
+	require.Eventually(t, func() bool { return roomStats(t, s, r).Ticks >= 3 }, 5*time.Second, time.Millisecond)
+	st := roomStats(t, s, r)
+	assert.EqualValues(t, 1, st.Panics)
+}
+
+func TestRoomDrain(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	errc := serveInBackground(t, s)
+	tick := func(*Room[int], *Tick[int]) {}
+	var gotDeadline time.Time
+	var newDuringDrain error
+	saved := make(chan struct{})
+	newRoomT(t, s, RoomConfig[int]{Name: "saver", Period: 10 * time.Millisecond, Tick: tick,
+		OnDrain: func(r *Room[int], deadline time.Time) {
+			gotDeadline = deadline
+			_, newDuringDrain = NewRoom(s, RoomConfig[int]{Name: "late", Period: time.Second, Tick: tick})
+			r.Go("save", func(t *Task) {
+				defer r.Stop()
+				_ = t.Sleep(30 * time.Millisecond) // saving the game
+				close(saved)
+			})
+		}})
+	newRoomT(t, s, RoomConfig[int]{Name: "plain", Period: 10 * time.Millisecond, Tick: tick})
+	stubborn := newRoomT(t, s, RoomConfig[int]{Name: "stubborn", Period: 10 * time.Millisecond, Tick: tick,
+		OnDrain: func(*Room[int], time.Time) {}})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	err := s.Shutdown(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the stubborn room holds the drain until the deadline")
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+	rep := s.DrainReport()
+	assert.True(t, gotDeadline.Equal(want), "OnDrain got %v, want the Shutdown deadline %v", gotDeadline, want)
+	assert.ErrorIs(t, newDuringDrain, ErrDraining)
+	select {
+	case <-saved:
+	default:
+		t.Fatal("the save task did not finish")
+	}
+	assert.Equal(t, 2, rep.RoomsEnded, "saver and plain ended")
+	assert.Equal(t, 1, rep.RoomsForced, "stubborn was forced")
+	assert.True(t, rep.DeadlineReached)
+	<-stubborn.Done()
+}
+
+func TestRoomDrainCompletesWhenRoomsEnd(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	errc := serveInBackground(t, s)
+	newRoomT(t, s, RoomConfig[int]{Name: "quick", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {},
+		OnDrain: func(r *Room[int], _ time.Time) { r.Stop() }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+	rep := s.DrainReport()
+	assert.Equal(t, 1, rep.RoomsEnded)
+	assert.Equal(t, 0, rep.RoomsForced)
+	assert.False(t, rep.DeadlineReached)
+	_, err := NewRoom(s, RoomConfig[int]{Name: "after", Period: time.Second, Tick: func(*Room[int], *Tick[int]) {}})
+	assert.ErrorIs(t, err, ErrServerClosed)
+}
+
+func TestRoomMultiThreadMode(t *testing.T) {
+	s, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {})
+	var ticks atomic.Int64
+	r := newRoomT(t, s, RoomConfig[int]{Name: "mt", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
+		tk.DrainInputs(func(int) { ticks.Add(100) })
+		ticks.Add(1)
+	}})
+	require.NoError(t, r.Input(1)) // Input is safe from any goroutine, so from multi-thread handlers
+	require.Eventually(t, func() bool { return ticks.Load() > 103 }, 5*time.Second, time.Millisecond)
+	r.Stop()
+	<-r.Done()
+	_ = addr
+}
+
+func TestRoomErrorAnswers(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /e/{which}", func(c *Ctx) {
+			errs := map[string]error{"drain": ErrDraining, "full": ErrInputFull, "stopped": ErrRoomStopped,
+				"other": errors.New("x"), "nil": nil}
+			if !c.RoomError(errs[c.PathValue("which")]) {
+				c.String(200, "handler\n")
+			}
+		})
+	})
+	c := dial(t, addr)
+	for path, want := range map[string]int{"drain": 503, "full": 429, "stopped": 410, "other": 200, "nil": 200} {
+		resp, _ := c.get("/e/" + path)
+		assert.Equal(t, want, resp.StatusCode, path)
+		if want == 503 || want == 429 {
+			assert.NotEmpty(t, resp.Header.Get("Retry-After"), path)
+		}
+	}
+}
