@@ -272,6 +272,16 @@ type LoopSnapshot struct {
 
 	// Stalls are the watchdog's figures, nil when no watchdog is attached.
 	Stalls *StallStats
+
+	// ArrivalClock names where request latencies start (filled in by the server, "" when
+	// unknown): "loop-turn bound" for baton's loop (docs/health.md, arrival time).
+	ArrivalClock string
+	// ArrivalBounded counts reads whose arrival was put before the start of the callback
+	// that read them, because a long callback ran just before (their bytes may have waited
+	// through it); ArrivalHidden is the sum of those moves: kernel wait that latencies
+	// measured from the read would have hidden.
+	ArrivalBounded uint64
+	ArrivalHidden  time.Duration
 }
 
 // LiveTasks returns TasksStarted - TasksDone. Any goroutine.
@@ -327,4 +337,14 @@ func (s SliceStats) Mean() time.Duration {
 		return 0
 	}
 	return s.Total / time.Duration(s.Count)
+}
+
+// Window returns the loop's busy time over the last complete seconds of length (whole
+// seconds, at most the ring's 64) before now: the figure behind a Snapshot's Utilisation,
+// without the rest of a snapshot, for a check polled often (a readiness probe). It does
+// not allocate. Loop-confined.
+func (l *Loop) Window(now time.Time, length time.Duration) Window {
+	n := min(max(int64(length/time.Second), 1), loopRingSeconds)
+	busy, _, elapsed := l.window(since(l.cfg.Epoch, now), n)
+	return Window{Length: time.Duration(n) * time.Second, Busy: time.Duration(busy), Elapsed: time.Duration(elapsed)}
 }

@@ -103,6 +103,9 @@ type (
 		TasksStarted   uint64     `json:"tasks_started"`
 		CompletedTasks uint64     `json:"completed_tasks"`
 		Stalls         *stallsDoc `json:"stalls"`
+		ArrivalClock   string     `json:"arrival_clock"`
+		ArrivalBounded uint64     `json:"arrival_bounded_reads"`
+		ArrivalHidden  float64    `json:"arrival_hidden_seconds_total"`
 	}
 )
 
@@ -182,6 +185,9 @@ func WriteLoopJSON(w io.Writer, l LoopSnapshot) error {
 		LiveTasks:      l.LiveTasks(),
 		TasksStarted:   l.TasksStarted,
 		CompletedTasks: l.TasksDone,
+		ArrivalClock:   l.ArrivalClock,
+		ArrivalBounded: l.ArrivalBounded,
+		ArrivalHidden:  l.ArrivalHidden.Seconds(),
 	}
 	if st := l.Stalls; st != nil {
 		doc.Stalls = &stallsDoc{
@@ -326,8 +332,13 @@ func WriteLoopText(w io.Writer, l LoopSnapshot) error {
 	t.printf("tasks         live %d   started %d   completed %d\n", l.LiveTasks(), l.TasksStarted, l.TasksDone)
 	t.printf("ready queue   now %d   max %d\n", l.ReadyDepth, l.ReadyDepthMax)
 	t.printf("switches      total %d   %.1f/s over the last %s\n", l.Switches, l.SwitchRate.PerSecond(), SwitchRateWindow)
-	t.printf("slices        mean %s ms   max %s ms   slow %d (%s ms in all)\n\n",
+	t.printf("slices        mean %s ms   max %s ms   slow %d (%s ms in all)\n",
 		ms(l.Slices.Mean()), ms(l.Slices.Max), l.Slices.Slow, ms(l.Slices.SlowTotal))
+	if l.ArrivalClock != "" {
+		t.printf("arrival       clock %q   bounded reads %d (%s ms hidden wait in all)\n",
+			l.ArrivalClock, l.ArrivalBounded, ms(l.ArrivalHidden))
+	}
+	t.printf("\n")
 	rows := [][]string{summaryRow("lag (ready->run)", l.Lag)}
 	if st := l.Stalls; st != nil {
 		rows = append(rows, summaryRow("stalls", st.Durations))

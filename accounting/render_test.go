@@ -125,7 +125,8 @@ var loopSchema = map[string]string{
 	"utilisation_10s": tNum, "utilisation_60s": tNum, "lag": tObj, "slices": tObj,
 	"ready_depth": tInt, "ready_depth_max": tInt, "switches_total": tInt,
 	"switches_per_second": tNum, "live_tasks": tInt, "tasks_started": tInt,
-	"completed_tasks": tInt, "stalls": tObj,
+	"completed_tasks": tInt, "stalls": tObj, "arrival_clock": tStr,
+	"arrival_bounded_reads": tInt, "arrival_hidden_seconds_total": tNum,
 }
 
 func TestLoopJSONSchema(t *testing.T) {

@@ -176,6 +176,10 @@ type Config struct {
 	// Logger receives the server's logs (handler panics, timeouts, gnet errors).
 	// Default slog.Default().
 	Logger *slog.Logger
+
+	// Health sets the limits of /healthz and /readyz (Server.HealthHandler,
+	// Server.HandleHealth; docs/health.md). Its zero value gives the documented defaults.
+	Health HealthConfig
 }
 
 // withDefaults returns a copy of c with every zero field replaced by its default.
@@ -250,6 +254,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("loop: Config.Offload: %w", err)
 	}
 	if err := c.WebSocket.Validate(); err != nil {
+		return err
+	}
+	if err := c.Health.Validate(); err != nil {
 		return err
 	}
 	if err := c.Limits.Validate(); err != nil {

@@ -86,6 +86,8 @@ type conn struct {
 	deadline     int64
 	deadlineKind deadlineKind
 
+	arrival, readAt int64 // the latest read's arrival bound and loop clock (arrival.go)
+
 	stallOut   int   // unsent output at the last progress check
 	stallSince int64 // loop clock since when the unsent output has not shrunk; 0 when none
 

@@ -83,6 +83,7 @@ type Ctx struct {
 
 	// Loop-owned bookkeeping.
 	acceptedAt int64 // loop nanotime when the head was parsed
+	arrivedAt  int64 // its arrival (arrival.go): where its latency starts
 	queuedAt   int64 // loop nanotime when it entered the admission queue, 0 if never
 	queueWait  time.Duration
 	counted    bool // holds an admission slot

@@ -68,6 +68,7 @@ func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 // refuses it with 429. Loop-confined.
 func (s *Server) admit(cs *conn, c *Ctx) {
 	c.acceptedAt = s.now() // when the loop began handling the read that completed it
+	c.arrivedAt = arrivalOf(cs, c.acceptedAt)
 	cs.ctx = c
 	if c.route.exempt || !s.adm.enabled() {
 		s.start(c, true)

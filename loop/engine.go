@@ -81,6 +81,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.life.move(stateStarting, stateServing) // fails if a Shutdown came first: its drain is posted
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
 		s.startWatchdog()
+		s.startHealth()
 		close(s.ready)
 		s.door.open(gc.EventLoop())
 		s.guard.start(*s.eng.Load()) // accept once the loop is reachable
@@ -117,6 +118,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 		s.door.post(s.pumpFn)
 		return gnet.None
 	}
+	s.noteRead(cs)
 	if cs.state >= connClosing { // no more requests: drop what the client sends
 		_, _ = gc.Discard(-1)
 		return gnet.None

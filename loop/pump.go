@@ -140,7 +140,11 @@ func (s *Server) busyEnd() {
 	if s.turnAt != 0 {
 		if s.acct.on {
 			s.acct.loop.Switched(s.sched.Switches()) // this period's switches count in its second
-			s.acct.loop.Busy(s.turnAt, s.nanotime())
+			end := s.nanotime()
+			s.acct.loop.Busy(s.turnAt, end)
+			if end-s.turnAt >= int64(arrivalLongCallback) || s.arr.end != 0 {
+				s.arr.callbackEnded(s.turnAt, end)
+			}
 		}
 		s.turnAt = 0
 	}

@@ -100,6 +100,8 @@ type Server struct {
 	drains     drainWatch
 	ws         wsServer // WebSocket figures (ws_stats.go)
 	rooms      roomTable
+	health     healthState // published for the health checks (health.go)
+	arr        arrivalBound
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -147,6 +149,7 @@ func New(cfg Config) *Server {
 	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
 	s.pool = offload.New(cfg.Offload)
 	s.initAccounting()
+	s.initHealth()
 	s.date.Update(time.Now())
 	s.publishDate()
 	return s

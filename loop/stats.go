@@ -191,7 +191,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay+c.queueWait, st.FirstRunDelay+c.queueWait
 	dst.Parked[accounting.ParkQueue] += c.queueWait
 	s.fillCPU(dst, &c.Task)
-	dst.Age = time.Duration(now - c.acceptedAt)
+	dst.Age = time.Duration(now - c.arrivedAt)
 	dst.Status = c.status
 }
 
@@ -268,7 +268,7 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 		st := c.Task.g.stats(&c.Task)
 		onLoop, queue, parked = st.OnLoop, st.QueueDelay, st.ParkedTotal()
 	}
-	latency := time.Duration(now - c.acceptedAt)
+	latency := time.Duration(now - c.arrivedAt)
 	c.route.acct.FinishValues(now, c.status, latency, onLoop, queue+c.queueWait, parked+c.queueWait)
 	s.acct.loop.TaskFinished()
 	sample := latency >= finishedRingSlow || c.status >= 500
@@ -331,7 +331,9 @@ func (s *Server) snapshotTasks() accounting.TasksSnapshot {
 func (s *Server) snapshotLoop() accounting.LoopSnapshot {
 	s.sched.FlushSlices()
 	s.acct.loop.Switched(s.sched.Switches())
-	return s.acct.loop.Snapshot(time.Now())
+	ls := s.acct.loop.Snapshot(time.Now())
+	ls.ArrivalClock, ls.ArrivalBounded, ls.ArrivalHidden = ArrivalClockLoopTurn, s.arr.bounded, time.Duration(s.arr.hidden)
+	return ls
 }
 
 // statsKinds are the stats pages under the mount prefix.

@@ -1,0 +1,97 @@
+package loop
+
+import "time"
+
+// Arrival time. A request's latency is measured from its arrival, not from when the loop
+// got round to reading it: bytes that wait in the kernel while a task holds the loop are
+// part of what the client waits, and a figure that starts at the read hides exactly the
+// delay a heavy room inflicts on everyone else.
+//
+// Linux gives TCP receive timestamps (SO_TIMESTAMPING, software RX) only as control
+// messages of recvmsg. gnet v2.10.0 reads with read(2) into its own buffer
+// (eventloop.read: unix.Read(c.fd, el.buffer)) before it calls OnTraffic, so the
+// control messages never reach baton without replacing gnet's read path; the ioctl
+// SIOCGSTAMP would cost a system call per read and does not cover TCP. So the arrival time
+// is a bound taken from the loop's own turns (ArrivalClockLoopTurn), from the clock
+// readings the loop already takes at the start and end of every callback:
+//
+//   - No long callback just ran: the bytes arrived during this epoll batch's wait or
+//     collection, so the callback's start (the clock the loop reads anyway) is the arrival,
+//     as before. Its error is the time gnet spent on the batch's earlier events: short
+//     callbacks, microseconds.
+//   - A callback of at least arrivalLongCallback ended recently (a tick, a spinning
+//     handler), and this connection was not read since it ended: its bytes may have
+//     arrived at any point while it ran, so the arrival is bounded by that callback's start
+//     (or by the connection's previous read, if later): the latency recorded is then at most
+//     the long callback's length above the truth, never below it. The bound stops applying
+//     once the loop idles (no callback for arrivalIdleGap: bytes read after that arrived
+//     during the idle wait) or once as long again as the long callback has passed after it
+//     (with the loop's utilisation below 1, what arrived during a hold is read within that
+//     time).
+//
+// Cost on the hot path: a comparison at the end of each callback, and at each read a
+// comparison and two stores; no clock read and no system call is added.
+
+// ArrivalClockLoopTurn is the arrival clock in use: a bound from the loop turn in which
+// the bytes were read (see the comment above). Shown as arrival_clock on
+// /debug/baton/loop.
+const ArrivalClockLoopTurn = "loop-turn bound"
+
+// arrivalLongCallback is the callback length from which bytes read after it may have
+// waited through it: shorter callbacks make an error no larger than themselves, below what
+// the route histograms resolve at the latencies that matter.
+const arrivalLongCallback = 500 * time.Microsecond
+
+// arrivalIdleGap is the gap between two callbacks taken as the loop having waited in
+// epoll: gnet's own work between callbacks (a read, a write, a non-blocking epoll_wait)
+// takes a few microseconds.
+const arrivalIdleGap = 50 * time.Microsecond
+
+// arrivalBound tracks the latest run of long callbacks. Loop-confined.
+type arrivalBound struct {
+	start, end int64 // the run's first start and last end (loop clock); end 0: no bound applies
+	lastEnd    int64 // the end of the latest callback while a bound applies
+	bounded    uint64
+	hidden     int64 // ns: sum over bounded reads of (callback start - arrival)
+}
+
+// callbackEnded is busyEnd's report of a callback [start, end), made only when it was
+// long or a bound applies. Loop-confined.
+func (a *arrivalBound) callbackEnded(start, end int64) {
+	if end-start >= int64(arrivalLongCallback) {
+		if a.end == 0 || start-a.lastEnd >= int64(arrivalIdleGap) || start > 2*a.end-a.start {
+			a.start = start // a new run; otherwise it extends the one before
+		}
+		a.end = end
+	} else if start > 2*a.end-a.start {
+		a.end = 0 // expired
+	}
+	a.lastEnd = end
+}
+
+// noteRead records a read of cs in the current callback: its arrival bound and the read's
+// time. Loop-confined (OnTraffic).
+func (s *Server) noteRead(cs *conn) {
+	t := s.turnAt
+	arr := t
+	if a := &s.arr; a.end != 0 && cs.readAt < a.end {
+		if t-a.lastEnd >= int64(arrivalIdleGap) || t > 2*a.end-a.start {
+			a.end = 0 // the loop idled since, or the bound expired
+		} else {
+			arr = max(a.start, cs.readAt)
+			a.bounded++
+			a.hidden += t - arr
+		}
+	}
+	cs.arrival, cs.readAt = arr, t
+}
+
+// arrivalOf returns the arrival of a request of cs admitted at acceptedAt: the bound of
+// the connection's latest read (the one that completed the request), never later than
+// acceptedAt. Loop-confined.
+func arrivalOf(cs *conn, acceptedAt int64) int64 {
+	if a := cs.arrival; a != 0 && a < acceptedAt {
+		return a
+	}
+	return acceptedAt
+}

@@ -1,0 +1,271 @@
+package loop
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Defaults of LimiterConfig.
+const (
+	// DefaultLimiterMaxKeys bounds a Limiter's key table: 100,000 keys is one bucket per
+	// player of a large server, at about 100 bytes each plus the key (10-15 MiB at worst),
+	// while a flood of made-up keys (spoofed player ids, a botnet's addresses) can never
+	// grow it further.
+	DefaultLimiterMaxKeys = 100_000
+)
+
+// LimiterConfig configures a Limiter: a token bucket per key that refills at Rate tokens
+// a second up to Burst; each allowed event takes one token.
+type LimiterConfig struct {
+	// Rate is the sustained rate each key is allowed, in tokens (events) per second.
+	// Required: it must be positive.
+	Rate float64
+
+	// Burst is the bucket's size: how many events a key may send at once after being
+	// quiet. Required: at least 1.
+	Burst int
+
+	// MaxKeys bounds the key table. When it is full, a new key evicts the least recently
+	// used one (whose bucket, the least recently drawn on, is the likeliest to have
+	// refilled). Zero means DefaultLimiterMaxKeys.
+	MaxKeys int
+
+	// Idle is how long a key may go unused before its entry is dropped (lazily, when new
+	// keys arrive). Zero means the time a bucket takes to refill from empty (Burst/Rate):
+	// an entry idle that long holds a full bucket, exactly what a new entry starts with,
+	// so dropping it changes no answer. It must not be shorter than that, which would hand
+	// a key that was just refused a fresh burst.
+	Idle time.Duration
+}
+
+// Validate reports the first invalid field, naming it. Any goroutine.
+func (c LimiterConfig) Validate() error {
+	switch {
+	case !(c.Rate > 0) || math.IsInf(c.Rate, 1):
+		return fmt.Errorf("loop: LimiterConfig.Rate (%v) must be a positive number of tokens per second", c.Rate)
+	case c.Burst < 1:
+		return fmt.Errorf("loop: LimiterConfig.Burst (%d) must be at least 1", c.Burst)
+	case c.MaxKeys < 0:
+		return fmt.Errorf("loop: LimiterConfig.MaxKeys (%d) must not be negative (0: default %d)", c.MaxKeys, DefaultLimiterMaxKeys)
+	case c.MaxKeys > math.MaxInt32-1:
+		return fmt.Errorf("loop: LimiterConfig.MaxKeys (%d) must be below %d", c.MaxKeys, math.MaxInt32)
+	case c.Idle < 0:
+		return fmt.Errorf("loop: LimiterConfig.Idle (%v) must not be negative (0: the refill time Burst/Rate)", c.Idle)
+	case c.Idle > 0 && c.Idle < refillTime(c):
+		return fmt.Errorf("loop: LimiterConfig.Idle (%v) must be 0 or at least Burst/Rate (%v): a shorter one would forget a key's partly empty bucket", c.Idle, refillTime(c))
+	}
+	return nil
+}
+
+// refillTime is how long an empty bucket takes to fill.
+func refillTime(c LimiterConfig) time.Duration {
+	return time.Duration(math.Ceil(float64(c.Burst) / c.Rate * float64(time.Second)))
+}
+
+// Limiter is a token-bucket rate limiter keyed by an application-chosen key (a player id,
+// a client address). It is loop-confined, so it needs no lock: call Allow from handlers
+// and background tasks on the loop (a room's tick for its inputs), or use Middleware,
+// which in multi-thread mode runs its check on the loop. Its key table is bounded: see
+// LimiterConfig.MaxKeys and Idle. Allow on a key already in the table does not allocate.
+type Limiter struct {
+	rate    float64 // tokens per nanosecond
+	burst   float64
+	maxKeys int
+	idle    int64
+	base    time.Time // the origin of the entries' times (monotonic)
+
+	idx        map[string]int32
+	ents       []limEntry
+	head, tail int32 // most and least recently used; -1 when empty
+	free       int32 // a free slot's index (a list through next), -1 when none
+
+	stats LimiterStats
+}
+
+// limEntry is one key's bucket, linked into the recency list by index.
+type limEntry struct {
+	key        string
+	tokens     float64
+	last       int64 // ns since base of the last refill
+	prev, next int32
+}
+
+// LimiterStats counts a Limiter's answers and its key table. Plain data.
+type LimiterStats struct {
+	Keys    int    // keys in the table now
+	Allowed uint64 // events allowed
+	Refused uint64 // events refused
+	Evicted uint64 // keys dropped because the table was full (least recently used first)
+	Expired uint64 // keys dropped after LimiterConfig.Idle unused
+}
+
+// NewLimiter returns a Limiter for cfg. It panics if cfg.Validate fails (a programming
+// error). Any goroutine; the Limiter then belongs to the loop.
+func NewLimiter(cfg LimiterConfig) *Limiter {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultLimiterMaxKeys
+	}
+	if cfg.Idle == 0 {
+		cfg.Idle = refillTime(cfg)
+	}
+	return &Limiter{
+		rate: cfg.Rate / float64(time.Second), burst: float64(cfg.Burst), maxKeys: cfg.MaxKeys,
+		idle: int64(cfg.Idle), base: time.Now(),
+		idx:  make(map[string]int32, min(cfg.MaxKeys, 1024)),
+		head: -1, tail: -1, free: -1,
+	}
+}
+
+// Allow takes a token from key's bucket at now (the loop clock: Task.Now) and reports
+// whether there was one. When there was not, retryAfter is how long until there will be
+// (exact; Middleware rounds it up to whole seconds for Retry-After). A key not in the
+// table starts with a full bucket. Loop-confined.
+func (l *Limiter) Allow(key string, now time.Time) (ok bool, retryAfter time.Duration) {
+	t := int64(now.Sub(l.base))
+	i, found := l.idx[key]
+	if found {
+		l.touch(i)
+	} else {
+		i = l.insert(key, t)
+	}
+	e := &l.ents[i]
+	if t > e.last {
+		e.tokens = min(e.tokens+float64(t-e.last)*l.rate, l.burst)
+		e.last = t
+	}
+	if e.tokens >= 1 {
+		e.tokens--
+		l.stats.Allowed++
+		return true, 0
+	}
+	l.stats.Refused++
+	return false, time.Duration(math.Ceil((1 - e.tokens) / l.rate))
+}
+
+// Stats returns the limiter's counts. Loop-confined.
+func (l *Limiter) Stats() LimiterStats {
+	st := l.stats
+	st.Keys = len(l.idx)
+	return st
+}
+
+// Len returns the number of keys in the table. Loop-confined.
+func (l *Limiter) Len() int { return len(l.idx) }
+
+// insert adds key with a full bucket, making room first: entries idle past Idle go (a few
+// per insert, oldest first, so the work per call stays bounded), then the least recently
+// used one if the table is still full.
+func (l *Limiter) insert(key string, t int64) int32 {
+	for range 2 {
+		if l.tail < 0 || t-l.ents[l.tail].last < l.idle {
+			break
+		}
+		l.remove(l.tail)
+		l.stats.Expired++
+	}
+	if len(l.idx) >= l.maxKeys {
+		l.remove(l.tail)
+		l.stats.Evicted++
+	}
+	var i int32
+	if l.free >= 0 {
+		i = l.free
+		l.free = l.ents[i].next
+	} else {
+		i = int32(len(l.ents))
+		l.ents = append(l.ents, limEntry{})
+	}
+	l.ents[i] = limEntry{key: key, tokens: l.burst, last: t, prev: -1, next: l.head}
+	if l.head >= 0 {
+		l.ents[l.head].prev = i
+	}
+	l.head = i
+	if l.tail < 0 {
+		l.tail = i
+	}
+	l.idx[key] = i
+	return i
+}
+
+// touch moves entry i to the front of the recency list.
+func (l *Limiter) touch(i int32) {
+	if l.head == i {
+		return
+	}
+	e := &l.ents[i]
+	l.ents[e.prev].next = e.next // i is not the head: it has a prev
+	if e.next >= 0 {
+		l.ents[e.next].prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next = -1, l.head
+	l.ents[l.head].prev = i
+	l.head = i
+}
+
+// remove unlinks entry i, drops its key and puts its slot on the free list.
+func (l *Limiter) remove(i int32) {
+	e := &l.ents[i]
+	if e.prev >= 0 {
+		l.ents[e.prev].next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next >= 0 {
+		l.ents[e.next].prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	delete(l.idx, e.key)
+	*e = limEntry{next: l.free, prev: -1}
+	l.free = i
+}
+
+// RetryAfterSeconds is the Retry-After value for a wait: whole seconds, rounded up, at
+// least 1, so that a client retrying after it finds a token. Any goroutine.
+func RetryAfterSeconds(wait time.Duration) int {
+	return max(int((wait+time.Second-1)/time.Second), 1)
+}
+
+// Middleware returns middleware that limits requests by keyFn's key (called on the
+// request's task): a request whose bucket is empty gets 429 Too Many Requests with a
+// Retry-After (whole seconds, rounded up) and its handler does not run. In multi-thread
+// mode the check runs on the loop (a round trip through Post). Call it before
+// ListenAndServe, from one goroutine.
+func (l *Limiter) Middleware(keyFn func(*Ctx) string) Middleware {
+	return func(next HandlerFunc) HandlerFunc {
+		return func(c *Ctx) {
+			key := keyFn(c)
+			var ok bool
+			var wait time.Duration
+			s := c.srv
+			if _, single := s.mode.(loopMode); single {
+				ok, wait = l.Allow(key, s.timeAt(s.now()))
+			} else {
+				s.mode.onLoop(c, func() { ok, wait = l.Allow(key, s.timeAt(s.nanotime())) })
+			}
+			if !ok {
+				c.addHeader("Retry-After", strconv.Itoa(RetryAfterSeconds(wait)))
+				c.String(429, "429 Too Many Requests\n")
+				return
+			}
+			next(c)
+		}
+	}
+}
+
+// Now returns the loop's clock reading: on the loop, the time the current loop callback
+// began (what accounting uses; read once per callback), elsewhere (a multi-thread handler)
+// the current time. It is the clock to pass to Limiter.Allow. Call it from the task.
+func (t *Task) Now() time.Time {
+	if t.g != nil {
+		return time.Now()
+	}
+	return t.srv.timeAt(t.srv.now())
+}
