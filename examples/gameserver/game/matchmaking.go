@@ -187,13 +187,15 @@ func (mm *Matchmaker) finish(t *Ticket, s TicketState, match string, now time.Ti
 }
 
 // Forget drops assigned and cancelled tickets older than Keep, bounding memory. It
-// returns how many it dropped.
-func (mm *Matchmaker) Forget(now time.Time) int {
+// returns the ids it dropped (nil when none).
+func (mm *Matchmaker) Forget(now time.Time) []string {
+	var ids []string
 	n := 0
 	for n < len(mm.done) && now.Sub(mm.done[n].Updated) >= mm.cfg.Keep {
 		delete(mm.tickets, mm.done[n].ID)
+		ids = append(ids, mm.done[n].ID)
 		n++
 	}
 	mm.done = append(mm.done[:0], mm.done[n:]...)
-	return n
+	return ids
 }

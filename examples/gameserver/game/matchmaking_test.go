@@ -85,8 +85,8 @@ func TestCancelAndForget(t *testing.T) {
 	assert.Equal(t, TicketCancelled, a.State)
 	assert.Zero(t, mm.Queued())
 	assert.Empty(t, mm.Form(t0.Add(time.Hour)))
-	assert.Zero(t, mm.Forget(t0.Add(59*time.Second)))
-	assert.Equal(t, 1, mm.Forget(t0.Add(time.Minute)))
+	assert.Empty(t, mm.Forget(t0.Add(59*time.Second)))
+	assert.Equal(t, []string{a.ID}, mm.Forget(t0.Add(time.Minute)))
 	_, ok := mm.Ticket(a.ID)
 	assert.False(t, ok)
 }
