@@ -6,11 +6,18 @@ ADDR        ?= 127.0.0.1:8080
 # bench/ is a module of its own (bench/go.mod), so that importers of loop do not get its
 # plotting dependencies; vet, staticcheck and race run in both modules.
 
-.PHONY: run test vet staticcheck race tools bench bench-full bench-go fuzz fmt
+.PHONY: run run-game test vet staticcheck race tools bench bench-full bench-go fuzz fmt
 
 ## run: start the example server (examples/hello) on $(ADDR)
 run:
 	$(GO) run ./examples/hello -addr $(ADDR)
+
+## run-game: start the game server example (examples/gameserver) on $(ADDR), stats and
+## health on $(ADMIN_ADDR), its database under $(GAME_DATA); open http://$(ADDR)/
+ADMIN_ADDR ?= 127.0.0.1:8081
+GAME_DATA  ?= data
+run-game:
+	$(GO) run ./examples/gameserver -addr $(ADDR) -admin $(ADMIN_ADDR) -data $(GAME_DATA)
 
 ## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included), in
 ## the root module and in the bench module

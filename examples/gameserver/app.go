@@ -33,15 +33,15 @@ type options struct {
 }
 
 const (
-	tickPeriod   = 50 * time.Millisecond  // 20 Hz: the arenas' tick and snapshot rate
-	dbPeriod     = 250 * time.Millisecond // how often finished matches are written, in one batch
-	heavyBurn    = 30 * time.Millisecond  // CPU a heavy arena burns per tick (-heavy-room)
-	blockEvery   = 5 * time.Second        // -block-loop: how often the loop is blocked
-	blockFor     = 300 * time.Millisecond // -block-loop: for how long
-	keepEnded    = 30 * time.Second       // an ended arena's final state stays readable this long
-	maxLongPoll  = 25 * time.Second       // longest ?wait of a long-poll
-	maxTicketAge = 2 * time.Minute        // a WebSocket waits at most this long for its match
-	maxDT        = 250 * time.Millisecond // a tick never simulates more than this (a stalled loop)
+	tickPeriod   = 50 * time.Millisecond   // 20 Hz: the arenas' tick and snapshot rate
+	dbPeriod     = 250 * time.Millisecond  // how often finished matches are written, in one batch
+	heavyBurn    = 30 * time.Millisecond   // CPU a heavy arena burns per tick (-heavy-room)
+	blockEvery   = 10 * time.Second        // -block-loop: how often the loop is blocked
+	blockFor     = 1200 * time.Millisecond // -block-loop: for how long (past /healthz's 1 s: it fails, naming the task)
+	keepEnded    = 30 * time.Second        // an ended arena's final state stays readable this long
+	maxLongPoll  = 25 * time.Second        // longest ?wait of a long-poll
+	maxTicketAge = 2 * time.Minute         // a WebSocket waits at most this long for its match
+	maxDT        = 250 * time.Millisecond  // a tick never simulates more than this (a stalled loop)
 )
 
 // app is the game server: loop-owned state shared by handlers and ticks without locks.

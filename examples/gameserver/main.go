@@ -11,7 +11,7 @@
 //	curl '127.0.0.1:8080/debug/baton/rooms?format=text'   # every arena's tick figures
 //
 // Demo switches: -heavy-room makes one bot arena burn 30 ms per tick (the rooms page
-// names it); -block-loop blocks the loop for 300 ms every 5 s (the stall log names the
+// names it); -block-loop blocks the loop for 1.2 s every 10 s (the stall log and /healthz name the
 // task). It reads the BATON_* environment (see loop.FromEnv); -db or GAMESERVER_DB
 // picks the database file (default <-data>/gameserver.db).
 //
@@ -71,7 +71,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	match := fs.Duration("match", 60*time.Second, "match length")
 	limit := fs.Int("score-limit", 25, "points that end a match (0: none)")
 	heavy := fs.Bool("heavy-room", false, "demo: one bot arena burns 30 ms per tick")
-	block := fs.Bool("block-loop", false, "demo: block the loop for 300 ms every 5 s")
+	block := fs.Bool("block-loop", false, "demo: block the loop for 1.2 s every 10 s")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
