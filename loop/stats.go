@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
@@ -471,6 +472,10 @@ func (s *Server) admissionSnapshot() admissionView {
 // concurrent use.
 func (s *Server) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/websockets") {
+			s.serveWSStatsHTTP(w, r) // ws_stats.go
+			return
+		}
 		kind := ""
 		for _, k := range statsKinds {
 			if len(r.URL.Path) >= len(k) && r.URL.Path[len(r.URL.Path)-len(k):] == k {

@@ -78,11 +78,12 @@ func (m *PreparedMessage) Len() int { return m.n }
 func (m *PreparedMessage) Binary() bool { return m.binary }
 
 // Broadcast sends m to every connection in conns with Send and returns how many took it;
-// the others are closed or were closed already (a slow consumer is closed and counted).
+// the others are closed or were closed already (a slow consumer is closed and counted);
+// nil entries are skipped.
 // It never parks. Loop-confined: call it from a task or a function on the loop.
 func Broadcast(m *PreparedMessage, conns []*WSConn) (sent int) {
 	for _, w := range conns {
-		if w.Send(m) == nil {
+		if w != nil && w.Send(m) == nil {
 			sent++
 		}
 	}

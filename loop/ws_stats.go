@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -248,6 +249,41 @@ func renderWSStats(doc wsStatsDoc, text bool) ([]byte, error) {
 }
 
 func secs(v float64) string { return time.Duration(v * float64(time.Second)).String() }
+
+// serveWSStatsHTTP is the websockets page for StatsHandler: snapshot through Post, render
+// on the caller's goroutine. Any goroutine.
+func (s *Server) serveWSStatsHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.NoAccounting {
+		http.NotFound(w, r)
+		return
+	}
+	got := make(chan wsStatsDoc, 1)
+	if s.Post(func() { got <- s.wsSnapshot() }) != nil {
+		http.Error(w, "server closed", http.StatusServiceUnavailable)
+		return
+	}
+	var doc wsStatsDoc
+	select {
+	case doc = <-got:
+	case <-r.Context().Done():
+		return
+	case <-time.After(10 * time.Second):
+		http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
+		return
+	}
+	text := r.URL.Query().Get("format") == "text"
+	out, err := renderWSStats(doc, text)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if text {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	_, _ = w.Write(out)
+}
 
 // serveWSStats answers GET prefix/websockets: snapshot on the loop, render off it.
 func (s *Server) serveWSStats(c *Ctx) {

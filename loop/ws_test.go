@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -275,7 +276,7 @@ func TestWSCloseByServer(t *testing.T) {
 
 	conn = wsDial(t, addr, "/bad", nil)
 	require.ErrorIs(t, recvErr(t, closed), httpcodec.ErrWSInvalidFrame) // 1005 may not be sent
-	wsExpectClose(t, conn, 1000)                                         // then the handler returned
+	wsExpectClose(t, conn, 1000)                                        // then the handler returned
 }
 
 // TestWSCloseTimeout: a client that never answers the server's close frame is dropped
@@ -729,4 +730,55 @@ func (r *wsRaw) expectEnd(t testing.TB) {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("the server did not close the connection")
 	}
+}
+
+// TestWSInputOverflow: a client that keeps sending while its handler does not read is
+// closed with 1008 once its unread input passes MaxMessageBytes + 64 KiB, and counted.
+func TestWSInputOverflow(t *testing.T) {
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	s, addr := startServer(t, Config{WebSocket: WSConfig{MaxMessageBytes: 1000}}, func(s *Server) {
+		s.Handle("GET /ws", func(c *Ctx) {
+			w, err := c.Upgrade(UpgradeOptions{})
+			if err != nil {
+				return
+			}
+			if _, _, err := w.ReadMessage(); err != nil {
+				done <- err
+				return
+			}
+			ev := NewEvent(s)
+			go func() { <-release; ev.Set() }()
+			_ = ev.Wait(c) // busy elsewhere: the next message waits
+			_, _, err = w.ReadMessage()
+			done <- err
+		})
+	})
+	defer close(release)
+	rc := wsRawDial(t, addr, "/ws")
+	frame := append([]byte{0x82, 0x80 | 125}, maskBytes([]byte{1, 2, 3, 4}, make([]byte, 125))...)
+	flood := bytes.Repeat(frame, (66<<10)/len(frame)+10) // more than 1000 + 64 KiB
+	rc.write(t, flood)
+	op, p, _ := rc.readFrame(t)
+	require.Equal(t, httpcodec.WSClose, op)
+	require.Equal(t, uint16(1008), binary.BigEndian.Uint16(p))
+	rc.expectEnd(t)
+	require.Equal(t, uint64(1), wsStats(t, s).InputOverflows)
+	release <- struct{}{}
+	require.ErrorIs(t, recvErr(t, done), ErrSlowConsumer)
+}
+
+// TestWSStatsHandler: the admin handler serves the websockets page too.
+func TestWSStatsHandler(t *testing.T) {
+	s, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", wsEcho(nil)) })
+	_ = wsDial(t, addr, "/ws", nil)
+	require.Eventually(t, func() bool { return wsStats(t, s).Open == 1 }, 10*time.Second, time.Millisecond)
+	rec := httptest.NewRecorder()
+	s.StatsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/admin/websockets?format=text", nil))
+	require.Equal(t, 200, rec.Code)
+	require.Contains(t, rec.Body.String(), "websockets open 1")
+	rec = httptest.NewRecorder()
+	s.StatsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/admin/websockets", nil))
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	require.Contains(t, rec.Body.String(), `"open": 1`)
 }

@@ -170,7 +170,11 @@ func (c *Ctx) Upgrade(opts UpgradeOptions) (*WSConn, error) {
 	s.ws.opened(w, c.pattern)
 	cs.ws = w
 	s.deliver(c)
-	s.markDirty(cs)
+	s.flush(cs)
+	// An idle WebSocket keeps no buffer of the HTTP side: the parsed head (the request's
+	// copy in c stays for the handler), the output buffers (made again by the first write).
+	cs.req = httpcodec.Request{}
+	cs.out, c.out = nil, nil
 	w.pump() // frames that arrived with the request
 	return w, nil
 }
@@ -461,7 +465,8 @@ func (w *WSConn) ReadMessage() (binary bool, data []byte, err error) {
 
 // WriteText queues p as one text message (p must be UTF-8; it is not checked) and, while
 // the connection's queued output is over Config.WebSocket.MaxQueuedBytes, parks the
-// calling task until the client has read some. Called outside a task it never parks.
+// calling task until the client has read some. Called outside a task (a function run on
+// the loop) it cannot park: past the bound it closes the client as Send does.
 // It returns the connection's end reason once it is closing or ended (the message may
 // then not be delivered). Loop-confined.
 func (w *WSConn) WriteText(p []byte) error { return w.write(httpcodec.WSText, p) }
@@ -482,8 +487,9 @@ func (w *WSConn) write(op httpcodec.WSOpcode, p []byte) error {
 		return nil
 	}
 	t := s.sched.Current()
-	if t == nil {
-		return nil
+	if t == nil { // nothing to park: the bound holds as for Send
+		w.slowConsumer(false)
+		return ErrSlowConsumer
 	}
 	for w.state == wsOpen && w.queued() > limit {
 		s.flush(cs) // hand it to gnet now so the watch sees the true backlog
