@@ -42,8 +42,8 @@ type Room struct {
 	state   string
 	period  time.Duration
 	budget  time.Duration
-	dur     *Histogram // tick durations
-	late    *Histogram // tick lateness
+	dur     Histogram // tick durations (by value: one pointer less to chase per tick)
+	late    Histogram // tick lateness
 	durSum  int64
 	durMax  int64
 	lateSum int64
@@ -66,7 +66,7 @@ type roomSec struct {
 // given budget, created at clock reading now (ns since the owner's epoch). Any goroutine.
 func NewRoom(name string, period, budget time.Duration, now int64) *Room {
 	r := &Room{name: name, start: now, state: RoomRunning, period: period, budget: budget,
-		dur: newHistogram(roomLayout), late: newHistogram(roomLayout)}
+		dur: *newHistogram(roomLayout), late: *newHistogram(roomLayout)}
 	for i := range r.secs {
 		r.secs[i].sec = -1
 	}
@@ -204,8 +204,8 @@ func (r *Room) Snapshot(now int64) RoomSnapshot {
 	s := RoomSnapshot{
 		Name: r.name, State: r.state, Age: time.Duration(now - r.start), Period: r.period, Budget: r.budget,
 		Ticks: r.ticks, Overruns: r.overruns, Skipped: r.skipped, CaughtUp: r.caughtUp, Panics: r.panics,
-		TickDuration: summarize(r.dur, r.durSum, r.durMax),
-		TickLateness: summarize(r.late, r.lateSum, r.lateMax),
+		TickDuration: summarize(&r.dur, r.durSum, r.durMax),
+		TickLateness: summarize(&r.late, r.lateSum, r.lateMax),
 		LoopTime:     time.Duration(r.loopTotal),
 		Inputs:       r.inputs, Dropped: r.dropped, Refused: r.refused, Queued: r.queued, Members: r.members,
 		Rooms: 1,

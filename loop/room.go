@@ -164,8 +164,9 @@ type Tick[I any] struct {
 // allocate. The tick's task only.
 func (t *Tick[I]) DrainInputs(fn func(I)) { t.room.drainInputs(fn) }
 
-// Inputs returns the queued inputs as an iterator that drains them (see DrainInputs). The
-// tick's task only.
+// Inputs returns the queued inputs as an iterator that drains them (see DrainInputs).
+// Breaking out of the loop leaves the rest queued, in front of newer inputs. The iterator
+// may cost an allocation; DrainInputs does not. The tick's task only.
 func (t *Tick[I]) Inputs() iter.Seq[I] {
 	return func(yield func(I) bool) { t.room.drainSeq(yield) }
 }
@@ -303,8 +304,9 @@ func (r *Room[I]) Stop() {
 // Members returns the number of member tasks (the tick task not included). Loop-confined.
 func (r *Room[I]) Members() int { return len(r.core.members) }
 
-// Stats returns the room's figures so far (see RoomStats): cheap enough for every tick
-// (a pass over two small histograms). Loop-confined.
+// Stats returns the room's figures so far (see RoomStats). It computes percentiles over
+// two small histograms and shares over 60 one-second buckets (a few µs): read it when
+// the game needs it, not on every tick of a thousand rooms. Loop-confined.
 func (r *Room[I]) Stats() RoomStats {
 	c := &r.core
 	c.sync()
@@ -387,7 +389,10 @@ func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
 		return h
 	}
 	bt := c.srv.spawnOnLoop(h.name, func(bt *Task) {
-		defer h.end()
+		defer func() {
+			h.run.bt = nil
+			h.end()
+		}()
 		fn(bt)
 	})
 	h.run.bt = bt
@@ -398,11 +403,16 @@ func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
 // Attach makes t a member of the room: t's loop time counts to the room from now on, and
 // Stop cancels it. Pass a handler's task (&c.Task; a WebSocket connection's task is its
 // upgrading handler's) or a background task's. A task belongs to one room at a time:
-// attaching it moves it. In a stopped room it returns ErrRoomStopped. Loop-confined.
+// attaching it moves it. In a stopped room it returns ErrRoomStopped; a task that has
+// ended (or not started) is refused. Loop-confined: a multi-thread handler attaches its
+// task through Server.Post.
 func (r *Room[I]) Attach(t *Task) error {
 	c := &r.core
-	if c.stopping || c.ended {
+	switch {
+	case c.stopping || c.ended:
 		return ErrRoomStopped
+	case t.t == nil && t.g == nil:
+		return errors.New("loop: Room.Attach: the task is not running")
 	}
 	if t.room == c {
 		return nil
@@ -429,21 +439,22 @@ func (r *Room[I]) run(bt *Task, start int64) {
 	defer r.takeInputs() // the queue's memory goes with the room
 	r.tick.Task = bt
 	next, n, prev := start+c.period, uint64(1), start
-	behind := 0 // ticks run back to back to catch up since the last on-time one
+	behind := 0  // ticks run back to back to catch up since the last on-time one
+	end := start // the clock at the end of the previous tick: one reading serves both
 	for {
-		if now := s.nanotime(); next > now {
-			if err := bt.t.Sleep(time.Duration(next - now)); err != nil || bt.err != nil {
+		if next > end {
+			if err := bt.t.Sleep(time.Duration(next - end)); err != nil || bt.err != nil {
 				return
 			}
 		} else if bt.err != nil {
 			return
 		}
 		began := s.nanotime()
-		c.chargeTick(bt)
+		c.chargeTick(bt, began)
 		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
 		r.tick.Deadline = s.timeAt(next)
 		r.runTick()
-		end := s.nanotime()
+		end = s.nanotime()
 		dur := time.Duration(end - began)
 		if c.rec.Tick(r.tick.Late, dur) {
 			c.overrun(n, dur, end)
@@ -532,7 +543,7 @@ func (c *roomCore) detach(t *Task) {
 	t.room = nil
 	for i := range c.members {
 		if m := &c.members[i]; m.t == t {
-			if t.t != nil && t.t.ID() == m.id && c.srv.acct.on {
+			if t.t != nil && t.t.ID() == m.id && c.srv.acct.on { // still the task attached
 				on, _, _ := t.t.Totals()
 				c.rec.LoopTime(c.srv.nanotime(), on-m.last)
 			}
@@ -551,7 +562,7 @@ func (c *roomCore) detach(t *Task) {
 func (c *roomCore) taskEnded(t *Task) {
 	if t == c.tickTask {
 		t.room = nil
-		c.chargeTick(t)
+		c.chargeTick(t, c.srv.nanotime())
 		c.tickTask = nil
 		c.checkEnded()
 		return
@@ -561,12 +572,12 @@ func (c *roomCore) taskEnded(t *Task) {
 
 // chargeTick charges the tick task's loop time since the last charge (its slices up to
 // the latest switch) to the room.
-func (c *roomCore) chargeTick(bt *Task) {
+func (c *roomCore) chargeTick(bt *Task, now int64) {
 	if !c.srv.acct.on || bt.t == nil {
 		return
 	}
 	on, _, _ := bt.t.Totals()
-	c.rec.LoopTime(c.srv.nanotime(), on-c.lastOnLoop)
+	c.rec.LoopTime(now, on-c.lastOnLoop)
 	c.lastOnLoop = on
 }
 

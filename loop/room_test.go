@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/offload"
 )
 
 // inLoop runs fn on s's loop and waits for it.
@@ -88,7 +91,6 @@ func TestRoomTicksDoNotDrift(t *testing.T) {
 	}
 	got := make(chan obs, ticks+10)
 	var stop atomic.Bool
-	var created time.Time
 	r := newRoomT(t, s, RoomConfig[int]{Name: "clock", Period: period, Tick: func(r *Room[int], tk *Tick[int]) {
 		if !stop.Load() {
 			got <- obs{tk.N, tk.Deadline, time.Now(), tk.DT}
@@ -98,7 +100,6 @@ func TestRoomTicksDoNotDrift(t *testing.T) {
 			r.Stop()
 		}
 	}})
-	_ = created
 	<-r.Done()
 	close(got)
 	var first *obs
@@ -117,24 +118,30 @@ func TestRoomTicksDoNotDrift(t *testing.T) {
 		lates = append(lates, late)
 		last = o
 	}
-	require.Equal(t, uint64(ticks), last.n)
-	// Not accumulating: the last tick is as close to its deadline as ticks usually are.
-	start := first.deadline.Add(-time.Duration(first.n) * period)
-	drift := last.started.Sub(start) - ticks*period
-	assert.Less(t, drift, 15*time.Millisecond, "200th tick %v after start + 200 periods", drift)
-	var within int
-	for _, l := range lates {
-		if l < 5*time.Millisecond {
-			within++
-		}
-	}
-	assert.GreaterOrEqual(t, within, len(lates)*9/10, "most ticks start within 5 ms of their deadline: %v", lates)
+	require.GreaterOrEqual(t, last.n, uint64(ticks))
+	// Not accumulating: a timer re-armed at "now + period" after each tick would put the
+	// last ticks a tick's overhead later per tick (200 ticks: hundreds of ms); these are
+	// as close to their deadlines as the first ones. Medians, not maxima: the machine may
+	// deschedule the loop now and then.
+	require.Greater(t, len(lates), 100)
+	assert.Less(t, median(lates[:50]), 10*time.Millisecond, "first 50 ticks: %v", lates[:50])
+	assert.Less(t, median(lates[len(lates)-50:]), 10*time.Millisecond, "last 50 ticks: %v", lates[len(lates)-50:])
 }
 
-// lateRun records the tick numbers of a room whose second tick blocks the loop for 3.5
-// periods, and returns them with the room's figures.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// latePeriod is the period of the late-policy tests: long enough that the machine's
+// hiccups (tens of ms on a loaded machine under -race) do not move a tick by half of it.
+const latePeriod = 100 * time.Millisecond
+
+// lateRun records the tick numbers of a room whose second tick blocks the loop until 3.5
+// periods after its deadline, and returns them with the room's figures.
 func lateRun(t *testing.T, policy LatePolicy) ([]uint64, []time.Duration, RoomStats) {
-	const period = 40 * time.Millisecond
+	const period = latePeriod
 	s, _ := startServer(t, Config{StallThreshold: -1}, nil)
 	var mu sync.Mutex
 	var ns []uint64
@@ -146,7 +153,7 @@ func lateRun(t *testing.T, policy LatePolicy) ([]uint64, []time.Duration, RoomSt
 		count := len(ns)
 		mu.Unlock()
 		if tk.N == 2 {
-			time.Sleep(period*3 + period/2) // holds the loop: deadlines 3, 4 and 5 pass
+			time.Sleep(time.Until(tk.Deadline.Add(period*3 + period/2))) // holds the loop: deadlines 3, 4 and 5 pass
 		}
 		if count >= 6 {
 			r.Stop()
@@ -159,25 +166,32 @@ func lateRun(t *testing.T, policy LatePolicy) ([]uint64, []time.Duration, RoomSt
 	return ns, lates, st
 }
 
+// The late-policy tests check the policy's arithmetic on what happened, not exact tick
+// numbers: on a loaded machine the blocking tick may end later than 3.5 periods after its
+// deadline.
+
 func TestRoomLateSkip(t *testing.T) {
 	ns, _, st := lateRun(t, SkipLate)
 	require.GreaterOrEqual(t, len(ns), 3)
-	assert.Equal(t, []uint64{1, 2, 6}, ns[:3], "SkipLate skips deadlines 3 to 5")
-	assert.EqualValues(t, 3, st.Skipped)
+	assert.Equal(t, []uint64{1, 2}, ns[:2])
+	assert.GreaterOrEqual(t, ns[2], uint64(6), "SkipLate skips deadlines 3 to 5 (at least)")
+	assert.Equal(t, ns[2]-3, st.Skipped, "every deadline between was skipped")
 	assert.EqualValues(t, 0, st.CaughtUp)
-	assert.EqualValues(t, 1, st.Overruns, "the blocking tick is over budget")
+	assert.GreaterOrEqual(t, st.Overruns, uint64(1), "the blocking tick is over budget")
 }
 
 func TestRoomLateCatchUp(t *testing.T) {
-	const period = 40 * time.Millisecond
+	const period = latePeriod
 	ns, lates, st := lateRun(t, CatchUp(2))
 	require.GreaterOrEqual(t, len(ns), 5)
-	assert.Equal(t, []uint64{1, 2, 4, 5, 6}, ns[:5], "CatchUp(2) runs deadlines 4 and 5 back to back, skips 3")
-	assert.EqualValues(t, 1, st.Skipped)
+	assert.Equal(t, []uint64{1, 2}, ns[:2])
+	assert.GreaterOrEqual(t, ns[2], uint64(4), "CatchUp(2) skips the oldest missed deadline (3)")
+	assert.Equal(t, ns[2]+1, ns[3], "and runs the next two back to back")
+	assert.Equal(t, ns[2]-3, st.Skipped)
 	assert.EqualValues(t, 2, st.CaughtUp)
-	assert.Greater(t, lates[2], period, "tick 4 ran late")
-	assert.Greater(t, lates[3], time.Duration(0), "tick 5 ran late")
-	assert.Less(t, lates[4], period/2, "tick 6 is back on time")
+	assert.Greater(t, lates[2], period, "the first catch-up tick ran more than a period late")
+	assert.Greater(t, lates[3], time.Duration(0), "the second ran late too")
+	assert.Less(t, lates[3], lates[2], "closer to its deadline")
 }
 
 // roomHeavyTick holds the loop for longer than the stall threshold: the stall log's stack
@@ -248,7 +262,9 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	heavy := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
 		Tick: func(*Room[int], *Tick[int]) { spin(8 * time.Millisecond) }})
 	for i := range 3 {
-		newRoomT(t, s, RoomConfig[int]{Name: fmt.Sprint("light", i), Period: 20 * time.Millisecond,
+		// A budget of 18 ms: an empty tick overruns only if the OS takes the loop's thread
+		// away for that long in the middle of it.
+		newRoomT(t, s, RoomConfig[int]{Name: fmt.Sprint("light", i), Period: 20 * time.Millisecond, Budget: 18 * time.Millisecond,
 			Tick: func(*Room[int], *Tick[int]) {}})
 	}
 	var doc roomsPageDoc
@@ -416,12 +432,16 @@ func TestRoomStopRunsMemberDefers(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("room not done")
 	}
-	var err error
+	var err, err2 error
 	inLoop(t, s, func() {
 		err = r.Attach(&Task{})
 		assert.Equal(t, 0, r.Members())
+		r2, _ := NewRoom(s, RoomConfig[int]{Name: "other", Period: time.Hour, Tick: func(*Room[int], *Tick[int]) {}})
+		err2 = r2.Attach(&Task{})
+		r2.Stop()
 	})
 	assert.ErrorIs(t, err, ErrRoomStopped)
+	assert.ErrorContains(t, err2, "not running")
 	_, body := c.read("GET") // the handler returned without writing: the server answered for it
 	_ = body
 }
@@ -451,8 +471,14 @@ func TestRoomDrain(t *testing.T) {
 			_, newDuringDrain = NewRoom(s, RoomConfig[int]{Name: "late", Period: time.Second, Tick: tick})
 			r.Go("save", func(t *Task) {
 				defer r.Stop()
-				_ = t.Sleep(30 * time.Millisecond) // saving the game
-				close(saved)
+				// Saving the game, off the loop: the drain waits for it.
+				_, err := offload.Do(t, func(ctx context.Context) (int, error) {
+					time.Sleep(30 * time.Millisecond)
+					return 0, ctx.Err()
+				})
+				if err == nil {
+					close(saved)
+				}
 			})
 		}})
 	newRoomT(t, s, RoomConfig[int]{Name: "plain", Period: 10 * time.Millisecond, Tick: tick})
@@ -496,17 +522,41 @@ func TestRoomDrainCompletesWhenRoomsEnd(t *testing.T) {
 }
 
 func TestRoomMultiThreadMode(t *testing.T) {
-	s, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {})
-	var ticks atomic.Int64
+	var room atomic.Pointer[Room[int]]
+	handlerDone := make(chan error, 1)
+	s, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {
+		s.Handle("GET /join", func(c *Ctx) {
+			// Input is safe from any goroutine; Attach is loop-confined: posted.
+			_ = room.Load().Input(1)
+			_ = s.Post(func() { _ = room.Load().Attach(&c.Task) })
+			defer func() { handlerDone <- c.Err() }()
+			_ = c.Sleep(time.Hour)
+		})
+	})
+	var ticks, inputs atomic.Int64
 	r := newRoomT(t, s, RoomConfig[int]{Name: "mt", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
-		tk.DrainInputs(func(int) { ticks.Add(100) })
+		tk.DrainInputs(func(int) { inputs.Add(1) })
 		ticks.Add(1)
 	}})
-	require.NoError(t, r.Input(1)) // Input is safe from any goroutine, so from multi-thread handlers
-	require.Eventually(t, func() bool { return ticks.Load() > 103 }, 5*time.Second, time.Millisecond)
+	room.Store(r)
+	dial(t, addr).send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
+	require.Eventually(t, func() bool {
+		var n int
+		inLoop(t, s, func() { n = r.Members() })
+		return n == 1 && inputs.Load() == 1 && ticks.Load() > 2
+	}, 5*time.Second, time.Millisecond)
 	r.Stop()
-	<-r.Done()
-	_ = addr
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the multi-thread member was not cancelled")
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("room not done")
+	}
 }
 
 func TestRoomErrorAnswers(t *testing.T) {
