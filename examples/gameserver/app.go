@@ -127,7 +127,7 @@ func (a *app) routes() {
 	s.Handle("GET /leaderboard", a.leaderboard)
 	s.Handle("GET /players/{id}", a.profile)
 	s.Handle("GET /rooms", a.listRooms)
-	s.HandleStats("/debug/baton") // the rooms and WebSocket pages are served only here
+	s.HandleStats("/debug/baton") // the rooms page is served only here (StatsHandler lacks it)
 	s.HandleHealth()
 }
 

@@ -18,7 +18,8 @@
 // Routes on the main address: GET / (the browser client), POST /tickets, GET and DELETE
 // /tickets/{id}, GET /ws, GET /rooms, GET /rooms/{id}/state, POST /rooms/{id}/input,
 // GET /leaderboard, GET /players/{id}, /healthz, /readyz, /debug/baton/*. On the admin
-// address: /debug/baton/{tasks,routes,loop} and /healthz, /readyz.
+// address: /debug/baton/{tasks,routes,loop,offload,admission,websockets} and /healthz,
+// /readyz.
 package main
 
 import (
