@@ -398,36 +398,17 @@ func TestShutdownDuringPlayLosesNoFinishedMatch(t *testing.T) {
 // lets bot matches finish, sends SIGTERM and checks that the process exits 0 having
 // written every match it ended.
 func TestSIGTERMDrainsTheRealProcess(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "game.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
-		"GAMESERVER_TEST_ARGS=-addr 127.0.0.1:0 -admin= -bot-rooms 3 -match 300ms -db "+db)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := bufio.NewScanner(out)
-	var addr string
-	for lines.Scan() {
-		if rest, ok := strings.CutPrefix(lines.Text(), "gameserver: play at http://"); ok {
-			addr, _, _ = strings.Cut(rest, "/")
-			break
-		}
-	}
-	require.NotEmpty(t, addr, "the server printed its URL; stderr:\n%s", stderr.String())
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	db := filepath.Join(t.TempDir(), "game.db")
+	p := startProcess(t, "-addr 127.0.0.1:0 -admin= -bot-rooms 3 -match 300ms -db "+db)
 	var rooms struct {
 		Recorded int `json:"recorded"`
 	}
 	require.Eventually(t, func() bool {
-		return getJSON(t, "http://"+addr+"/rooms", &rooms) == 200 && rooms.Recorded >= 3
+		return getJSON(t, "http://"+p.addr+"/rooms", &rooms) == 200 && rooms.Recorded >= 3
 	}, 20*time.Second, 20*time.Millisecond)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait(), "exit status; stderr:\n%s", stderr.String())
-	assert.Contains(t, stderr.String(), "unwritten=0")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.cmd.Wait(), "exit status; stderr:\n%s", p.stderr.String())
+	assert.Contains(t, p.stderr.String(), "unwritten=0")
 
 	st, err := store.Open(db)
 	require.NoError(t, err)
@@ -435,7 +416,60 @@ func TestSIGTERMDrainsTheRealProcess(t *testing.T) {
 	n, err := st.Matches(context.Background())
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, n, rooms.Recorded+3, "the three arenas in play at SIGTERM count too")
-	assert.Contains(t, stderr.String(), "matches_recorded="+strconv.Itoa(n))
+	assert.Contains(t, p.stderr.String(), "matches_recorded="+strconv.Itoa(n))
+}
+
+// process is the real server running as a child process (this test binary running main).
+type process struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *syncBuffer
+}
+
+// startProcess starts the server with args (split on spaces) and waits for its URL.
+func startProcess(t *testing.T, args string) *process {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1", "GAMESERVER_TEST_ARGS="+args)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &process{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "gameserver: play at http://"); ok {
+			p.addr, _, _ = strings.Cut(rest, "/")
+			break
+		}
+	}
+	require.NotEmpty(t, p.addr, "the server printed its URL; stderr:\n%s", p.stderr.String())
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return p
+}
+
+// syncBuffer is a strings.Builder safe for the writer goroutine of exec and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestBrowserPageAndAdmin: / serves the client, the admin address serves stats and
