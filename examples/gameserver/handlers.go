@@ -145,6 +145,10 @@ type wsMessage struct {
 // a second, the rest dropped) and every tick it receives {"type":"state","state":{...}}.
 // When the match ends the room stops, which cancels this task: the connection closes.
 func (a *app) serveWS(c *loop.Ctx) {
+	if c.Query("watch") != "" {
+		a.watch(c)
+		return
+	}
 	player, name, ok := validPlayer(c)
 	if !ok {
 		return
@@ -219,6 +223,40 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 		in.Player = player
 		_ = ar.room.Input(in) // a full queue drops it: the next input supersedes it
+	}
+}
+
+// watch is GET /ws?watch=1: a spectator's WebSocket. It is sent {"type":"watching"} and
+// then the states of the running arena with the most humans (a bot arena when none has
+// any), so the page is alive before its player presses Play. When that match ends the
+// connection closes (1000) and the client connects again for the next one.
+func (a *app) watch(c *loop.Ctx) {
+	var best *arena
+	for _, ar := range a.arenas {
+		if !ar.ended && (best == nil || ar.m.Humans() > best.m.Humans() || ar.m.Humans() == best.m.Humans() && ar.id < best.id) {
+			best = ar
+		}
+	}
+	if best == nil {
+		c.SetHeader("Retry-After", "1")
+		c.String(503, "503 Service Unavailable: no match to watch\n")
+		return
+	}
+	ws, err := c.Upgrade(loop.UpgradeOptions{})
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(wsMessage{Type: "watching", Assignment: &assignment{Match: best.id}})
+	if ws.WriteText(b) != nil || best.room.Attach(&c.Task) != nil {
+		return
+	}
+	key := game.PlayerID("watch-" + strconv.FormatUint(ws.ID(), 10)) // never a player: Leave ignores it
+	best.addConn(key, ws)
+	defer best.removeConn(key, ws)
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return // the spectator left, or the match ended
+		}
 	}
 }
 

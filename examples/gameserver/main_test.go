@@ -486,6 +486,21 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	assert.Contains(t, string(body), "<canvas")
 	assert.Contains(t, string(body), "/debug/baton/rooms")
 
+	// A spectator (the page before Play) watches the running bot arena.
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+s.addr+"/ws?watch=1", nil)
+	require.NoError(t, err)
+	var m message
+	require.NoError(t, ws.ReadJSON(&m))
+	require.Equal(t, "watching", m.Type)
+	require.NotNil(t, m.Assignment)
+	for range 3 {
+		var st message
+		require.NoError(t, ws.ReadJSON(&st))
+		require.Equal(t, "state", st.Type)
+		assert.Equal(t, m.Assignment.Match, st.State.Room)
+	}
+	require.NoError(t, ws.Close())
+
 	assert.Equal(t, 200, getJSON(t, "http://"+s.admin+"/healthz", nil))
 	assert.Equal(t, 200, getJSON(t, "http://"+s.admin+"/debug/baton/tasks", nil))
 	require.Eventually(t, func() bool {

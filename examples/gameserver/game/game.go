@@ -321,17 +321,37 @@ func (m *Match) Result() Result {
 	return res
 }
 
-// BotInput steers a bot toward the nearest orb: the in-process bots that fill rooms.
+// BotInput steers a bot toward the nearest orb that no other player is closer to (the
+// nearest orb when every orb is contested), so bots spread out instead of chasing the same
+// orb in a clump: the in-process bots that fill rooms.
 func (m *Match) BotInput(id PlayerID) Input {
 	p := m.byID[id]
 	if p == nil || len(m.orbs) == 0 {
 		return Input{Player: id}
 	}
-	best, bestD := m.orbs[0], math.Inf(1)
+	var best, nearest Orb
+	bestD, nearestD := math.Inf(1), math.Inf(1)
 	for _, o := range m.orbs {
-		if d := math.Hypot(o.X-p.X, o.Y-p.Y); d < bestD {
+		d := math.Hypot(o.X-p.X, o.Y-p.Y)
+		if d < nearestD {
+			nearest, nearestD = o, d
+		}
+		if d >= bestD {
+			continue
+		}
+		mine := true
+		for _, q := range m.players {
+			if q != p && !q.Left && math.Hypot(o.X-q.X, o.Y-q.Y) < d {
+				mine = false
+				break
+			}
+		}
+		if mine {
 			best, bestD = o, d
 		}
+	}
+	if math.IsInf(bestD, 1) {
+		best, bestD = nearest, nearestD
 	}
 	if bestD < 1e-9 {
 		return Input{Player: id}

@@ -134,6 +134,20 @@ func TestBotsReachScoreLimit(t *testing.T) {
 	}
 }
 
+func TestBotsSpreadOverOrbs(t *testing.T) {
+	m, err := NewMatch("m", testConfig(), 1)
+	require.NoError(t, err)
+	require.NoError(t, m.Join("near", "near", true))
+	require.NoError(t, m.Join("far", "far", true))
+	m.orbs = []Orb{{X: 100, Y: 100}, {X: 700, Y: 100}}
+	m.Player("near").X, m.Player("near").Y = 110, 100
+	m.Player("far").X, m.Player("far").Y = 200, 100
+	assert.InDelta(t, -1, m.BotInput("near").DX, 1e-9, "the nearer bot takes the orb")
+	assert.InDelta(t, 1, m.BotInput("far").DX, 1e-9, "the other bot goes for the orb nobody is closer to")
+	m.orbs = []Orb{{X: 100, Y: 100}}
+	assert.InDelta(t, -1, m.BotInput("far").DX, 1e-9, "every orb contested: the nearest")
+}
+
 func TestResultSharesPlacesOnTies(t *testing.T) {
 	m, err := NewMatch("m", testConfig(), 1)
 	require.NoError(t, err)
