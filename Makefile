@@ -3,8 +3,10 @@ GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 STATICCHECK_VERSION ?= v0.8.2
 ADDR        ?= 127.0.0.1:8080
-# bench/ is a module of its own (bench/go.mod), so that importers of loop do not get its
-# plotting dependencies; vet, staticcheck and race run in both modules.
+# bench/, promexport/ and integration/ are modules of their own (each with a go.mod and a
+# replace of the root), so that importers of loop do not get their dependencies (plotting,
+# client_golang, chromedp); vet, staticcheck and race run in every module.
+MODULES     ?= bench promexport integration
 
 .PHONY: run run-game test vet staticcheck race tools bench bench-full bench-go fuzz fmt
 
@@ -20,7 +22,8 @@ run-game:
 	$(GO) run ./examples/gameserver -addr $(ADDR) -admin $(ADMIN_ADDR) -data $(GAME_DATA)
 
 ## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included), in
-## the root module and in the bench module
+## the root module and in the nested modules ($(MODULES)); integration/ drives headless
+## Chromium and skips where it is missing
 test: fmt vet staticcheck race
 
 fmt:
@@ -29,15 +32,18 @@ fmt:
 
 vet:
 	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 staticcheck: tools
 	$(STATICCHECK) ./...
-	cd bench && $(STATICCHECK) ./...
+	for m in $(MODULES); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
+# integration/ runs without -race: it drives a browser, the server's races are the root
+# module's tests' business, and instrumenting chromedp would cost CI a minute or more.
 race:
 	$(GO) test -race -count=1 -timeout 10m ./...
-	cd bench && $(GO) test -race -count=1 -timeout 10m ./...
+	for m in $(filter-out integration,$(MODULES)); do (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
+	$(if $(filter integration,$(MODULES)),cd integration && $(GO) test -count=1 -timeout 10m ./...)
 
 ## tools: install staticcheck if it is missing
 tools:

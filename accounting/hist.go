@@ -356,6 +356,14 @@ func summarize(h *Histogram, sum, maxV int64) Summary {
 // h.ValueAtQuantile(50, 90, 99, 99.9) times unit, never above maxV; Count is
 // h.TotalCount(). It does not allocate. Any goroutine that may read h.
 func SummaryOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
+	s := quantilesOf(h, unit, sum, maxV)
+	s.Buckets = bucketsOf(h, unit)
+	return s
+}
+
+// quantilesOf is SummaryOf without the buckets, for the recent views, which exporters do
+// not read: the buckets cost one more pass over the counters on the loop.
+func quantilesOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
 	s := Summary{Count: h.total, Sum: sum, Max: maxV}
 	if h.total == 0 {
 		return s
@@ -373,7 +381,7 @@ func SummaryOf(h *Histogram, unit, sum, maxV time.Duration) Summary {
 }
 
 // summaryOf reads the recorders hs together through the scratch histogram (reset first;
-// same layout).
+// same layout), without buckets (it reads the recent views).
 func summaryOf(scratch *Histogram, hs ...*hist) Summary {
 	scratch.Reset()
 	var sum, maxV int64
@@ -382,7 +390,7 @@ func summaryOf(scratch *Histogram, hs ...*hist) Summary {
 		sum += h.sum
 		maxV = max(maxV, h.max)
 	}
-	return summarize(scratch, sum, maxV)
+	return quantilesOf(scratch, 1, time.Duration(sum), time.Duration(maxV))
 }
 
 // Summary is a distribution of durations: exact Count, Sum and Max, and percentiles from
@@ -395,6 +403,11 @@ type Summary struct {
 	P99   time.Duration // 99th percentile
 	P999  time.Duration // 99.9th percentile
 	Max   time.Duration // exact maximum
+
+	// Buckets are the cumulative bucket counts at BucketBounds, for exporters that keep
+	// histograms (Prometheus) rather than percentiles. Zero in the routes' recent views
+	// (SummaryPair.Recent), which exporters do not need.
+	Buckets Buckets
 }
 
 // Mean returns Sum/Count, or 0 when Count is 0. Any goroutine.

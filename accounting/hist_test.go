@@ -148,9 +148,15 @@ func TestSummaryOf(t *testing.T) {
 		h.Record(v)
 	}
 	s := SummaryOf(h, time.Microsecond, 500500*time.Microsecond, 1000*time.Microsecond)
+	// Counters are 1 us wide up to 255 us, 2 us to 511 us, 4 us to 1023 us: the counter of
+	// 500 us (500-501) ends above the 500 us bound, that of 1000 us (1000-1003) above 1 ms.
+	buckets := Buckets{1, 2, 5, 10, 25, 50, 100, 250, 499, 999}
+	for k := 10; k < NumBuckets; k++ {
+		buckets[k] = 1000
+	}
 	assert.Equal(t, Summary{Count: 1000, Sum: 500500 * time.Microsecond,
 		P50: 501 * time.Microsecond, P90: 903 * time.Microsecond, P99: 991 * time.Microsecond,
-		P999: 999 * time.Microsecond, Max: 1000 * time.Microsecond}, s)
+		P999: 999 * time.Microsecond, Max: 1000 * time.Microsecond, Buckets: buckets}, s)
 	for _, q := range []struct {
 		got time.Duration
 		p   float64
@@ -192,7 +198,9 @@ func TestHistFoldsExactly(t *testing.T) {
 			require.Equal(t, direct.counts, folded.counts, "digits %d limit %d", digits, limit)
 			require.Equal(t, uint64(len(values)), n)
 			require.Equal(t, uint64(len(values)), folded.TotalCount())
-			require.Equal(t, summarize(direct, sum, mx), summaryOf(newHistogram(l), &h), "digits %d limit %d", digits, limit)
+			want := summarize(direct, sum, mx)
+			want.Buckets = Buckets{} // summaryOf reads recent views, without buckets
+			require.Equal(t, want, summaryOf(newHistogram(l), &h), "digits %d limit %d", digits, limit)
 		}
 	}
 }
@@ -206,7 +214,14 @@ func TestHistClampsAndKeepsExactFigures(t *testing.T) {
 	require.Equal(t, int64(5010), h.sum)
 	require.Equal(t, int64(5000), h.max)
 	s := summaryOf(newHistogram(l), &h)
-	require.Equal(t, Summary{Count: 3, Sum: 5010, P50: 10, P90: 1003, P99: 1003, P999: 1003, Max: 5000}, s)
+	require.Equal(t, Summary{Count: 3, Sum: 5010, P50: 10, P90: 1003, P99: 1003, P999: 1003, Max: 5000}, s, "no buckets in a recent view")
+	folded := newHistogram(l)
+	h.foldInto(folded)
+	buckets := Buckets{2} // 1 us: 0 and 10 ns; the clamped 5000 ns is in the counter 1000-1003
+	for k := 1; k < NumBuckets; k++ {
+		buckets[k] = 3
+	}
+	require.Equal(t, buckets, summarize(folded, 5010, 5000).Buckets)
 	h.reset()
 	require.False(t, h.used || h.sum != 0 || slices.ContainsFunc(h.counts, func(c uint32) bool { return c != 0 }), "reset left counts")
 }

@@ -120,3 +120,27 @@ func TestRoomTickAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestRoomSummaryMatchesHistogram: a room's 32-bit counters give the percentiles a
+// Histogram of the same layout gives.
+func TestRoomSummaryMatchesHistogram(t *testing.T) {
+	r := NewRoom("a", time.Second, time.Second, 0)
+	h := newHistogram(roomLayout)
+	var sum, mx int64
+	v := int64(1)
+	for i := range 5000 {
+		v = (v*6364136223846793005 + 1442695040888963407) & (1<<62 - 1)
+		d := v % int64(50*time.Millisecond)
+		if i%100 == 0 {
+			d = v % int64(2*time.Minute) // some beyond the limit
+		}
+		r.Tick(0, time.Duration(d))
+		h.Record(d)
+		sum += d
+		mx = max(mx, d)
+	}
+	got := r.Snapshot(0).TickDuration
+	want := SummaryOf(h, 1, time.Duration(sum), time.Duration(mx))
+	want.Buckets = Buckets{} // a room's summaries carry no exporter buckets (yet)
+	assert.Equal(t, want, got)
+}

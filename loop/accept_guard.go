@@ -48,8 +48,9 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// acceptStats counts what the acceptor met; the admission stats page shows it.
-type acceptStats struct {
+// AcceptStats count what the acceptor met; the admission stats page shows them
+// (AdmissionSnapshot.Accept). Plain data.
+type AcceptStats struct {
 	Accepted        uint64 `json:"accepted_total"`        // connections accepted and handed to the loop
 	ResourceErrors  uint64 `json:"resource_errors_total"` // accepts that failed for lack of descriptors or kernel memory
 	Shed            uint64 `json:"shed_total"`            // connections accepted and closed at once because descriptors ran out
@@ -155,8 +156,8 @@ func (a *acceptor) shut() {
 }
 
 // stats returns the acceptor's counters.
-func (a *acceptor) stats() acceptStats {
-	return acceptStats{
+func (a *acceptor) stats() AcceptStats {
+	return AcceptStats{
 		Accepted:        a.accepted.Load(),
 		ResourceErrors:  a.resourceErrs.Load(),
 		Shed:            a.shed.Load(),
@@ -408,10 +409,10 @@ func (g *serveGuard) finish() {
 // acceptStats returns the counts of the server's acceptor: connections accepted, accepts
 // that failed for lack of descriptors or memory, connections shed. Safe for concurrent
 // use; zero before ListenAndServe.
-func (s *Server) acceptStats() acceptStats {
+func (s *Server) acceptStats() AcceptStats {
 	a := s.guard.acc.Load()
 	if a == nil {
-		return acceptStats{}
+		return AcceptStats{}
 	}
 	return a.stats()
 }

@@ -120,8 +120,9 @@ func (a *admission) retryAfter() int {
 	return int(min(max(math.Ceil(wait), 1), retryAfterMax))
 }
 
-// admissionStats is what the admission stats page shows. Counters are totals since start.
-type admissionStats struct {
+// AdmissionStats are the admission figures of the admission stats page
+// (AdmissionSnapshot). Counters are totals since start. Plain data.
+type AdmissionStats struct {
 	Limit              int     `json:"limit"`       // Config.RequestConcurrency; 0: no limit
 	QueueLimit         int     `json:"queue_limit"` // Config.MaxQueueLength
 	Active             int     `json:"active"`      // admitted requests holding a slot now
@@ -133,8 +134,8 @@ type admissionStats struct {
 	RetryAfterSeconds  int     `json:"retry_after_seconds"` // what a refusal would advise now
 }
 
-func (a *admission) stats() admissionStats {
-	return admissionStats{
+func (a *admission) stats() AdmissionStats {
+	return AdmissionStats{
 		Limit: a.limit, QueueLimit: a.queueLimit, Active: a.active, Queued: len(a.queue),
 		AdmittedTotal: a.admitted, QueuedTotal: a.queued, RefusedTotal: a.refused,
 		MeanServiceSeconds: a.meanService / float64(time.Second), RetryAfterSeconds: a.retryAfter(),

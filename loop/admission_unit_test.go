@@ -22,7 +22,7 @@ func TestAdmissionSlotsQueueRefusals(t *testing.T) {
 	require.Same(t, c3, a.finish(int64(time.Second)))
 	require.Nil(t, a.finish(int64(time.Second)))
 	st := a.stats()
-	assert.Equal(t, admissionStats{Limit: 2, QueueLimit: 1, Active: 1, Queued: 0, AdmittedTotal: 3, QueuedTotal: 1,
+	assert.Equal(t, AdmissionStats{Limit: 2, QueueLimit: 1, Active: 1, Queued: 0, AdmittedTotal: 3, QueuedTotal: 1,
 		RefusedTotal: 1, MeanServiceSeconds: 1, RetryAfterSeconds: 1}, st)
 }
 

@@ -243,7 +243,7 @@ func (s *Server) flushDirty() {
 		cs.dirty = false
 		switch {
 		case cs.state == connClosed:
-		case cs.ctx == nil && cs.accepting():
+		case cs.ctx == nil && cs.accepting() && cs.ws == nil:
 			s.serve(cs)
 		default:
 			s.flush(cs)

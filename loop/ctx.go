@@ -89,7 +89,8 @@ type Ctx struct {
 	counted    bool // holds an admission slot
 	deadline   *scheduler.Timer
 	deadlineFn func()
-	finished   bool // finishRequest ran in the task's last slice; onSliceStop frees c
+	finished   bool  // finishRequest ran in the task's last slice; onSliceStop frees c
+	bytesOut   int64 // response bytes delivered, counted only with Config.OnRequestDone
 
 	values []ctxValue // request-scoped values set by middleware (SetValue)
 }
@@ -130,7 +131,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.head.Store(headNone)
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
-	c.finished = false
+	c.finished, c.bytesOut = false, 0
 	clear(c.values)
 	c.values = c.values[:0]
 	if len(s.ctxFree) < ctxPoolMax && s.mode.reuseCtx() {

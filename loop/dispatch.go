@@ -18,6 +18,7 @@ type route struct {
 	pattern string
 	exempt  bool // not subject to admission control (RequestConcurrency)
 	acct    *accounting.Route
+	labels  context.Context // pprof labels of the route (Config.ProfileLabels), made once
 }
 
 // RouteOption changes how a route registered with Handle is served. Build one with Exempt.
@@ -174,6 +175,9 @@ func (s *Server) finishRequest(c *Ctx) {
 		}
 		s.recordFinish(c, s.nanotime()) // multi-thread mode: on the loop, after the handler
 	}
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, s.nanotime())
+	}
 	s.releaseCtx(c)
 }
 
@@ -181,6 +185,9 @@ func (s *Server) finishRequest(c *Ctx) {
 func (s *Server) deliver(c *Ctx) {
 	if cs := c.conn; len(c.out) > 0 && cs.writable() {
 		cs.out = append(cs.out, c.out...)
+		if s.cfg.OnRequestDone != nil {
+			c.bytesOut += int64(len(c.out))
+		}
 	}
 	c.out = c.out[:0]
 }
@@ -194,6 +201,9 @@ func (s *Server) inlineResponse(cs *conn, c *Ctx, status int, hname, hvalue stri
 	s.deliver(c)
 	if c.closeConn {
 		cs.closeAfterResponse()
+	}
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, s.now())
 	}
 	s.releaseCtx(c)
 }
@@ -281,6 +291,9 @@ func (s *Server) runGoroutine(c *Ctx) {
 			s.finishRequest(c)
 		})
 	}()
+	if s.cfg.ProfileLabels {
+		setRouteLabels(c.route) // the goroutine ends with the handler: no reset
+	}
 	c.route.h(c)
 	returned = true
 }

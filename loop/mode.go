@@ -51,7 +51,11 @@ func (s *Server) runTask(t *scheduler.Task) {
 	c := t.Arg().(*Ctx)
 	c.Task.t = t
 	s.publishTask(t, &c.route.pattern)
-	c.route.h(c)
+	if s.cfg.ProfileLabels {
+		s.runLabelled(c)
+	} else {
+		c.route.h(c)
+	}
 	s.finishRequest(c)
 }
 
@@ -126,6 +130,9 @@ func (m goroutineMode) flush(c *Ctx) error {
 				return
 			}
 			cs.out = append(cs.out, data...)
+			if s.cfg.OnRequestDone != nil {
+				c.bytesOut += int64(len(data))
+			}
 			s.flush(cs)
 			if cs.state == connClosed {
 				return

@@ -19,14 +19,9 @@ func (s *Server) NewGate(name string, n, maxQueue int) *offload.Gate {
 	return g
 }
 
-// offloadStats is what the offload stats page shows.
-type offloadStats struct {
-	Pool  offload.Stats       `json:"pool"`
-	Gates []offload.GateStats `json:"gates"`
-}
-
-func (s *Server) snapshotOffload() offloadStats {
-	st := offloadStats{Pool: s.pool.Stats()}
+// snapshotOffload reads the offload pool and the gates. Any goroutine.
+func (s *Server) snapshotOffload() OffloadSnapshot {
+	st := OffloadSnapshot{Pool: s.pool.Stats()}
 	s.gatesMu.Lock()
 	for _, g := range s.gates {
 		st.Gates = append(st.Gates, g.Stats())
@@ -36,7 +31,7 @@ func (s *Server) snapshotOffload() offloadStats {
 	return st
 }
 
-func renderOffload(st offloadStats) ([]byte, error) {
+func renderOffload(st OffloadSnapshot) ([]byte, error) {
 	return json.MarshalIndent(st, "", "  ")
 }
 

@@ -109,7 +109,7 @@ func (s *Server) finalStop() {
 	s.sched.Close() // idempotent
 	s.drain.report.Refused = s.adm.refused
 	for _, cs := range s.conns.all {
-		if cs.state == connOpen && !cs.busy() && cs.gc.InboundBuffered() > 0 {
+		if cs.state == connOpen && !cs.busy() && cs.ws == nil && cs.gc.InboundBuffered() > 0 {
 			cs.state = connCloseAfter
 			_, _ = cs.gc.Discard(-1)
 			cs.out = appendPlainResponse(cs.out, 503, "503 Service Unavailable\n", true, false, s.date.Bytes())

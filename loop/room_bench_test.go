@@ -93,7 +93,7 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 				Tick: func(r *Room[int], t *Tick[int]) {
 					t.DrainInputs(func(int) {})
 					if work > 0 {
-						spin(work)
+						spinFor(work)
 					}
 				}})
 			if err != nil {
@@ -142,5 +142,38 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 	}
 	for _, r := range rooms {
 		<-r.Done()
+	}
+}
+
+// BenchmarkEvery20Hz is BenchmarkRooms20Hz/work=0s on Server.Every: the baseline for the
+// loop's busy time per tick.
+func BenchmarkEvery20Hz(b *testing.B) {
+	s, _ := startServer(b, Config{StallThreshold: -1}, nil)
+	var ticks uint64 // loop-confined
+	hs := make([]*TaskHandle, 1000)
+	for i := range hs {
+		hs[i] = s.Every(fmt.Sprint("e", i), 50*time.Millisecond, func(*Task) { ticks++ })
+	}
+	time.Sleep(200 * time.Millisecond)
+	read := func() (busy time.Duration, n uint64) {
+		inLoop(b, s, func() { busy, n = s.snapshotLoop().BusyTotal, ticks })
+		return
+	}
+	busy0, ticks0 := read()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		time.Sleep(time.Second)
+	}
+	b.StopTimer()
+	elapsed := time.Since(start)
+	busy1, ticks1 := read()
+	n := float64(ticks1 - ticks0)
+	b.ReportMetric(float64(busy1-busy0)/n, "loop-ns/tick")
+	b.ReportMetric(n/elapsed.Seconds(), "ticks/s")
+	b.ReportMetric(float64(busy1-busy0)/float64(elapsed), "utilisation")
+	for _, h := range hs {
+		h.Stop()
+		<-h.Done()
 	}
 }

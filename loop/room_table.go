@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bytes"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -97,14 +98,10 @@ func (s *Server) handleRoomsPage(prefix string) {
 // accounting.DefaultTopRooms) and an "other" row, as JSON or, with ?format=text, a table.
 // Snapshotted on the loop, rendered off it.
 func (s *Server) serveRooms(c *Ctx) {
-	top := accounting.DefaultTopRooms
-	if q := c.Query("top"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 0 {
-			c.String(400, "400 Bad Request: top must be a non-negative integer\n")
-			return
-		}
-		top = n
+	top, ok := roomsTop(c.Query("top"))
+	if !ok {
+		c.String(400, "400 Bad Request: top must be a non-negative integer\n")
+		return
 	}
 	text := c.Query("format") == "text"
 	var snap accounting.RoomsSnapshot
@@ -128,6 +125,53 @@ func (s *Server) serveRooms(c *Ctx) {
 	}
 }
 
+// roomsTop reads ?top=N (default accounting.DefaultTopRooms).
+func roomsTop(q string) (int, bool) {
+	if q == "" {
+		return accounting.DefaultTopRooms, true
+	}
+	n, err := strconv.Atoi(q)
+	return n, err == nil && n >= 0
+}
+
+// serveRoomsHTTP is the rooms page for StatsHandler: snapshot through Post, render on the
+// caller's goroutine. Any goroutine.
+func (s *Server) serveRoomsHTTP(w http.ResponseWriter, r *http.Request) {
+	top, ok := roomsTop(r.URL.Query().Get("top"))
+	if !ok {
+		http.Error(w, "top must be a non-negative integer", http.StatusBadRequest)
+		return
+	}
+	got := make(chan accounting.RoomsSnapshot, 1)
+	if s.Post(func() { got <- s.snapshotRooms(top) }) != nil {
+		http.Error(w, "server closed", http.StatusServiceUnavailable)
+		return
+	}
+	var snap accounting.RoomsSnapshot
+	select {
+	case snap = <-got:
+	case <-r.Context().Done():
+		return
+	case <-time.After(10 * time.Second):
+		http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
+		return
+	}
+	var buf bytes.Buffer
+	var err error
+	if r.URL.Query().Get("format") == "text" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		err = accounting.WriteRoomsText(&buf, snap)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		err = accounting.WriteRoomsJSON(&buf, snap)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_, _ = w.Write(buf.Bytes())
+}
+
 // snapshotRooms takes the rooms page's figures. Loop-confined.
 func (s *Server) snapshotRooms(top int) accounting.RoomsSnapshot {
 	now := s.nanotime()
@@ -135,7 +179,7 @@ func (s *Server) snapshotRooms(top int) accounting.RoomsSnapshot {
 	recs := make([]*accounting.Room, len(s.rooms.all))
 	for i, c := range s.rooms.all {
 		c.sync()
-		recs[i] = c.rec
+		recs[i] = &c.rec
 	}
 	return accounting.TopRooms(recs, now, top)
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -138,71 +142,83 @@ func median(ds []time.Duration) time.Duration {
 // hiccups (tens of ms on a loaded machine under -race) do not move a tick by half of it.
 const latePeriod = 100 * time.Millisecond
 
-// lateRun records the tick numbers of a room whose second tick blocks the loop until 3.5
-// periods after its deadline, and returns them with the room's figures.
-func lateRun(t *testing.T, policy LatePolicy) ([]uint64, []time.Duration, RoomStats) {
+// lateTick is what a late-policy test records of one tick.
+type lateTick struct {
+	n                 uint64
+	late              time.Duration
+	skipped, caughtUp uint64 // the room's counts when the tick started
+}
+
+// lateRun runs a room one of whose ticks (the first from the second on that starts less
+// than half a period late and is not itself a catch-up tick: a loaded machine may make
+// the first ticks late) blocks the loop until 3.5 periods after its deadline. It returns what the ticks saw and the blocking tick's index.
+func lateRun(t *testing.T, policy LatePolicy) ([]lateTick, int) {
 	const period = latePeriod
 	s, _ := startServer(t, Config{StallThreshold: -1}, nil)
 	var mu sync.Mutex
-	var ns []uint64
-	var lates []time.Duration
+	var ticks []lateTick
+	blocked := -1
 	r := newRoomT(t, s, RoomConfig[int]{Name: "late", Period: period, Late: policy, Tick: func(r *Room[int], tk *Tick[int]) {
+		st := tk.Stats()
 		mu.Lock()
-		ns = append(ns, tk.N)
-		lates = append(lates, tk.Late)
-		count := len(ns)
-		mu.Unlock()
-		if tk.N == 2 {
-			time.Sleep(time.Until(tk.Deadline.Add(period*3 + period/2))) // holds the loop: deadlines 3, 4 and 5 pass
+		ticks = append(ticks, lateTick{tk.N, tk.Late, st.Skipped, st.CaughtUp})
+		i := len(ticks) - 1
+		block := blocked < 0 && i >= 1 && tk.Late < period/2 && st.CaughtUp == ticks[i-1].caughtUp
+		if block {
+			blocked = i
 		}
-		if count >= 6 {
+		done := blocked >= 0 && i >= blocked+4
+		mu.Unlock()
+		if block {
+			time.Sleep(time.Until(tk.Deadline.Add(period*3 + period/2))) // holds the loop: 3 deadlines pass
+		}
+		if done {
 			r.Stop()
 		}
 	}})
 	<-r.Done()
-	st := roomStats(t, s, r)
 	mu.Lock()
 	defer mu.Unlock()
-	return ns, lates, st
+	require.GreaterOrEqual(t, blocked, 1)
+	require.GreaterOrEqual(t, len(ticks), blocked+3)
+	return ticks, blocked
 }
 
 // The late-policy tests check the policy's arithmetic on what happened, not exact tick
-// numbers: on a loaded machine the blocking tick may end later than 3.5 periods after its
-// deadline.
+// numbers: on a loaded machine a tick may start or end later than planned.
 
 func TestRoomLateSkip(t *testing.T) {
-	ns, _, st := lateRun(t, SkipLate)
-	require.GreaterOrEqual(t, len(ns), 3)
-	assert.Equal(t, []uint64{1, 2}, ns[:2])
-	assert.GreaterOrEqual(t, ns[2], uint64(6), "SkipLate skips deadlines 3 to 5 (at least)")
-	assert.Equal(t, ns[2]-3, st.Skipped, "every deadline between was skipped")
-	assert.EqualValues(t, 0, st.CaughtUp)
-	assert.GreaterOrEqual(t, st.Overruns, uint64(1), "the blocking tick is over budget")
+	ts, i := lateRun(t, SkipLate)
+	b, next := ts[i], ts[i+1] // the blocking tick and the one after it
+	assert.GreaterOrEqual(t, next.n, b.n+4, "SkipLate skips the 3 deadlines that passed (at least)")
+	assert.Equal(t, next.n-b.n-1, next.skipped-b.skipped, "every deadline between was skipped")
+	assert.Zero(t, next.caughtUp)
 }
 
 func TestRoomLateCatchUp(t *testing.T) {
-	const period = latePeriod
-	ns, lates, st := lateRun(t, CatchUp(2))
-	require.GreaterOrEqual(t, len(ns), 5)
-	assert.Equal(t, []uint64{1, 2}, ns[:2])
-	assert.GreaterOrEqual(t, ns[2], uint64(4), "CatchUp(2) skips the oldest missed deadline (3)")
-	assert.Equal(t, ns[2]+1, ns[3], "and runs the next two back to back")
-	assert.Equal(t, ns[2]-3, st.Skipped)
-	assert.EqualValues(t, 2, st.CaughtUp)
-	assert.Greater(t, lates[2], period, "the first catch-up tick ran more than a period late")
-	assert.Greater(t, lates[3], time.Duration(0), "the second ran late too")
-	assert.Less(t, lates[3], lates[2], "closer to its deadline")
+	ts, i := lateRun(t, CatchUp(2))
+	b, c1, c2 := ts[i], ts[i+1], ts[i+2] // the blocking tick, then the two catch-up ticks
+	assert.GreaterOrEqual(t, c1.n, b.n+2, "CatchUp(2) skips the oldest missed deadline")
+	assert.Equal(t, c1.n+1, c2.n, "and runs the next two back to back")
+	assert.Equal(t, c1.n-b.n-1, c1.skipped-b.skipped)
+	assert.Equal(t, uint64(2), c2.caughtUp-b.caughtUp, "two catch-up ticks")
+	assert.Greater(t, c1.late, latePeriod, "the first catch-up tick ran more than a period late")
+	assert.Greater(t, c2.late, time.Duration(0), "the second ran late too")
+	assert.Less(t, c2.late, c1.late, "closer to its deadline")
 }
 
 // roomHeavyTick holds the loop for longer than the stall threshold: the stall log's stack
 // must name it.
 func roomHeavyTick(r *Room[int], tk *Tick[int]) {
 	if tk.Stats().Ticks < 3 { // the first three ticks
-		spin(60 * time.Millisecond)
+		// Well past the 20 ms threshold: the watchdog dumps the stack while the tick still
+		// runs even when the loaded machine runs the watchdog's goroutine late.
+		spinFor(150 * time.Millisecond)
 	}
 }
 
-func spin(d time.Duration) {
+// spinFor burns d of wall time on the calling goroutine (on the loop: holding it).
+func spinFor(d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
 }
@@ -246,6 +262,9 @@ type roomPageRow struct {
 	Dropped  uint64  `json:"inputs_dropped"`
 	Members  int     `json:"members"`
 	State    string  `json:"state"`
+	Duration struct {
+		P50 float64 `json:"p50_seconds"`
+	} `json:"tick_duration"`
 }
 
 func getRooms(t *testing.T, addr, query string) roomsPageDoc {
@@ -260,7 +279,7 @@ func getRooms(t *testing.T, addr, query string) roomsPageDoc {
 func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	s, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) { s.HandleStats("/debug/baton") })
 	heavy := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
-		Tick: func(*Room[int], *Tick[int]) { spin(8 * time.Millisecond) }})
+		Tick: func(*Room[int], *Tick[int]) { spinFor(8 * time.Millisecond) }})
 	for i := range 3 {
 		// A budget of 18 ms: an empty tick overruns only if the OS takes the loop's thread
 		// away for that long in the middle of it.
@@ -274,9 +293,14 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "%+v", doc)
 	assert.Equal(t, 4, doc.Total)
 	assert.Nil(t, doc.Other)
+	assert.GreaterOrEqual(t, doc.Rooms[0].Overruns*2, doc.Rooms[0].Ticks, "most heavy ticks overrun")
 	for _, r := range doc.Rooms[1:] {
 		assert.True(t, strings.HasPrefix(r.Name, "light"), r.Name)
-		assert.Zero(t, r.Overruns, r.Name)
+		// None of the heavy room's time is charged to the light ones. (One overrun is
+		// tolerated: on a loaded machine the OS may take the loop's thread away for 18 ms
+		// in the middle of an empty tick; the heavy room's 8 ms never show in their p50.)
+		assert.LessOrEqual(t, r.Overruns, uint64(1), r.Name)
+		assert.Less(t, r.Duration.P50, 0.001, r.Name)
 		assert.Less(t, r.Share1s, 0.05, r.Name)
 		assert.Positive(t, r.Ticks, r.Name)
 	}
@@ -285,13 +309,26 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	assert.Equal(t, "heavy", top.Rooms[0].Name)
 	require.NotNil(t, top.Other)
 	assert.Equal(t, 3, top.Other.Rooms)
-	assert.Zero(t, top.Other.Overruns)
+	assert.LessOrEqual(t, top.Other.Overruns, uint64(3))
 	resp, text := dial(t, addr).get("/debug/baton/rooms?format=text&top=1")
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, text, "heavy")
 	assert.Contains(t, text, "(other: 3 rooms)")
 	resp, _ = dial(t, addr).get("/debug/baton/rooms?top=x")
 	assert.Equal(t, 400, resp.StatusCode)
+	// The same page on the admin handler.
+	admin := httptest.NewServer(s.StatsHandler())
+	defer admin.Close()
+	hr, err := http.Get(admin.URL + "/debug/baton/rooms?top=1&format=text")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(hr.Body)
+	_ = hr.Body.Close()
+	assert.Equal(t, 200, hr.StatusCode)
+	assert.Contains(t, string(body), "heavy")
+	hr, err = http.Get(admin.URL + "/debug/baton/rooms?top=-1")
+	require.NoError(t, err)
+	_ = hr.Body.Close()
+	assert.Equal(t, 400, hr.StatusCode)
 
 	// A stopped room stays listed as stopped, then its slot is freed.
 	inLoop(t, s, func() { s.rooms.retain = 50 * time.Millisecond })
@@ -577,4 +614,54 @@ func TestRoomErrorAnswers(t *testing.T) {
 			assert.NotEmpty(t, resp.Header.Get("Retry-After"), path)
 		}
 	}
+}
+
+// TestRoomWebSocketMember: a WebSocket connection's task (its upgrading handler's) is a
+// member of a room: its messages go into the room's inputs, and stopping the room ends
+// the connection's handler (its deferred functions run).
+func TestRoomWebSocketMember(t *testing.T) {
+	var room atomic.Pointer[Room[string]]
+	handlerDone := make(chan error, 1)
+	s, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("GET /play", func(c *Ctx) {
+			ws, err := c.Upgrade(UpgradeOptions{})
+			if err != nil {
+				return
+			}
+			r := room.Load()
+			if err := r.Attach(&c.Task); err != nil {
+				return
+			}
+			defer func() { handlerDone <- c.Err() }()
+			for {
+				_, msg, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				_ = r.Input(string(msg))
+			}
+		})
+	})
+	got := make(chan string, 10)
+	r := newRoomT(t, s, RoomConfig[string]{Name: "ws", Period: 5 * time.Millisecond,
+		Tick: func(r *Room[string], tk *Tick[string]) { tk.DrainInputs(func(m string) { got <- m }) }})
+	room.Store(r)
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play", nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("jump")))
+	select {
+	case m := <-got:
+		assert.Equal(t, "jump", m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tick did not get the message")
+	}
+	r.Stop()
+	select {
+	case err := <-handlerDone:
+		assert.ErrorIs(t, err, ErrRoomStopped)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection's handler did not end")
+	}
+	<-r.Done()
 }

@@ -61,9 +61,12 @@ type Server struct {
 	ready     chan struct{}          // closed when the loop is reachable (or it never will be)
 	done      chan struct{}          // closed when ListenAndServe has returned, or at a stop before start
 	dateBytes atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
-	mtWG      sync.WaitGroup         // multi-thread handler goroutines
+	mtWG      sync.WaitGroup         // multi-thread handler goroutines and net/http adapter goroutines
+	eco       ecosystem              // the net/http adapter's gate, the request record (nethttp.go, accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
+	dashOnce  sync.Once
+	dash      *dashHub // the live dashboard's frames (dashboard.go), made on first use
 	eng       atomic.Pointer[gnet.Engine]
 	ctlPeer   atomic.Int64                // our end of the control socket pair (fd), -1 when none
 	drainPoll atomic.Pointer[drainPoller] // the drain watch's goroutine, once started
@@ -98,8 +101,8 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
-	ws         wsServer // WebSocket figures (ws_stats.go)
 	rooms      roomTable
+	ws         wsServer    // WebSocket figures (ws_stats.go)
 	health     healthState // published for the health checks (health.go)
 	arr        arrivalBound
 }
@@ -207,6 +210,9 @@ func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []R
 	}
 	if s.acct.on {
 		r.acct = s.acct.routes.Route(r.pattern)
+	}
+	if s.cfg.ProfileLabels {
+		r.labels = routeLabels(r.pattern)
 	}
 	if err := s.router.Add(pattern, r); err != nil {
 		panic(fmt.Sprintf("loop: Handle(%q): %v", pattern, err))

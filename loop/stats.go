@@ -156,6 +156,9 @@ func (s *Server) onSliceStopCPU(t *scheduler.Task, st scheduler.State, r schedul
 // final, and the slice's end is its end. It records the request and frees its Ctx.
 func (s *Server) requestFinished(t *scheduler.Task, c *Ctx) {
 	s.recordFinish(c, t.SliceEnd())
+	if s.cfg.OnRequestDone != nil {
+		s.requestDone(c, t.SliceEnd())
+	}
 	s.releaseCtx(c)
 }
 
@@ -345,7 +348,9 @@ var statsKinds = []string{"tasks", "routes", "loop", "offload", "admission"}
 // failed or sampled; ?stacks=1 adds each live task's goroutine stack), prefix/routes and
 // prefix/loop, as JSON, or as a plain-text top-style view with ?format=text;
 // prefix/offload (the offload pool's lanes, predictor and the gates made with NewGate) and
-// prefix/admission (handler slots, queue, requests refused with 429, panics), JSON only. The routes are Exempt from admission
+// prefix/admission (handler slots, queue, requests refused with 429, panics), JSON only;
+// prefix/ (the live dashboard, one HTML page) and prefix/events (its Server-Sent Events
+// stream, one JSON frame per DashboardInterval). The routes are Exempt from admission
 // control. Figures are snapshotted on the loop and rendered off it. Call it before
 // ListenAndServe. It panics if accounting is off (Config.NoAccounting).
 func (s *Server) HandleStats(prefix string) {
@@ -356,8 +361,10 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
-	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
 	s.handleRoomsPage(prefix)                                       // room.go
+	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
+
+	s.handleDashboard(prefix) // prefix/ and prefix/events: the live dashboard
 }
 
 // serveStats snapshots on the loop, renders off it and answers.
@@ -450,30 +457,26 @@ func addStacks(ts []accounting.TaskSample) {
 // jsonOnly reports the stats pages that have no text view.
 func jsonOnly(kind string) bool { return kind == "offload" || kind == "admission" }
 
-// admissionView is the admission stats page: the admission figures and the server-wide
-// counts beside them.
-type admissionView struct {
-	admissionStats
-	InFlight    int         `json:"in_flight"`    // handlers running or parked, exempt routes included
-	Parsed      uint64      `json:"parsed_total"` // requests parsed and dispatched
-	PanicsTotal uint64      `json:"panics_total"` // handler and background task panics
-	Accept      acceptStats `json:"accept"`       // connections accepted, shed when descriptors ran out
-}
-
-func (s *Server) admissionSnapshot() admissionView {
-	return admissionView{admissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics,
+func (s *Server) admissionSnapshot() AdmissionSnapshot {
+	return AdmissionSnapshot{AdmissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics,
 		Accept: s.acceptStats()}
 }
 
 // StatsHandler returns a net/http handler serving the same stats pages, for mounting on a
 // separate admin address (for example an http.Server on 127.0.0.1:6060), so monitoring
-// does not share the main port. Paths end in /tasks, /routes or /loop. Snapshots are taken
-// on the loop through Post; rendering happens on the net/http goroutine. Safe for
-// concurrent use.
+// does not share the main port. Paths end in /tasks, /routes, /loop, /offload or
+// /admission. Snapshots are taken on the loop through Post; rendering happens on the
+// net/http goroutine. A path ending in / serves the live dashboard and one ending in
+// /events its event stream (mount the handler on a prefix such as "/debug/baton/").
+// Safe for concurrent use.
 func (s *Server) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/websockets") {
 			s.serveWSStatsHTTP(w, r) // ws_stats.go
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/rooms") {
+			s.serveRoomsHTTP(w, r) // room_table.go
 			return
 		}
 		kind := ""
@@ -482,8 +485,14 @@ func (s *Server) StatsHandler() http.Handler {
 				kind = k
 			}
 		}
-		if kind == "" || s.cfg.NoAccounting {
+		if s.cfg.NoAccounting {
 			http.NotFound(w, r)
+			return
+		}
+		if kind == "" {
+			if !s.serveDashboardHTTP(w, r) { // a path ending in / or /events
+				http.NotFound(w, r)
+			}
 			return
 		}
 		got := make(chan any, 1)

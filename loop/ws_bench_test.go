@@ -17,30 +17,39 @@ func wsBenchFrame(n int) []byte {
 }
 
 // BenchmarkWSEcho measures a 100-byte text message from a raw client echoed by a handler
-// (ReadMessage, WriteText), window messages in flight at a time; ns/op and allocs/op are per
-// message, the client's side included (it allocates nothing).
+// in the task form (ReadMessage, WriteText) or the callback form (OnMessage, WriteText),
+// window messages in flight at a time; ns/op and allocs/op are per message, the client's
+// side included (it allocates nothing).
 func BenchmarkWSEcho(b *testing.B) {
 	for _, window := range []int{1, 64} {
-		b.Run("window="+strconv.Itoa(window), func(b *testing.B) {
-			_, addr := startServer(b, Config{}, func(s *Server) { s.Handle("GET /ws", wsEcho(nil)) })
-			rc := wsRawDial(b, addr, "/ws")
-			frame := wsBenchFrame(100)
-			batch := bytes.Repeat(frame, window)
-			echo := make([]byte, 102*window)
-			_ = rc.c.SetDeadline(time.Now().Add(time.Minute))
-			b.SetBytes(100)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for done := 0; done < b.N; done += window {
-				n := min(window, b.N-done)
-				if _, err := rc.c.Write(batch[:n*len(frame)]); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(rc.br, echo[:n*102]); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		for _, form := range []string{"task", "callback"} {
+			b.Run("window="+strconv.Itoa(window)+"/form="+form, func(b *testing.B) { benchWSEcho(b, form, window) })
+		}
+	}
+}
+
+func benchWSEcho(b *testing.B, form string, window int) {
+	h := wsEcho(nil)
+	if form == "callback" {
+		h = wsCallbackEcho(nil)
+	}
+	_, addr := startServer(b, Config{}, func(s *Server) { s.Handle("GET /ws", h) })
+	rc := wsRawDial(b, addr, "/ws")
+	frame := wsBenchFrame(100)
+	batch := bytes.Repeat(frame, window)
+	echo := make([]byte, 102*window)
+	_ = rc.c.SetDeadline(time.Now().Add(time.Minute))
+	b.SetBytes(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += window {
+		n := min(window, b.N-done)
+		if _, err := rc.c.Write(batch[:n*len(frame)]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(rc.br, echo[:n*102]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -20,6 +20,11 @@ type wsServer struct {
 	order  []*wsRoute // in order of first upgrade
 
 	upgrades, slowConsumers, stalls, pingTimeouts, protocolErrors, inputOverflows uint64
+	callbackPanics                                                                uint64
+
+	later       []*WSConn // callback-form connections with work for wsRunLater
+	laterPosted bool      // wsRunLater is posted to the door
+	runLater    func()    // s.wsRunLater
 
 	slowLog wsLogLimit
 }
@@ -95,6 +100,7 @@ type (
 		PingTimeouts         uint64       `json:"ping_timeouts_total"`
 		ProtocolErrors       uint64       `json:"protocol_errors_total"`
 		InputOverflows       uint64       `json:"input_overflow_closes_total"`
+		CallbackPanics       uint64       `json:"callback_panics_total"`
 		QueuedBytes          int          `json:"queued_bytes"`
 		Routes               []wsRouteDoc `json:"routes"`
 		ConnectionsShown     int          `json:"connections_shown"`
@@ -128,6 +134,7 @@ type (
 		Route       string  `json:"route"`
 		Remote      string  `json:"remote"`
 		State       string  `json:"state"`
+		Form        string  `json:"form"`
 		Subprotocol string  `json:"subprotocol"`
 		Age         float64 `json:"age_seconds"`
 		MessagesIn  uint64  `json:"messages_in"`
@@ -162,6 +169,7 @@ func (s *Server) wsSnapshot() wsStatsDoc {
 	doc := wsStatsDoc{
 		Open: ws.open, UpgradesTotal: ws.upgrades, SlowConsumerCloses: ws.slowConsumers, StallCloses: ws.stalls,
 		PingTimeouts: ws.pingTimeouts, ProtocolErrors: ws.protocolErrors, InputOverflows: ws.inputOverflows,
+		CallbackPanics:       ws.callbackPanics,
 		MaxConnectionsListed: wsMaxListed,
 		Config: wsConfigDoc{MaxMessageBytes: cfg.MaxMessageBytes, MaxQueuedBytes: cfg.MaxQueuedBytes,
 			PingInterval: seconds(cfg.PingInterval), PongTimeout: seconds(cfg.PongTimeout),
@@ -178,8 +186,12 @@ func (s *Server) wsSnapshot() wsStatsDoc {
 		q := w.queued()
 		queued[w.route] += q
 		doc.QueuedBytes += q
+		form := "task"
+		if w.h != nil {
+			form = "callback"
+		}
 		doc.Connections = append(doc.Connections, wsConnDoc{
-			ID: w.id, Route: w.route.pattern, Remote: addrString(w.remote), State: wsStateNames[w.state],
+			ID: w.id, Route: w.route.pattern, Remote: addrString(w.remote), State: wsStateNames[w.state], Form: form,
 			Subprotocol: w.proto, Age: seconds(time.Duration(now - w.since)),
 			MessagesIn: w.st.msgsIn, BytesIn: w.st.bytesIn, MessagesOut: w.st.msgsOut, BytesOut: w.st.bytesOut,
 			QueuedBytes: q, OnLoop: seconds(w.st.onLoop), OnLoopMax: seconds(w.st.onLoopMax),
@@ -209,22 +221,15 @@ func (s *Server) wsSnapshot() wsStatsDoc {
 	return doc
 }
 
-func addrString(a interface{ String() string }) string {
-	if a == nil {
-		return ""
-	}
-	return a.String()
-}
-
 // renderWSStats renders the page as indented JSON or, with text, as tables. Any goroutine.
 func renderWSStats(doc wsStatsDoc, text bool) ([]byte, error) {
 	if !text {
 		return json.MarshalIndent(doc, "", "  ")
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "websockets open %d  upgrades %d  queued %d B  slow-consumer closes %d (stalled %d)  ping timeouts %d  protocol errors %d  input overflows %d\n\n",
+	fmt.Fprintf(&buf, "websockets open %d  upgrades %d  queued %d B  slow-consumer closes %d (stalled %d)  ping timeouts %d  protocol errors %d  input overflows %d  callback panics %d\n\n",
 		doc.Open, doc.UpgradesTotal, doc.QueuedBytes, doc.SlowConsumerCloses, doc.StallCloses, doc.PingTimeouts,
-		doc.ProtocolErrors, doc.InputOverflows)
+		doc.ProtocolErrors, doc.InputOverflows, doc.CallbackPanics)
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "ROUTE\tOPEN\tMSGS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tQUEUED\tSLOW\tPING TO\tON-LOOP P50\tP99\tMAX\t")
 	for _, r := range doc.Routes {
@@ -237,9 +242,9 @@ func renderWSStats(doc wsStatsDoc, text bool) ([]byte, error) {
 	}
 	fmt.Fprintf(&buf, "\nconnections (%d shown, most queued first)\n", doc.ConnectionsShown)
 	tw = tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ID\tROUTE\tREMOTE\tSTATE\tAGE\tMSGS IN\tMSGS OUT\tBYTES OUT\tQUEUED\tON-LOOP\t")
+	fmt.Fprintln(tw, "ID\tROUTE\tREMOTE\tSTATE\tFORM\tAGE\tMSGS IN\tMSGS OUT\tBYTES OUT\tQUEUED\tON-LOOP\t")
 	for _, c := range doc.Connections {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", c.ID, c.Route, c.Remote, c.State,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", c.ID, c.Route, c.Remote, c.State, c.Form,
 			secs(c.Age), c.MessagesIn, c.MessagesOut, c.BytesOut, c.QueuedBytes, secs(c.OnLoop))
 	}
 	if err := tw.Flush(); err != nil {

@@ -782,3 +782,34 @@ func TestWSStatsHandler(t *testing.T) {
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	require.Contains(t, rec.Body.String(), `"open": 1`)
 }
+
+// TestWSUpgradeWhileDraining: a handler that upgrades once the drain has begun gets an
+// error and the client 503.
+func TestWSUpgradeWhileDraining(t *testing.T) {
+	errs := make(chan error, 1)
+	started := make(chan struct{})
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	s.Handle("GET /ws", func(c *Ctx) {
+		close(started)
+		_ = s.Draining().Wait(c)
+		_, err := c.Upgrade(UpgradeOptions{})
+		errs <- err
+	})
+	errc := serveInBackground(t, s)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		_, resp, err := websocket.DefaultDialer.Dial("ws://"+s.Addr().String()+"/ws", nil)
+		res <- result{resp, err}
+	}()
+	<-started
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.ErrorContains(t, recvErr(t, errs), "shutting down")
+	r := <-res
+	require.Error(t, r.err)
+	require.Equal(t, 503, r.resp.StatusCode)
+}

@@ -47,7 +47,8 @@ const maxKeptWSBuf = 16 << 10
 type WSConn struct {
 	srv    *Server
 	cs     *conn
-	c      *Ctx // the handler's request while the handler runs; nil after
+	c      *Ctx       // the handler's request while the handler runs; nil after
+	h      *WSHandler // the callback form's handler (UpgradeTo); nil in the task form
 	id     uint64
 	route  *wsRoute
 	proto  string
@@ -79,6 +80,9 @@ type WSConn struct {
 
 	mark int64 // the reader task's on-loop time when it took the last message; -1 when none
 
+	laterQueued bool // in wsServer.later (callback form)
+	closeCalled bool // OnClose ran (callback form)
+
 	st wsFigures
 }
 
@@ -96,8 +100,11 @@ type wsFigures struct {
 // failure Upgrade answers the request itself (400 a malformed upgrade, 403 a refused
 // origin, 405 not GET, 426 a wrong version, 501 in multi-thread mode, 503 while the server
 // drains) and returns an error saying why. Call it from the handler, before writing
-// anything.
-func (c *Ctx) Upgrade(opts UpgradeOptions) (*WSConn, error) {
+// anything. UpgradeTo is the callback form, whose idle connections hold no task.
+func (c *Ctx) Upgrade(opts UpgradeOptions) (*WSConn, error) { return c.upgrade(opts, nil) }
+
+// upgrade is Upgrade (h nil) and UpgradeTo.
+func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 	s := c.srv
 	if c.Task.g != nil || s.cfg.MultiThread {
 		c.String(501, "501 Not Implemented: "+ErrWSMultiThread.Error()+"\n")
@@ -165,7 +172,7 @@ func (c *Ctx) Upgrade(opts UpgradeOptions) (*WSConn, error) {
 			s.start(next, false)
 		}
 	}
-	w := &WSConn{srv: s, cs: cs, c: c, proto: string(proto), remote: c.remote, since: now, lastIn: now, mark: -1}
+	w := &WSConn{srv: s, cs: cs, c: c, h: h, proto: string(proto), remote: c.remote, since: now, lastIn: now, mark: -1}
 	w.rd.Init(httpcodec.Config{MaxWSMessageBytes: s.cfg.WebSocket.MaxMessageBytes})
 	s.ws.opened(w, c.pattern)
 	cs.ws = w
@@ -201,7 +208,15 @@ func (s *Server) wsTraffic(cs *conn) gnet.Action {
 		return gnet.None
 	}
 	w.lastIn, w.pingAt = s.now(), 0 // any traffic shows the client is alive
+	_, before := s.sched.Len()
 	w.pump()
+	if _, ready := s.sched.Len(); ready > 0 && before == 0 {
+		// Only the reader this input woke is ready: run it now, as a new request's first
+		// slice runs at once, instead of a turn later through the control socket. No task
+		// that was ready before gets an extra slice for this read.
+		s.pump()
+		return gnet.None
+	}
 	s.flushDirty()
 	if _, ready := s.sched.Len(); ready > 0 {
 		s.postPump()
@@ -213,6 +228,9 @@ func (s *Server) wsTraffic(cs *conn) gnet.Action {
 // out or the connection ends. Loop-confined.
 func (w *WSConn) pump() {
 	cs := w.cs
+	if w.h != nil && w.c != nil {
+		return // callback form: messages wait for the handler's return (handlerDone)
+	}
 	for !w.held && w.state != wsDone && cs.state == connOpen {
 		in := cs.gc.InboundBuffered()
 		if in == 0 || in < w.need {
@@ -237,6 +255,10 @@ func (w *WSConn) pump() {
 		w.need = 0
 		if ok {
 			w.handle(&w.msg)
+			w.msg.Payload, w.msg.CloseReason = nil, nil // views into gnet's buffer: keep none
+		}
+		if cs.state == connClosed {
+			return // closed while handling it (a failed write): the buffer is gnet's again
 		}
 		_, _ = cs.gc.Discard(n)
 	}
@@ -284,6 +306,14 @@ func (w *WSConn) handle(m *httpcodec.WSMessage) {
 	case httpcodec.WSText, httpcodec.WSBinary:
 		if w.state != wsOpen {
 			return // after the server's close frame: dropped
+		}
+		if w.h != nil {
+			w.st.msgsIn++
+			w.st.bytesIn += uint64(len(m.Payload))
+			w.route.msgsIn++
+			w.route.bytesIn += uint64(len(m.Payload))
+			w.deliver(m.Opcode == httpcodec.WSBinary, m.Payload)
+			return
 		}
 		w.buf = append(w.buf[:0], m.Payload...)
 		w.binary = m.Opcode == httpcodec.WSBinary
@@ -379,6 +409,10 @@ func (w *WSConn) end(err error) {
 	}
 	w.state, w.err = wsDone, err
 	w.srv.ws.closed(w)
+	if w.h != nil {
+		w.later() // OnClose, once what ended it has been handled
+		return
+	}
 	w.reader.Wake()
 	w.closer.Wake()
 	w.wakeWriters()
@@ -407,9 +441,13 @@ func (w *WSConn) endErr() error {
 // *CloseError when the client closed it, *httpcodec.WSError when the client broke the
 // protocol (the server closed with its code), ErrClientGone when the connection was lost,
 // ErrSlowConsumer, ErrPingTimeout, ErrWSClosed (the server closed it), or the task's
-// cancellation error. Loop-confined; outside a task it returns a message only if one is
+// cancellation error; on a callback-form connection (UpgradeTo) it returns
+// ErrWSCallbackForm. Loop-confined; outside a task it returns a message only if one is
 // already waiting.
 func (w *WSConn) ReadMessage() (binary bool, data []byte, err error) {
+	if w.h != nil {
+		return false, nil, ErrWSCallbackForm
+	}
 	s := w.srv
 	t := s.sched.Current()
 	cur := int64(-1) // the task's on-loop time now, when measured
@@ -466,7 +504,8 @@ func (w *WSConn) ReadMessage() (binary bool, data []byte, err error) {
 // WriteText queues p as one text message (p must be UTF-8; it is not checked) and, while
 // the connection's queued output is over Config.WebSocket.MaxQueuedBytes, parks the
 // calling task until the client has read some. Called outside a task (a function run on
-// the loop) it cannot park: past the bound it closes the client as Send does.
+// the loop) or on a callback-form connection (UpgradeTo) it never parks: past the bound
+// it closes the client as Send does.
 // It returns the connection's end reason once it is closing or ended (the message may
 // then not be delivered). Loop-confined.
 func (w *WSConn) WriteText(p []byte) error { return w.write(httpcodec.WSText, p) }
@@ -479,17 +518,21 @@ func (w *WSConn) write(op httpcodec.WSOpcode, p []byte) error {
 		return w.endErr()
 	}
 	s, cs := w.srv, w.cs
+	limit := s.cfg.WebSocket.MaxQueuedBytes
+	t := s.sched.Current()
+	if t == nil || w.h != nil {
+		// Nothing to park, or the callback form: the bound holds as for Send.
+		if q := w.queued(); q > 0 && q+httpcodec.WSFrameHeaderLen(len(p))+len(p) > limit {
+			w.slowConsumer(false)
+			return ErrSlowConsumer
+		}
+		t = nil
+	}
 	cs.out, _ = httpcodec.AppendWSFrame(cs.out, op, true, p)
 	w.sent(len(p))
 	s.markDirty(cs)
-	limit := s.cfg.WebSocket.MaxQueuedBytes
-	if w.queued() <= limit {
+	if t == nil || w.queued() <= limit {
 		return nil
-	}
-	t := s.sched.Current()
-	if t == nil { // nothing to park: the bound holds as for Send
-		w.slowConsumer(false)
-		return ErrSlowConsumer
 	}
 	for w.state == wsOpen && w.queued() > limit {
 		s.flush(cs) // hand it to gnet now so the watch sees the true backlog
@@ -588,7 +631,7 @@ func (w *WSConn) Close(code uint16, reason string) error {
 	cs.out = out
 	w.startClosing()
 	t := s.sched.Current()
-	if t == nil {
+	if t == nil || w.h != nil {
 		return nil // the sweep enforces CloseTimeout
 	}
 	deadline := w.closeAt + int64(s.cfg.WebSocket.CloseTimeout)
@@ -624,6 +667,14 @@ func (w *WSConn) startClosing() {
 // and in every case it is closed once its output is written. Loop-confined.
 func (w *WSConn) handlerDone(c *Ctx) {
 	w.c = nil
+	if w.h != nil && !c.aborted {
+		// The callback form lives on without the task. Input that arrived while the
+		// handler ran, or an end that happened meanwhile, is handled after this slice.
+		if w.state == wsDone || (w.cs.state == connOpen && w.cs.gc.InboundBuffered() > 0) {
+			w.later()
+		}
+		return
+	}
 	if w.state == wsOpen {
 		code, reason := httpcodec.WSCloseNormal, ""
 		if c.aborted {
@@ -671,6 +722,9 @@ func (w *WSConn) sweep(now int64) {
 		w.slowConsumer(true)
 		return
 	}
+	if now-w.lastIn >= int64(wsIdleRelease) {
+		w.releaseIdle()
+	}
 	if cfg.PingInterval <= 0 {
 		return
 	}
@@ -707,6 +761,23 @@ func (w *WSConn) stalled(now, limit int64) bool {
 	return false
 }
 
+// wsIdleRelease is how long a connection must have received nothing before the sweep
+// gives back its empty buffers: an idle player keeps none, a busy one keeps its own
+// (re-made at most once per sweep when the server only pushes to it).
+const wsIdleRelease = time.Second
+
+// releaseIdle drops the buffers an idle connection does not use now: the gathered output
+// (flushed at every turn's end, so empty here unless the socket is backed up) and, in the
+// task form, the message buffer while the reader waits for a message. Loop-confined.
+func (w *WSConn) releaseIdle() {
+	if cs := w.cs; len(cs.out) == 0 {
+		cs.out = nil
+	}
+	if !w.held && !w.taken {
+		w.buf = nil
+	}
+}
+
 // drainClose sends the shutdown's 1001 close frame. Loop-confined.
 func (w *WSConn) beginDrain() {
 	if w.state != wsOpen {
@@ -728,6 +799,9 @@ func (w *WSConn) stopping() {
 		w.srv.drain.report.WebSocketsForced++
 	}
 	w.end(ErrWSClosed)
+	if w.h != nil {
+		w.srv.wsRunLater() // no further turn: OnClose now (the door is closed)
+	}
 }
 
 // Subprotocol returns the subprotocol chosen at the upgrade, or "". Any goroutine.

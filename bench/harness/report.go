@@ -76,6 +76,9 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 					srvCPU, srvUtil, rss = "-", "-", "-"
 					if run.Server != nil {
 						srvCPU = fmt.Sprintf("%.1f", run.Server.CPUUsPerReq)
+						if run.Server.CPUUsPerUnit > 0 {
+							srvCPU = fmt.Sprintf("%.2f/%s", run.Server.CPUUsPerUnit, run.Server.Unit)
+						}
 						srvUtil = fmt.Sprintf("%.0f%%", 100*run.Server.CPUUtil)
 						rss = fmtMB(run.Server.RSSEnd)
 					}
@@ -88,7 +91,7 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 				if g.Pipeline > 1 {
 					mode += fmt.Sprintf("/p%d", g.Pipeline)
 				}
-				if g.Mode == "open" {
+				if g.Mode != "closed" && g.Mode != "idle" && g.Rate > 0 {
 					mode += fmt.Sprintf("@%.0f", g.Rate)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
@@ -99,6 +102,14 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 		}
 	}
 	tw.Flush()
+	if ac := s.AccountingCost; ac != nil {
+		fmt.Fprintf(w, "   accounting cost (interleaved): %.1f%% median of %d rounds, quartiles %.1f%% .. %.1f%%; µs/req on/off per round:",
+			100*ac.Median, len(ac.Rounds), 100*ac.Q1, 100*ac.Q3)
+		for _, b := range ac.Rounds {
+			fmt.Fprintf(w, " %.2f/%.2f", b.OnUs, b.OffUs)
+		}
+		fmt.Fprintln(w)
+	}
 	// Scenario-specific figures.
 	for _, ph := range s.Phases {
 		for _, run := range ph.Runs {
@@ -139,7 +150,10 @@ func writeSummary(w io.Writer, res *Results) {
 		line := fmt.Sprintf("   %s: %s%s", it.Name, fmtValue(it.Value), unitSuffix(it.Unit))
 		if it.Goal != "" {
 			verdict := "FAIL"
-			if it.Pass != nil && *it.Pass {
+			switch {
+			case it.Pass == nil:
+				verdict = "UNDECIDED" // the figure's uncertainty straddles the goal
+			case *it.Pass:
 				verdict = "PASS"
 			}
 			line += fmt.Sprintf("  (goal %s: %s)", it.Goal, verdict)

@@ -61,6 +61,9 @@ type ScenarioResult struct {
 	Summary string         `json:"summary"`           // Scenario.Summary
 	Skipped string         `json:"skipped,omitempty"` // reason, when it did not run
 	Phases  []*PhaseResult `json:"phases"`
+	// AccountingCost is the interleaved accounting-cost measurement (Scenario.AccountingCost
+	// with both baton and baton-noacct as targets), or nil.
+	AccountingCost *AccountingCost `json:"accounting_cost,omitempty"`
 }
 
 // PhaseResult is one load shape of a scenario, run against every target in turn.
@@ -96,6 +99,10 @@ type ServerStats struct {
 	RSSPeak     int64   `json:"rss_peak"`       // VmHWM at the end of the run
 	Threads     int     `json:"threads"`        // at the end of the window
 	CPUs        string  `json:"cpus,omitempty"` // CPU list it was pinned to
+	// CPUUsPerUnit is the CPU µs per unit of work of a custom phase (Figures.Work), e.g.
+	// per tick or per delivered message; Unit names the unit.
+	CPUUsPerUnit float64 `json:"cpu_us_per_unit,omitempty"`
+	Unit         string  `json:"unit,omitempty"`
 }
 
 // ClientStats are the load generator's own figures over the window.
@@ -147,7 +154,7 @@ type SummaryItem struct {
 	Value float64 `json:"value"`          // the figure
 	Unit  string  `json:"unit,omitempty"` // "x" for ratios
 	Goal  string  `json:"goal,omitempty"` // e.g. ">= 2"
-	Pass  *bool   `json:"pass,omitempty"` // whether Value meets Goal
+	Pass  *bool   `json:"pass,omitempty"` // whether Value meets Goal; absent with a Goal: undecided (the figure's uncertainty straddles it)
 	Note  string  `json:"note,omitempty"` // the figures behind a ratio, caveats
 }
 
@@ -223,6 +230,14 @@ func (p *PhaseResult) Run(target string) *RunResult {
 		}
 	}
 	return nil
+}
+
+// runs returns the phase's runs; nil for a nil phase.
+func (p *PhaseResult) runs() []*RunResult {
+	if p == nil {
+		return nil
+	}
+	return p.Runs
 }
 
 // Phase returns the scenario's phase named name, or nil.

@@ -202,6 +202,13 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 				pr.Runs = append(pr.Runs, r.runOne(ctx, sc, ph, t))
 			}
 		}
+		if sc.AccountingCost && r.hasTarget(servers.Baton) && r.hasTarget(servers.BatonNoAccounting) {
+			ac, err := r.measureAccountingCost(ctx, params)
+			if err != nil {
+				r.warn("%s: accounting cost: %v", sc.Name, err)
+			}
+			sr.AccountingCost = ac
+		}
 		if sc.Summarize != nil {
 			r.res.Summary = append(r.res.Summary, sc.Summarize(sr)...)
 		}
@@ -218,6 +225,16 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 	r.res.Finished = time.Now().UTC()
 	writeSummary(tables, r.res)
 	return r.res, r.writeJSON()
+}
+
+// hasTarget reports whether the built-in target name is measured.
+func (r *runner) hasTarget(name string) bool {
+	for _, t := range r.opts.Targets {
+		if t.Builtin && t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func names(ss []*Scenario) []string {
@@ -265,6 +282,16 @@ func (r *runner) checkParams(p Params, scenarios []*Scenario) Params {
 				n := int(limit) - 256
 				r.warn("open file limit %d is too low for %d idle connections: using %d", limit, p.IdleConns, n)
 				p.IdleConns = n
+			}
+		case "rooms":
+			if n := roomsCount(p) * servers.PlayersPerRoom; limit > 0 && uint64(n)+256 > limit {
+				p.Rooms = (int(limit) - 256) / servers.PlayersPerRoom
+				r.warn("open file limit %d is too low for %d player connections: using %d rooms", limit, n, p.Rooms)
+			}
+		case "ws-broadcast":
+			if n := wsConns(p); limit > 0 && uint64(n)+256 > limit {
+				p.WSConns = int(limit) - 256
+				r.warn("open file limit %d is too low for %d WebSocket connections: using %d", limit, n, p.WSConns)
 			}
 		case "reconnect-burst":
 			n := p.BurstConns
@@ -317,11 +344,6 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 		defer srv.stop()
 		host = srv.addr
 	}
-	groups := ph.Groups(host, t.Prefix)
-	for i := range groups {
-		groups[i].Addr = host
-	}
-
 	var (
 		st                  *ServerStats
 		cpu0, cpu1          time.Duration
@@ -332,24 +354,47 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 		st = &ServerStats{PID: srv.pid, CPUs: r.opts.CPUServer}
 		st.RSSBefore, _, _, _ = procMem(srv.pid)
 	}
-	cfg := loadgen.Config{
-		Groups: groups, Warmup: ph.Warmup, Duration: ph.Duration, Drain: r.opts.Params.Drain,
-		OnMeasureStart: func() {
-			if srv != nil {
-				cpu0, _ = procCPU(srv.pid)
-				rssStart, _, _, _ = procMem(srv.pid)
-			}
-		},
-		OnMeasureEnd: func() {
-			if srv != nil {
-				cpu1, _ = procCPU(srv.pid)
-				rssEnd, _, threads, _ = procMem(srv.pid)
-			}
-		},
+	onStart := func() {
+		if srv != nil {
+			cpu0, _ = procCPU(srv.pid)
+			rssStart, _, _, _ = procMem(srv.pid)
+		}
 	}
-	res, err := loadgen.Run(ctx, cfg)
+	onEnd := func() {
+		if srv != nil {
+			cpu1, _ = procCPU(srv.pid)
+			rssEnd, _, threads, _ = procMem(srv.pid)
+		}
+	}
+	var (
+		res *loadgen.Result
+		fig *Figures
+	)
+	if ph.Custom != nil {
+		env := &Env{Target: t.Name, Host: host, Prefix: t.Prefix, Warmup: ph.Warmup, Duration: ph.Duration,
+			Drain: r.opts.Params.Drain, onStart: onStart, onEnd: onEnd}
+		if env.Drain <= 0 {
+			env.Drain = 2 * time.Second
+		}
+		res, fig, err = runCustom(ctx, ph, env)
+	} else {
+		groups := ph.Groups(host, t.Prefix)
+		for i := range groups {
+			groups[i].Addr = host
+		}
+		res, err = loadgen.Run(ctx, loadgen.Config{
+			Groups: groups, Warmup: ph.Warmup, Duration: ph.Duration, Drain: r.opts.Params.Drain,
+			OnMeasureStart: onStart, OnMeasureEnd: onEnd,
+		})
+	}
 	if err != nil {
 		return fail(err)
+	}
+	if fig != nil && len(fig.Extra) > 0 {
+		rr.Extra = map[string]any{}
+		for k, v := range fig.Extra {
+			rr.Extra[k] = v
+		}
 	}
 	if ph.After != nil {
 		base := "http://" + host + t.Prefix
@@ -359,6 +404,9 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	}
 	for _, g := range res.Groups {
 		gs := groupStats(g)
+		if m := fig.mode(g.Name); m != "" {
+			gs.Mode = m
+		}
 		if g.Latency.TotalCount() > 0 {
 			gs.HGRM = filepath.Join(sc.Name, fileName(ph.Name, t.Name, g.Name)+".hgrm")
 			if err := writeHGRM(filepath.Join(r.opts.Out, gs.HGRM), g); err != nil {
@@ -386,6 +434,9 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 		st.CPUUtil = st.CPUSeconds / window.Seconds()
 		if n := rr.Requests(); n > 0 {
 			st.CPUUsPerReq = st.CPUSeconds * 1e6 / float64(n)
+		}
+		if fig != nil && fig.Work > 0 {
+			st.CPUUsPerUnit, st.Unit = st.CPUSeconds*1e6/float64(fig.Work), fig.Unit
 		}
 		st.RSSStart, st.RSSEnd, st.Threads = rssStart, rssEnd, threads
 		rr.Server = st

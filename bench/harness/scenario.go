@@ -34,6 +34,10 @@ type Scenario struct {
 	Phases func(p Params) []Phase
 	// Summarize returns headline figures from the scenario's results (nil: none).
 	Summarize func(s *ScenarioResult) []SummaryItem
+	// AccountingCost, when both baton and baton-noacct are targets, measures after the
+	// phases what accounting costs in interleaved short bursts (see AccountingCost) into
+	// ScenarioResult.AccountingCost.
+	AccountingCost bool
 }
 
 // Params are the options that shape a scenario's load.
@@ -53,6 +57,15 @@ type Params struct {
 	IdleConns int
 	// BurstConns, when positive, is the reconnect-burst scenario's number of workers.
 	BurstConns int
+	// Rooms, when positive, is the rooms scenario's number of rooms.
+	Rooms int
+	// WSConns, when positive, is the ws-broadcast scenario's number of WebSocket
+	// connections (in WSConns/100 rooms).
+	WSConns int
+	// AccountingRounds and AccountingBurst, when positive, override the number of rounds
+	// and the burst length of the interleaved accounting-cost measurement.
+	AccountingRounds int
+	AccountingBurst  time.Duration
 	// Drain is how long responses to the window's requests are waited for after it
 	// (default 2 s); later ones count as timeouts.
 	Drain time.Duration
@@ -68,8 +81,14 @@ type Phase struct {
 	Warmup, Duration time.Duration
 	// Groups returns the load groups for a server at host ("host:port", also sent as the
 	// Host header) whose routes live under prefix ("" for built-in targets). Addr is
-	// filled in by the runner.
+	// filled in by the runner. Unused when Custom is set.
 	Groups func(host, prefix string) []loadgen.Group
+	// Custom, when set, drives the phase's load itself instead of Groups (load that is not
+	// HTTP request/response: rooms ticking, WebSocket push). It runs on the runner's
+	// goroutine with the server up; it must run the warm-up and the window, mark the
+	// window with env.MeasureStart and env.MeasureEnd, and return its figures (see Figures).
+	// An error fails the run (RunResult.Error).
+	Custom func(ctx context.Context, env *Env) (*Figures, error)
 	// After, if set, runs once the window has ended, with the server still up; it may
 	// fetch figures from base ("http://host:port" + prefix) into run.Extra.
 	After func(ctx context.Context, base string, run *RunResult) error
@@ -89,7 +108,7 @@ func Register(s *Scenario) {
 }
 
 // order is the canonical order of scenarios (the numbering); others follow by name.
-var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns"}
+var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns", "rooms", "ws-broadcast"}
 
 // Scenarios returns every registered scenario in canonical order.
 func Scenarios() []*Scenario {

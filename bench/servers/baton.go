@@ -133,6 +133,12 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool) (*Running, 
 		c.JSON(200, s)
 	})
 
+	registerRoomsBaton(srv)
+	registerWSBaton(srv)
+	if !noAccounting {
+		srv.HandleStats("/debug/baton") // the rooms scenario reads /debug/baton/rooms and /loop
+	}
+
 	closePools := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

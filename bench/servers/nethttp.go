@@ -121,8 +121,13 @@ func startNetHTTP(addr string, logger *slog.Logger) (*Running, error) {
 		writeJSON(w, s)
 	})
 
+	stopRooms := registerRoomsNetHTTP(mux)
+	stopWS := registerWSNetHTTP(mux)
+
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		stopRooms()
+		stopWS()
 		return nil, err
 	}
 	hs := &http.Server{
@@ -136,6 +141,8 @@ func startNetHTTP(addr string, logger *slog.Logger) (*Running, error) {
 	return &Running{addr: ln.Addr().String(), close: func() error {
 		err := hs.Close()
 		<-errc
+		stopRooms()
+		stopWS()
 		return err
 	}}, nil
 }

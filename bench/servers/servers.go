@@ -82,6 +82,13 @@ var Routes = []Route{
 	{"POST", "/burst/heartbeat/{worker}", "reconnect-burst", `records the worker as seen; 200 text/plain "ok"`},
 	{"POST", "/burst/request_task", "reconnect-burst", `admitted through a gate of TaskGate (non-blocking): does TaskCall of blocking work, 200 application/json TaskReply; gate full: 429 "busy" with Retry-After`},
 	{"GET", "/burst/stats", "reconnect-burst", "200 application/json BurstStats"},
+	{"POST", "/rooms/setup", "rooms", `JSON RoomSetup: makes the rooms (staggered over one period); 200 "ok", 400 invalid, 409 already set up`},
+	{"POST", "/rooms/{id}/input", "rooms", `body "p=P&dx=X&dy=Y": queues the input for room id's next tick; 200 "ok", 429 "busy" (Retry-After) when its queue is full, 404 unknown room, 400 bad input`},
+	{"POST", "/rooms/reset", "rooms", `clears the tick figures (the harness calls it when its window opens); 200 "ok"`},
+	{"GET", "/rooms/stats", "rooms", "200 application/json RoomStats since the reset"},
+	{"GET", "/ws/{room}", "ws-broadcast", "WebSocket upgrade; the connection joins room room-N and only receives (404 for other names)"},
+	{"POST", "/ws/start", "ws-broadcast", `JSON WSStart: every room starts pushing WSPayload-byte messages to its members at 20 Hz; 200 "ok", 409 already started`},
+	{"GET", "/ws/stats", "ws-broadcast", "200 application/json WSStats"},
 }
 
 // TaskReply is the JSON body of a successful /burst/request_task.

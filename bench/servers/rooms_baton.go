@@ -1,0 +1,109 @@
+package servers
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/batonrt/baton/loop"
+)
+
+// registerRoomsBaton adds the rooms routes to srv: each room is a loop.Room (deadline
+// ticks on the loop, inputs through Room.Input, refused with 429 when the queue is full);
+// the rooms map and the simulation states are plain values touched only on the loop.
+func registerRoomsBaton(srv *loop.Server) {
+	var (
+		rooms map[string]*loop.Room[Input]
+		setup RoomSetup
+		rec   = newTickRecorder()
+	)
+	srv.Handle("POST /rooms/setup", func(c *loop.Ctx) {
+		var s RoomSetup
+		if err := json.Unmarshal(c.Body(), &s); err != nil {
+			c.String(400, "bad setup: "+err.Error()+"\n")
+			return
+		}
+		if err := s.Validate(); err != nil {
+			c.String(400, err.Error()+"\n")
+			return
+		}
+		if rooms != nil {
+			c.String(409, "rooms already set up\n")
+			return
+		}
+		setup, rooms = s, make(map[string]*loop.Room[Input], s.Rooms+1)
+		n := s.Rooms
+		if s.HeavyIters > 0 {
+			n++
+		}
+		// Rooms are made over one period, as the baseline's goroutines start, so that
+		// their ticks are spread over it.
+		srv.Go("rooms-setup", func(t *loop.Task) {
+			began := time.Now()
+			for i := range n {
+				if d := stagger(i, n) - time.Since(began); d > 0 {
+					if t.Sleep(d) != nil {
+						return
+					}
+				}
+				name, iters, heavy := roomName(i), s.Iters, false
+				if i == s.Rooms {
+					name, iters, heavy = HeavyRoomName, s.HeavyIters, true
+				}
+				state := NewRoomState(uint64(i))
+				var lastN uint64
+				r, err := loop.NewRoom(srv, loop.RoomConfig[Input]{
+					Name: name, Period: RoomPeriod, Budget: RoomBudget,
+					InputQueue: RoomInputQueue, InputFull: loop.RefuseInput,
+					Tick: func(_ *loop.Room[Input], tk *loop.Tick[Input]) {
+						now := time.Now()
+						late := now.Sub(tk.Deadline)
+						applied := 0
+						tk.DrainInputs(func(in Input) {
+							state.Apply(in)
+							applied++
+						})
+						state.SimStep(iters)
+						var skipped uint64
+						if lastN > 0 && tk.N > lastN+1 {
+							skipped = tk.N - lastN - 1
+						}
+						lastN = tk.N
+						rec.tick(heavy, max(late, 0), time.Since(now), skipped, applied)
+					},
+				})
+				if err != nil {
+					return // draining or stopped
+				}
+				rooms[name] = r
+			}
+		})
+		rec.reset()
+		c.String(200, "ok")
+	})
+	srv.Handle("POST /rooms/{id}/input", func(c *loop.Ctx) {
+		in, ok := ParseInput(c.Body())
+		if !ok {
+			c.String(400, "bad input\n")
+			return
+		}
+		r := rooms[c.PathValue("id")]
+		if r == nil {
+			c.String(404, "unknown room\n")
+			return
+		}
+		err := r.Input(in)
+		rec.input(err == nil)
+		if err != nil {
+			busy(c, 429)
+			return
+		}
+		c.String(200, "ok")
+	})
+	srv.Handle("POST /rooms/reset", func(c *loop.Ctx) {
+		rec.reset()
+		c.String(200, "ok")
+	})
+	srv.Handle("GET /rooms/stats", func(c *loop.Ctx) {
+		c.JSON(200, rec.stats(setup.Rooms, setup.HeavyIters > 0))
+	})
+}
