@@ -7,7 +7,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,10 +53,41 @@ func routeP99(t *testing.T, addr, route string) (time.Duration, uint64) {
 
 // hogAttempts bounds the measurements TestArrivalLatencyUnderHog makes: the client's own
 // timing includes its thread's scheduling, which on a loaded machine (the shared test
-// machine runs at a load of 10 on 2 cores) adds tens of milliseconds to a few requests,
-// enough to move a p99 of 300. An attempt on a fresh route is repeated then; measured from
-// the read, every attempt is off by the whole hog.
+// machine runs at loads of 10 to 27 on 2 cores) adds tens to hundreds of milliseconds to a
+// few requests, enough to move a p99 of 300. An attempt on a fresh route is repeated then;
+// measured from the read, every attempt is off by the whole hog.
 const hogAttempts = 4
+
+// runqWait returns how long this process's threads have waited for a CPU in all (Linux:
+// the second field of /proc/self/task/*/schedstat), and false where that is not known.
+func runqWait() (time.Duration, bool) {
+	dirs, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/self/task/" + d.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		sum += time.Duration(n)
+	}
+	return sum, true
+}
+
+// starvedShare bounds the CPU wait of the test's threads, as a share of an attempt's
+// time, past which the attempt measured the machine rather than the server: the client
+// and the loop each wait for a CPU, and neither wait can show on the server's figures.
+const starvedShare = 0.10
 
 // TestArrivalLatencyUnderHog: a background task burns the loop for 30 ms every 50 ms (a
 // heavy room); a client sends sequential requests to a light route, one every
@@ -78,8 +111,10 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 			defer func() { _ = conn.Close() }()
 			br := bufio.NewReader(conn)
 			const n = 300
-			ok := false
+			ok, spoiled := false, 0
 			for attempt := 0; attempt < hogAttempts && !ok; attempt++ {
+				w0, known := runqWait()
+				t0 := time.Now()
 				req := []byte(fmt.Sprintf("GET /light%d HTTP/1.1\r\nHost: x\r\n\r\n", attempt))
 				lat := make([]time.Duration, 0, n)
 				for range n {
@@ -95,6 +130,8 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 					lat = append(lat, time.Since(start))
 					time.Sleep(time.Millisecond) // pacing: requests land at every phase of the tick
 				}
+				elapsed := time.Since(t0)
+				w1, _ := runqWait()
 				slices.Sort(lat)
 				client := lat[int(math.Ceil(0.99*n))-1]
 				var recorded time.Duration
@@ -105,11 +142,21 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 					recorded, count = routeP99(t, addr, fmt.Sprintf("GET /light%d", attempt))
 					return count == n
 				}, 10*time.Second, 5*time.Millisecond)
-				t.Logf("attempt %d: p99 client %v, recorded %v; client median %v, top %v",
-					attempt, client, recorded, lat[n/2], lat[n-5:])
+				starved := float64(w1-w0) / float64(elapsed)
+				t.Logf("attempt %d: p99 client %v, recorded %v; client median %v, top %v; CPU wait %.0f%% of the time",
+					attempt, client, recorded, lat[n/2], lat[n-5:], 100*starved)
 				require.Greater(t, client, 15*time.Millisecond, "the hog did not delay the client: no test")
+				// Whatever the machine's load: the tick's 30 ms show on the route (measured from
+				// the read they did not: its p99 was a few microseconds).
+				require.Greater(t, recorded, 15*time.Millisecond, "the recorded p99 misses the hog")
 				tol := max(client/5, 2*time.Millisecond)
 				ok = recorded >= client-tol && recorded <= client+tol
+				if !ok && known && starved > starvedShare {
+					spoiled++
+				}
+			}
+			if !ok && spoiled == hogAttempts {
+				t.Skipf("every attempt waited for a CPU more than %.0f%% of its time: the machine is too loaded to compare within 20%% (the hog did show on the route)", 100*starvedShare)
 			}
 			assert.True(t, ok, "the recorded p99 was never within 20%% (or 2 ms) of the client's in %d attempts", hogAttempts)
 
@@ -155,13 +202,20 @@ func TestArrivalBound(t *testing.T) {
 	assert.Equal(t, 20*ms, read(50*ms+5*us), "read just after the tick: bounded by its start")
 	assert.Equal(t, 50*ms+6*us, read(50*ms+6*us), "read again since the tick ended: its own start")
 
+	cs1 := &conn{readAt: 5 * ms}
+	s.turnAt = 50*ms + 2*ms // the loop's thread was descheduled for 2 ms after the tick: not idle
+	s.noteRead(cs1)
+	assert.Equal(t, 20*ms, cs1.arrival, "a gap under a quarter of the tick keeps the bound")
+	ended(s.turnAt, s.turnAt+5*us)
+	s.arr.lastEnd = 50*ms + 7*us // as if the next callbacks followed at once
+
 	cs2 := &conn{readAt: 30 * ms} // read during the tick? (a callback of the tick's own batch)
 	s.turnAt = 50*ms + 8*us
 	s.noteRead(cs2)
 	assert.Equal(t, 30*ms, cs2.arrival, "the connection's previous read is a later bound")
 
 	cs3 := &conn{readAt: 1 * ms}
-	s.turnAt = 50*ms + 10*ms // the loop idled since the last callback ended
+	s.turnAt = 50*ms + 10*ms // the loop idled since the last callback ended (over a quarter of the tick)
 	s.noteRead(cs3)
 	assert.Equal(t, 60*ms, cs3.arrival, "after an idle gap: the read's own start")
 	assert.Zero(t, s.arr.end, "the bound lapsed")
@@ -174,5 +228,5 @@ func TestArrivalBound(t *testing.T) {
 	s.turnAt = 170*ms + 6*us
 	s.noteRead(cs4)
 	assert.Equal(t, 170*ms+6*us, cs4.arrival, "as long again as the tick has passed: lapsed")
-	assert.EqualValues(t, 2, s.arr.bounded)
+	assert.EqualValues(t, 3, s.arr.bounded)
 }

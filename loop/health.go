@@ -182,7 +182,8 @@ type HealthReport struct {
 	Room string `json:"room,omitempty"`
 	// TaskID is the scheduler's id of the task, 0 when none.
 	TaskID uint64 `json:"task_id,omitempty"`
-	// HeldForMs is how long it has held the loop so far, in milliseconds.
+	// HeldForMs is how long the loop has been held so far, in milliseconds: by this task's
+	// slice, or by it and what ran before it without the loop turning.
 	HeldForMs float64 `json:"held_for_ms,omitempty"`
 }
 
@@ -231,25 +232,30 @@ func (s *Server) Healthz() HealthReport {
 	if limit < 0 {
 		return HealthReport{Status: "ok"}
 	}
-	if id, elapsed, ok := s.sched.Running(); ok && elapsed >= limit {
+	id, elapsed, running := s.sched.Running()
+	over := s.overdue()
+	if (!running || elapsed < limit) && over < limit {
+		return HealthReport{Status: "ok"}
+	}
+	r := HealthReport{Status: "stalled", HeldForMs: ms(over)}
+	if running {
 		name, _ := s.acct.current.Describe(id)
 		// The name is this task's only if its slice still runs after Describe: the loop
-		// cannot publish another while stuck.
-		if id2, el2, ok2 := s.sched.Running(); ok2 && id2 == id && el2 >= elapsed {
-			r := HealthReport{Status: "stalled", Task: name, TaskID: id, HeldForMs: ms(el2)}
-			r.Room, _ = strings.CutPrefix(name, "room:")
-			if r.Room == name {
-				r.Room = ""
+		// cannot publish another while stuck. The loop may have been held for longer than
+		// this slice (the lag sampler is overdue): the task is then the one holding it now.
+		id2, el2, ok2 := s.sched.Running()
+		if !ok2 || id2 != id || el2 < elapsed {
+			if over < limit {
+				return HealthReport{Status: "ok"} // the slice ended meanwhile: the loop turns
 			}
 			return r
 		}
+		r.Task, r.TaskID, r.HeldForMs = name, id, ms(max(el2, over))
+		if room, ok := strings.CutPrefix(name, "room:"); ok {
+			r.Room = room
+		}
 	}
-	if o := s.overdue(); o >= limit {
-		// No task slice is that long, yet the loop has not run its sampler: a callback or
-		// posted function holds it (or accounting is off and a task does).
-		return HealthReport{Status: "stalled", HeldForMs: ms(o)}
-	}
-	return HealthReport{Status: "ok"}
+	return r
 }
 
 // Readyz evaluates /readyz: whether the server should be sent traffic. Like Healthz it

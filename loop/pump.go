@@ -22,6 +22,7 @@ func (s *Server) runDoor(context.Context) error {
 		s.safely(fn)
 	}
 	s.door.recycle(batch)
+	s.flushDirty() // responses the batch finished (multi-thread handlers) leave before the pump's tasks hold the loop
 	s.pumpPosted = false
 	st := s.life.load()
 	if st < stateStopping {

@@ -260,12 +260,12 @@ func (l *Limiter) Middleware(keyFn func(*Ctx) string) Middleware {
 	}
 }
 
-// Now returns the loop's clock reading: on the loop, the time the current loop callback
-// began (what accounting uses; read once per callback), elsewhere (a multi-thread handler)
-// the current time. It is the clock to pass to Limiter.Allow. Call it from the task.
+// Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
+// read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to
+// Limiter.Allow. Call it from the task.
 func (t *Task) Now() time.Time {
 	if t.g != nil {
 		return time.Now()
 	}
-	return t.srv.timeAt(t.srv.now())
+	return t.srv.timeAt(t.srv.nanotime())
 }
