@@ -18,12 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// spin burns the loop's thread for d (a room's heavy tick).
-func spin(d time.Duration) {
-	for start := time.Now(); time.Since(start) < d; {
-	}
-}
-
 // routeP99 reads a route's cumulative latency p99 from the routes stats page.
 func routeP99(t *testing.T, addr, route string) (time.Duration, uint64) {
 	t.Helper()
@@ -103,7 +97,7 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 					s.Handle(fmt.Sprintf("GET /light%d", i), func(c *Ctx) { c.String(200, "ok") })
 				}
 			})
-			hog := s.Every("room:heavy", 50*time.Millisecond, func(*Task) { spin(30 * time.Millisecond) })
+			hog := s.Every("room:heavy", 50*time.Millisecond, func(*Task) { spinFor(30 * time.Millisecond) })
 			defer hog.Stop()
 
 			conn, err := net.Dial("tcp", addr)
