@@ -64,6 +64,7 @@ type app struct {
 	dbDrain   bool                                // the drain began: the writer stops once all is written
 	nextMatch uint64
 	prefix    string // match ids are prefix + counter: unique across restarts
+	index     []byte // the page, with the admin address (setAdmin)
 
 	recorded      atomic.Int64 // matches written to the database (tests and logs read it)
 	droppedInputs atomic.Int64 // inputs over the rate limit, dropped
@@ -127,7 +128,7 @@ func (a *app) routes() {
 	s.Handle("GET /leaderboard", a.leaderboard)
 	s.Handle("GET /players/{id}", a.profile)
 	s.Handle("GET /rooms", a.listRooms)
-	s.HandleStats("/debug/baton") // the rooms page is served only here (StatsHandler lacks it)
+	s.HandleStats("/debug/baton") // also on the main port: one address is enough for a demo
 	s.HandleHealth()
 }
 

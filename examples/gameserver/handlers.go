@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"html"
 	"sort"
 	"strconv"
 	"time"
@@ -18,9 +20,22 @@ import (
 //go:embed index.html
 var indexHTML []byte
 
+// adminPlaceholder in index.html is replaced with the admin address (host:port, or
+// empty where there is none), so that the page's dashboard link points at it.
+const adminPlaceholder = "{{BATON_ADMIN}}"
+
+// setAdmin renders the page for the admin address (host:port, or "" for none). It is called
+// once, before the server starts.
+func (a *app) setAdmin(addr string) {
+	a.index = bytes.ReplaceAll(indexHTML, []byte(adminPlaceholder), []byte(html.EscapeString(addr)))
+}
+
 // serveIndex answers / with the browser client.
 func (a *app) serveIndex(c *loop.Ctx) {
-	c.Bytes(200, "text/html; charset=utf-8", indexHTML)
+	if a.index == nil {
+		a.setAdmin("")
+	}
+	c.Bytes(200, "text/html; charset=utf-8", a.index)
 }
 
 // ticketJSON is a ticket as the API shows it.

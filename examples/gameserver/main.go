@@ -3,7 +3,8 @@
 // an HTTP long-poll), and their results land in a SQLite leaderboard written through the
 // offload pool. In-process bots fill the rooms so the page is alive at once.
 //
-//	go run ./examples/gameserver                 # then open http://127.0.0.1:8080/
+//	make run     # from the repository root; then open http://127.0.0.1:8080/ to play and
+//	             # http://127.0.0.1:8081/debug/baton/ for the live dashboard
 //	curl -X POST '127.0.0.1:8080/tickets?player=ann'
 //	curl '127.0.0.1:8080/tickets/t1?wait=10'     # long-poll for the assignment
 //	curl '127.0.0.1:8080/leaderboard?bots=1'
@@ -18,7 +19,7 @@
 // Routes on the main address: GET / (the browser client), POST /tickets, GET and DELETE
 // /tickets/{id}, GET /ws, GET /rooms, GET /rooms/{id}/state, POST /rooms/{id}/input,
 // GET /leaderboard, GET /players/{id}, /healthz, /readyz, /debug/baton/*. On the admin
-// address: /debug/baton/{tasks,routes,loop,offload,admission,websockets} and /healthz,
+// address: the live dashboard at /debug/baton/, the stats pages under it and /healthz,
 // /readyz.
 package main
 
@@ -129,6 +130,7 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		if adminLn, err = net.Listen("tcp", opts.Admin); err != nil {
 			return fmt.Errorf("admin address: %w", err)
 		}
+		a.setAdmin(adminLn.Addr().String())
 		mux := http.NewServeMux()
 		mux.Handle("/debug/baton/", a.srv.StatsHandler())
 		mux.Handle("/healthz", a.srv.HealthHandler())
@@ -148,10 +150,13 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	if adminLn != nil {
 		r.admin = adminLn.Addr().String()
 	}
-	fmt.Fprintf(out, "gameserver: play at http://%s/  (leaderboard /leaderboard, rooms /debug/baton/rooms?format=text)\n", r.addr)
+	fmt.Fprintf(out, "gameserver: play at http://%s/\n", r.addr)
 	if r.admin != "" {
-		fmt.Fprintf(out, "gameserver: stats at http://%s/debug/baton/tasks?format=text  health /healthz /readyz\n", r.admin)
+		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/  (stats pages under it, health /healthz /readyz)\n", r.admin)
+	} else {
+		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/\n", r.addr)
 	}
+	fmt.Fprintf(out, "gameserver: leaderboard http://%s/leaderboard  rooms http://%s/debug/baton/rooms?format=text\n", r.addr, r.addr)
 	fmt.Fprintf(out, "gameserver: database %s\n", st.Path())
 	if ready != nil {
 		ready(r)

@@ -485,6 +485,8 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, string(body), "<canvas")
 	assert.Contains(t, string(body), "/debug/baton/rooms")
+	assert.Contains(t, string(body), `const admin = "`+s.admin+`"`, "the page's dashboard link points at the admin address")
+	assert.NotContains(t, string(body), adminPlaceholder)
 
 	// A spectator (the page before Play) watches the running bot arena.
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+s.addr+"/ws?watch=1", nil)
@@ -503,6 +505,13 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 
 	assert.Equal(t, 200, getJSON(t, "http://"+s.admin+"/healthz", nil))
 	assert.Equal(t, 200, getJSON(t, "http://"+s.admin+"/debug/baton/tasks", nil))
+	resp, err = http.Get("http://" + s.admin + "/debug/baton/")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), "<html", "the admin address serves the live dashboard")
+	assert.Equal(t, 200, getJSON(t, "http://"+s.admin+"/debug/baton/rooms", nil))
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(s.url("/debug/baton/rooms?format=text"))
 		if err != nil {
