@@ -27,7 +27,7 @@ type arena struct {
 
 	snap    []byte      // the latest snapshot (game.Match.AppendSnapshot)
 	msg     []byte      // the same wrapped as a WebSocket message, reused each tick
-	changed *loop.Event // set at the next snapshot: the long-polls wait on it
+	changed *loop.Cond // broadcast at every snapshot: the long-polls wait on it
 	ended   bool
 	endedAt time.Time
 }
@@ -39,7 +39,7 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 		return nil, err
 	}
 	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
-		conns: map[game.PlayerID]*loop.WSConn{}, changed: loop.NewEvent(a.srv)}
+		conns: map[game.PlayerID]*loop.WSConn{}, changed: loop.NewCond(a.srv)}
 	ar.room, err = loop.NewRoom(a.srv, loop.RoomConfig[game.Input]{
 		Name:       "arena-" + id,
 		Period:     tickPeriod,
@@ -114,8 +114,7 @@ func (ar *arena) publish() {
 		}
 		loop.Broadcast(loop.NewPrepared(false, ar.msg), ar.connBuf)
 	}
-	ar.changed.Set()
-	ar.changed = loop.NewEvent(ar.app.srv)
+	ar.changed.Broadcast() // allocates nothing while no long-poll waits
 }
 
 // addConn makes a connected player receive snapshots; removeConn undoes it and marks the
