@@ -8,5 +8,5 @@ import "testing"
 // are the other tests' business, and instrumenting chromedp would cost a minute of build).
 // `make test` runs it in a line of its own without -race.
 func TestBrowserPlays(t *testing.T) {
-	t.Skip("gameserver: the browser test runs without -race: go test -run TestBrowserPlays ./ (make test does)")
+	t.Skip("gameserver: the browser test runs without -race: cd examples/gameserver && go test -run TestBrowserPlays . (make test does)")
 }
