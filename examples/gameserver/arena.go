@@ -25,8 +25,8 @@ type arena struct {
 	conns   map[game.PlayerID]*loop.WSConn
 	connBuf []*loop.WSConn // conns as a slice for Broadcast; nil when conns changed
 
-	snap    []byte      // the latest snapshot (game.Match.AppendSnapshot)
-	msg     []byte      // the same wrapped as a WebSocket message, reused each tick
+	snap    []byte     // the latest snapshot (game.Match.AppendSnapshot)
+	msg     []byte     // the same wrapped as a WebSocket message, reused each tick
 	changed *loop.Cond // broadcast at every snapshot: the long-polls wait on it
 	ended   bool
 	endedAt time.Time
