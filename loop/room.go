@@ -459,9 +459,10 @@ func (r *Room[I]) run(bt *Task, start int64) {
 		c.chargeTick(bt, began)
 		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
 		r.tick.Deadline = s.timeAt(next)
-		var onBefore time.Duration
+		var off0 time.Duration
 		if s.acct.on {
-			onBefore = bt.t.StatsAt(began).OnLoop
+			_, q, p := bt.t.Totals()
+			off0 = q + p
 		}
 		r.runTick()
 		end = s.nanotime()
@@ -469,8 +470,11 @@ func (r *Room[I]) run(bt *Task, start int64) {
 		dur := wall // without per-task figures a tick's on-loop time is its wall time
 		if s.acct.on {
 			// Its slices only: a tick that parks (offload, Sleep, a Future) holds the loop
-			// for less than its wall time, and the budget is about holding the loop.
-			dur = bt.t.StatsAt(end).OnLoop - onBefore
+			// for less than its wall time, and the budget is about holding the loop. Both
+			// readings are taken inside a slice, so the parks and queue waits between them
+			// are complete in the task's totals: they are the tick's time off the loop.
+			_, q, p := bt.t.Totals()
+			dur = min(max(wall-(q+p-off0), 0), wall)
 		}
 		if c.rec.Tick(r.tick.Late, dur, wall) {
 			c.overrun(n, dur, wall, end)
