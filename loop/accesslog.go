@@ -16,7 +16,7 @@ import (
 // reuses it, and Path views the request's buffer): copy the record, and the path with
 // strings.Clone, to keep them.
 type RequestRecord struct {
-	Time    time.Time     // when the loop had the request's head (and body), i.e. its start
+	Time    time.Time     // the request's arrival (a bound from the loop turn that read it: docs/health.md), its start
 	Method  string        // "GET", ...
 	Route   string        // the matched route pattern, "" when none matched (404, 405, 503 while draining)
 	Path    string        // the path as sent, without the query; valid only during the call
@@ -42,9 +42,9 @@ func (s *Server) requestDone(c *Ctx, now int64) {
 	if c.head.Load() == headServer {
 		r.Status = 503
 	}
-	if c.acceptedAt != 0 {
-		r.Time = s.timeAt(c.acceptedAt)
-		r.Latency = time.Duration(now - c.acceptedAt)
+	if c.acceptedAt != 0 { // arrivedAt is set with it (arrival.go): the route figures' start
+		r.Time = s.timeAt(c.arrivedAt)
+		r.Latency = time.Duration(now - c.arrivedAt)
 	} else {
 		r.Time = s.timeAt(now)
 	}

@@ -271,10 +271,10 @@ func (c Config) Validate() error {
 		}
 		return fmt.Errorf("loop: Config.Offload: %w", err)
 	}
-	if err := c.WebSocket.Validate(); err != nil {
+	if err := c.Health.Validate(); err != nil {
 		return err
 	}
-	if err := c.Health.Validate(); err != nil {
+	if err := c.WebSocket.Validate(); err != nil {
 		return err
 	}
 	if err := c.Limits.Validate(); err != nil {

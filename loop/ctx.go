@@ -366,7 +366,9 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 	}
 	c.status = status
 	if contentType != "" && !c.hasHeader("Content-Type") {
-		c.addHeader("Content-Type", contentType)
+		// Not copied into hdrArena: strings are immutable and nothing writes through the
+		// views (AppendResponseHead only reads them).
+		c.hdrs = append(c.hdrs, httpcodec.Header{Name: contentTypeName, Value: unsafeBytes(contentType)})
 	}
 	if c.srv.cfg.ServerTiming && c.route != nil {
 		c.appendServerTiming()
@@ -443,6 +445,9 @@ func (w *Stream) Flush() error {
 	}
 	return c.srv.mode.flush(c)
 }
+
+// contentTypeName is the header name writeHead adds, shared by every response.
+var contentTypeName = []byte("Content-Type")
 
 // unsafeBytes views s as bytes for read-only use.
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

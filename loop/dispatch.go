@@ -29,11 +29,30 @@ type RouteOption struct{ apply func(*route) }
 // in flight for graceful shutdown.
 func Exempt() RouteOption { return RouteOption{apply: func(r *route) { r.exempt = true }} }
 
-// dispatch routes a request without a body and admits it. Loop-confined.
+// dispatch routes a request without a body, admits it and starts its handler. Loop-confined.
+//
+// It is the hot path, so it does what admit, start and loopMode.start do without calling
+// them: the handler's first slice runs inside this call, on a coroutine, and when the
+// coroutine switches back the CPU's return predictor holds the coroutine's calls, so every
+// frame between serve and the scheduler costs a mispredicted return (measured in
+// docs/bench.md). Keep it in step with loopMode.start.
 func (s *Server) dispatch(cs *conn, c *Ctx) {
-	if s.routeRequest(cs, c) {
-		s.admit(cs, c)
+	if !s.routeRequest(cs, c) || !s.admitNow(cs, c) {
+		return
 	}
+	s.beginHandler(c)
+	if _, ok := s.mode.(loopMode); ok { // loopMode.start(c, true), inlined by hand
+		if s.acct.on && s.turnAt != 0 {
+			if s.lastAt == 0 {
+				s.lastAt = s.nanotime()
+			}
+			s.lastAt = s.sched.SpawnNowAt(s.runTaskFn, c, c.acceptedAt, s.lastAt)
+			return
+		}
+		s.sched.SpawnNow(s.runTaskFn, c)
+		return
+	}
+	s.mode.start(c, true)
 }
 
 // routeRequest matches c to a route. A request that cannot run (draining: 503; no route:
@@ -68,17 +87,25 @@ func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 // admit runs a routed request whose body has been read, queues it for a handler slot, or
 // refuses it with 429. Loop-confined.
 func (s *Server) admit(cs *conn, c *Ctx) {
+	if s.admitNow(cs, c) {
+		s.start(c, true)
+	}
+}
+
+// admitNow makes c its connection's current request and reports whether it may start now
+// (taking a handler slot if its route is limited); if not, it was queued for a slot or
+// refused with 429. Loop-confined.
+func (s *Server) admitNow(cs *conn, c *Ctx) bool {
 	c.acceptedAt = s.now() // when the loop began handling the read that completed it
 	c.arrivedAt = arrivalOf(cs, c.acceptedAt)
 	cs.ctx = c
 	if c.route.exempt || !s.adm.enabled() {
-		s.start(c, true)
-		return
+		return true
 	}
 	switch s.adm.arrive(c) {
 	case admitNow:
 		c.counted = true
-		s.start(c, true)
+		return true
 	case admitQueued:
 		c.queuedAt = c.acceptedAt
 	case admitRefused:
@@ -89,12 +116,24 @@ func (s *Server) admit(cs *conn, c *Ctx) {
 		}
 		s.inlineResponse(cs, c, 429, "Retry-After", strconv.Itoa(s.adm.retryAfter()))
 	}
+	return false
 }
 
 // start runs c's handler in the server's mode. first (loop only, not from inside a task)
 // runs a loop task's first slice at once, ahead of the tasks already ready; otherwise the
 // task waits its turn in the ready queue.
 func (s *Server) start(c *Ctx, first bool) {
+	s.beginHandler(c)
+	if m, ok := s.mode.(loopMode); ok {
+		m.start(c, first) // the hot path: a direct call
+		return
+	}
+	s.mode.start(c, first)
+}
+
+// beginHandler counts c as in flight and arms what runs alongside its handler: accounting,
+// the admission queue's wait, the handler deadline. Loop-confined.
+func (s *Server) beginHandler(c *Ctx) {
 	s.inflight++
 	if c.route.acct != nil {
 		c.route.acct.Start()
@@ -106,11 +145,6 @@ func (s *Server) start(c *Ctx, first bool) {
 	if s.cfg.HandlerTimeout > 0 {
 		c.deadline = s.sched.AfterFunc(s.cfg.HandlerTimeout, c.deadlineFn)
 	}
-	if m, ok := s.mode.(loopMode); ok {
-		m.start(c, first) // the hot path: a direct call
-		return
-	}
-	s.mode.start(c, first)
 }
 
 // panicked logs a handler panic (rate-limited: every panic is counted, a sample is logged

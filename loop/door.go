@@ -6,6 +6,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
+
+	"github.com/batonrt/baton/scheduler"
 )
 
 // door is the single way for other goroutines to get a function run on the loop. Posted
@@ -22,6 +24,11 @@ type door struct {
 	run       gnet.RunnableFunc
 
 	spare []func() // loop-owned: the drained batch, reused to avoid allocation
+
+	// Wakers posted with postWake, woken after the batch's functions: an offloaded call's
+	// resume posts one without allocating a function for it.
+	wakes      []scheduler.Waker // guarded by mu
+	spareWakes []scheduler.Waker // loop-owned, like spare
 }
 
 func (d *door) init(run gnet.RunnableFunc) {
@@ -38,6 +45,24 @@ func (d *door) post(fn func()) bool {
 		return false
 	}
 	d.queue = append(d.queue, fn)
+	return d.kickUnlock()
+}
+
+// postWake queues wk.Wake() to run on the loop, like post, without allocating. It reports
+// false if the door is closed.
+func (d *door) postWake(wk scheduler.Waker) bool {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return false
+	}
+	d.wakes = append(d.wakes, wk)
+	return d.kickUnlock()
+}
+
+// kickUnlock asks gnet to run the queued batch unless that is asked already, and unlocks
+// d.mu, which the caller holds.
+func (d *door) kickUnlock() bool {
 	kick := d.el != nil && !d.scheduled
 	if kick {
 		d.scheduled = true
@@ -57,7 +82,7 @@ func (d *door) post(fn func()) bool {
 func (d *door) open(el gnet.EventLoop) {
 	d.mu.Lock()
 	d.el = el
-	kick := len(d.queue) > 0 && !d.scheduled
+	kick := (len(d.queue) > 0 || len(d.wakes) > 0) && !d.scheduled
 	if kick {
 		d.scheduled = true
 	}
@@ -75,24 +100,25 @@ func (d *door) close() {
 		return
 	}
 	d.closed = true
-	d.queue = nil
+	d.queue, d.wakes = nil, nil
 	close(d.gone)
 }
 
-// take swaps out the queued batch. Loop-confined.
-func (d *door) take() []func() {
+// take swaps out the queued batch: its functions and its wakers. Loop-confined.
+func (d *door) take() ([]func(), []scheduler.Waker) {
 	d.mu.Lock()
-	batch := d.queue
-	d.queue = d.spare[:0]
+	batch, wakes := d.queue, d.wakes
+	d.queue, d.wakes = d.spare[:0], d.spareWakes[:0]
 	d.scheduled = false
 	d.mu.Unlock()
-	return batch
+	return batch, wakes
 }
 
 // recycle hands a drained batch back for reuse. Loop-confined.
-func (d *door) recycle(batch []func()) {
+func (d *door) recycle(batch []func(), wakes []scheduler.Waker) {
 	clear(batch)
-	d.spare = batch[:0]
+	clear(wakes)
+	d.spare, d.spareWakes = batch[:0], wakes[:0]
 }
 
 var errEngineShutdown = gerrors.ErrEngineShutdown

@@ -102,12 +102,20 @@ func TestHealthzNamesTheTaskHoldingTheLoop(t *testing.T) {
 	<-done
 	waitProbe(t, url, "healthz after /spin returned", func(code int, m map[string]any) bool { return code == 200 })
 
-	s.Go("room:arena-7", func(*Task) { <-release })
+	var blocked atomic.Bool
+	blocked.Store(true)
+	room := newRoomT(t, s, RoomConfig[int]{Name: "arena-7", Period: 20 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {
+		if blocked.Load() {
+			<-release // one tick blocks the loop thread
+		}
+	}})
 	m = waitProbe(t, url, "healthz while a room's tick holds the loop", func(code int, m map[string]any) bool { return code == 503 })
 	assert.Equal(t, "room:arena-7", m["task"])
 	assert.Equal(t, "arena-7", m["room"])
+	blocked.Store(false)
 	close(release)
 	waitProbe(t, url, "healthz after the tick returned", func(code int, m map[string]any) bool { return code == 200 })
+	room.Stop()
 }
 
 func failing(m map[string]any) []string {

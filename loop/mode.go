@@ -29,6 +29,8 @@ type runMode interface {
 // loopMode runs handlers as tasks on the loop.
 type loopMode struct{ s *Server }
 
+// start spawns c's task. dispatch, the hot path, has its first case inlined by hand: keep
+// them in step.
 func (m loopMode) start(c *Ctx, first bool) {
 	s := m.s
 	switch {

@@ -17,11 +17,14 @@ import (
 func (s *Server) runDoor(context.Context) error {
 	s.busyStart()
 	defer s.busyEnd()
-	batch := s.door.take()
+	batch, wakes := s.door.take()
 	for _, fn := range batch {
 		s.safely(fn)
 	}
-	s.door.recycle(batch)
+	for _, wk := range wakes {
+		wk.Wake()
+	}
+	s.door.recycle(batch, wakes)
 	s.flushDirty() // responses the batch finished (multi-thread handlers) leave before the pump's tasks hold the loop
 	s.pumpPosted = false
 	st := s.life.load()

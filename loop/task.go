@@ -39,7 +39,8 @@ type Task struct {
 
 	ctx       context.Context // created on first use (loop) or at start (goroutine)
 	cancelCtx context.CancelCauseFunc
-	err       error // loop task: why it was cancelled, nil while it is not
+	err       error    // loop task: why it was cancelled, nil while it is not
+	off       *offPark // loop task: its offloaded calls' park, made once
 
 	cpu      time.Duration // loop-thread CPU over its slices (Config.CPUClock)
 	cpuStart time.Duration
@@ -189,6 +190,19 @@ func (t *Task) idOrZero() uint64 {
 	return t.ID()
 }
 
+// offPark is the resume and park a loop task lends the offload pool, made once per Task (a
+// request's Task is pooled with its Ctx) so that an offloaded call allocates none. One
+// resume serves every park: it wakes the task's current offload park, so a late resume
+// (from a call the task stopped waiting for) may wake a later one early, which the pool
+// tolerates (see offload.Hook).
+type offPark struct {
+	mu       sync.Mutex
+	wk       scheduler.Waker // guarded by mu: set on the loop, read by a pool worker's resume
+	reason   scheduler.Reason
+	resumeFn func()
+	parkFn   func() error
+}
+
 // loopTask is taskOps for tasks on the loop: coroutines parked through the scheduler.
 type loopTask struct{}
 
@@ -225,11 +239,31 @@ func (loopTask) id(t *Task) uint64                    { return t.t.ID() }
 func (loopTask) err(t *Task) error                    { return t.err }
 
 func (loopTask) suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error) {
-	wk := t.t.Waker()
-	srv := t.srv
-	return func() { _ = srv.door.post(func() { wk.Wake() }) },
-		func() error { return t.t.Park(reason) }
+	o := t.off
+	if o == nil {
+		o = &offPark{}
+		o.resumeFn, o.parkFn = t.resumeOffload, t.parkOffload
+		t.off = o
+	}
+	o.mu.Lock()
+	o.wk = t.t.Waker()
+	o.mu.Unlock()
+	o.reason = reason
+	return o.resumeFn, o.parkFn
 }
+
+// resumeOffload is offPark.resumeFn: it wakes the task's current offload park through the
+// door. Any goroutine.
+func (t *Task) resumeOffload() {
+	o := t.off
+	o.mu.Lock()
+	wk := o.wk
+	o.mu.Unlock()
+	_ = t.srv.door.postWake(wk)
+}
+
+// parkOffload is offPark.parkFn. Task only.
+func (t *Task) parkOffload() error { return t.t.Park(t.off.reason) }
 
 // gtask is taskOps for a request handler running in its own goroutine (multi-thread
 // mode). Its figures are written by that goroutine and read by others under mu.
