@@ -3,15 +3,27 @@ GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 STATICCHECK_VERSION ?= v0.8.2
 ADDR        ?= 127.0.0.1:8080
-# bench/, promexport/ and integration/ are modules of their own (each with a go.mod and a
-# replace of the root), so that importers of loop do not get their dependencies (plotting,
-# client_golang, chromedp); vet, staticcheck and race run in every module.
-MODULES     ?= bench promexport integration
+# bench/, promexport/, integration/ and examples/gameserver/ are modules of their own (each
+# with a go.mod and a replace of the root), so that importers of loop do not get their
+# dependencies (plotting, client_golang, chromedp, SQLite); vet, staticcheck and race run in
+# every module.
+MODULES     ?= bench promexport integration examples/gameserver
 
-.PHONY: run test vet staticcheck race tools bench bench-full bench-go fuzz fmt
+.PHONY: run run-hello run-game test vet staticcheck race tools bench bench-full bench-go fuzz fmt
 
-## run: start the example server (examples/hello) on $(ADDR)
+## run: start the game server example (examples/gameserver, its own module) on $(ADDR),
+## the dashboard, stats and health on $(ADMIN_ADDR), its database under $(GAME_DATA); it
+## prints the URLs: play at http://$(ADDR)/, watch http://$(ADMIN_ADDR)/debug/baton/
+ADMIN_ADDR ?= 127.0.0.1:8081
+GAME_DATA  ?= $(CURDIR)/data
 run:
+	cd examples/gameserver && $(GO) run . -addr $(ADDR) -admin $(ADMIN_ADDR) -data $(GAME_DATA)
+
+## run-game: the same as run
+run-game: run
+
+## run-hello: start the smallest example server (examples/hello) on $(ADDR)
+run-hello:
 	$(GO) run ./examples/hello -addr $(ADDR)
 
 ## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included), in
@@ -33,10 +45,13 @@ staticcheck: tools
 
 # integration/ runs without -race: it drives a browser, the server's races are the root
 # module's tests' business, and instrumenting chromedp would cost CI a minute or more.
+# examples/gameserver runs with -race, where its browser test (chromedp) is not built
+# (TestBrowserPlays skips and says so); the last line runs that test without -race.
 race:
 	$(GO) test -race -count=1 -timeout 10m ./...
 	for m in $(filter-out integration,$(MODULES)); do (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
 	$(if $(filter integration,$(MODULES)),cd integration && $(GO) test -count=1 -timeout 10m ./...)
+	$(if $(filter examples/gameserver,$(MODULES)),cd examples/gameserver && $(GO) test -count=1 -timeout 10m -run '^TestBrowserPlays$$' .)
 
 ## tools: install staticcheck if it is missing
 tools:

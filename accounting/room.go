@@ -55,6 +55,8 @@ type Room struct {
 	overruns  uint64
 	durSum    int64
 	durMax    int64
+	wallSum   int64 // ticks' wall time, parks included (no histogram: sum and max)
+	wallMax   int64
 	lateSum   int64
 	lateMax   int64
 	loopTotal int64
@@ -119,14 +121,19 @@ func (r *Room) SetState(s string) { r.state = s }
 // State returns the state last set.
 func (r *Room) State() string { return r.state }
 
-// Tick records a tick that started late after its deadline and ran for dur (start to
-// return, parks included). A tick longer than the budget is an overrun, and Tick reports
-// it. Its loop time is charged apart (LoopTime). It does not allocate.
-func (r *Room) Tick(late, dur time.Duration) (overrun bool) {
+// Tick records a tick that started late after its deadline, held the loop for dur (its
+// on-loop time: parks not included) and took wall from start to return (parks included).
+// A tick whose on-loop time is over the budget is an overrun, and Tick reports it: a tick
+// that parks on a database for longer than its budget does not hold the loop. Its loop
+// time is charged apart (LoopTime). It does not allocate.
+func (r *Room) Tick(late, dur, wall time.Duration) (overrun bool) {
 	r.ticks++
 	r.dur[roomIndex(int64(dur))]++
 	r.durSum += int64(dur)
 	r.durMax = max(r.durMax, int64(dur))
+	wall = max(wall, 0)
+	r.wallSum += int64(wall)
+	r.wallMax = max(r.wallMax, int64(wall))
 	late = max(late, 0)
 	r.late[roomIndex(int64(late))]++
 	r.lateSum += int64(late)
@@ -251,12 +258,13 @@ type RoomSnapshot struct {
 	Period   time.Duration // between tick deadlines
 	Budget   time.Duration // a tick longer than this is an overrun
 	Ticks    uint64        // ticks run
-	Overruns uint64        // ticks longer than Budget
+	Overruns uint64        // ticks whose on-loop time was over Budget
 	Skipped  uint64        // deadlines passed and never run (late policy)
 	CaughtUp uint64        // ticks run back to back to catch up (late policy)
 	Panics   uint64        // ticks that panicked
 
-	TickDuration Summary // tick start to return
+	TickDuration Summary // on-loop time of a tick: its slices from start to return, parks not included
+	TickWall     Summary // wall time of a tick, start to return, parks included: Count, Sum and Max only
 	TickLateness Summary // deadline to tick start
 
 	// Share of the loop's time spent on the room's ticks and its members' slices over the
@@ -280,6 +288,7 @@ func (r *Room) Snapshot(now int64) RoomSnapshot {
 		Name: r.name, State: r.state, Age: time.Duration(now - r.start), Period: r.period, Budget: r.budget,
 		Ticks: r.ticks, Overruns: r.overruns, Skipped: r.skipped, CaughtUp: r.caughtUp, Panics: r.panics,
 		TickDuration: roomSummary(&r.dur, r.ticks, r.durSum, r.durMax),
+		TickWall:     Summary{Count: r.ticks, Sum: time.Duration(r.wallSum), Max: time.Duration(r.wallMax)},
 		TickLateness: roomSummary(&r.late, r.ticks, r.lateSum, r.lateMax),
 		LoopTime:     time.Duration(r.loopTotal),
 		Inputs:       r.inputs, Dropped: r.dropped, Refused: r.refused, Queued: r.queued, Members: r.members,
@@ -357,6 +366,9 @@ func TopRooms(rooms []*Room, now int64, n int) RoomsSnapshot {
 		o.TickDuration.Count += r.ticks
 		o.TickDuration.Sum += time.Duration(r.durSum)
 		o.TickDuration.Max = max(o.TickDuration.Max, time.Duration(r.durMax))
+		o.TickWall.Count += r.ticks
+		o.TickWall.Sum += time.Duration(r.wallSum)
+		o.TickWall.Max = max(o.TickWall.Max, time.Duration(r.wallMax))
 		o.TickLateness.Count += r.ticks
 		o.TickLateness.Sum += time.Duration(r.lateSum)
 		o.TickLateness.Max = max(o.TickLateness.Max, time.Duration(r.lateMax))
@@ -398,6 +410,7 @@ type (
 		CaughtUp     uint64     `json:"caught_up"`
 		Panics       uint64     `json:"panics"`
 		TickDuration summaryDoc `json:"tick_duration"`
+		TickWall     wallDoc    `json:"tick_wall"`
 		TickLateness summaryDoc `json:"tick_lateness"`
 		Share1s      float64    `json:"loop_share_1s"`
 		Share10s     float64    `json:"loop_share_10s"`
@@ -409,6 +422,12 @@ type (
 		Queued       int        `json:"inputs_queued"`
 		Members      int        `json:"members"`
 	}
+	// wallDoc is a tick's wall time: count, mean and max (no percentiles are kept).
+	wallDoc struct {
+		Count uint64  `json:"count"`
+		Mean  float64 `json:"mean_seconds"`
+		Max   float64 `json:"max_seconds"`
+	}
 )
 
 func roomJSON(r *RoomSnapshot) roomDoc {
@@ -417,7 +436,8 @@ func roomJSON(r *RoomSnapshot) roomDoc {
 		Budget: r.Budget.Seconds(), Ticks: r.Ticks, Overruns: r.Overruns, Skipped: r.Skipped,
 		CaughtUp: r.CaughtUp, Panics: r.Panics,
 		TickDuration: summaryJSON(r.TickDuration), TickLateness: summaryJSON(r.TickLateness),
-		Share1s: r.Share[0], Share10s: r.Share[1], Share60s: r.Share[2], LoopTime: r.LoopTime.Seconds(),
+		TickWall: wallDoc{Count: r.TickWall.Count, Mean: r.TickWall.Mean().Seconds(), Max: r.TickWall.Max.Seconds()},
+		Share1s:  r.Share[0], Share10s: r.Share[1], Share60s: r.Share[2], LoopTime: r.LoopTime.Seconds(),
 		Inputs: r.Inputs, Dropped: r.Dropped, Refused: r.Refused, Queued: r.Queued, Members: r.Members,
 	}
 }
@@ -436,7 +456,7 @@ func WriteRoomsJSON(w io.Writer, s RoomsSnapshot) error {
 }
 
 // roomColumns are the columns of the rooms text view; times in milliseconds.
-const roomColumns = "SHARE_1S\tSHARE_10S\tSHARE_60S\tTICKS\tOVERRUN\tSKIPPED\tCAUGHT_UP\tPANICS\tTICK_P50\tTICK_P99\tTICK_MAX\tLATE_P50\tLATE_P99\tLATE_MAX\tINPUTS\tDROPPED\tREFUSED\tMEMBERS\tSTATE\tROOM"
+const roomColumns = "SHARE_1S\tSHARE_10S\tSHARE_60S\tTICKS\tOVERRUN\tSKIPPED\tCAUGHT_UP\tPANICS\tTICK_P50\tTICK_P99\tTICK_MAX\tWALL_MAX\tLATE_P50\tLATE_P99\tLATE_MAX\tINPUTS\tDROPPED\tREFUSED\tMEMBERS\tSTATE\tROOM"
 
 // WriteRoomsText writes s as a text table, one line per listed room and one for the
 // others (percentiles are not summed: "-"). Any goroutine.
@@ -458,7 +478,7 @@ func WriteRoomsText(w io.Writer, s RoomsSnapshot) error {
 		return []string{
 			pct(r.Share[0]), pct(r.Share[1]), pct(r.Share[2]), fmt.Sprint(r.Ticks), fmt.Sprint(r.Overruns),
 			fmt.Sprint(r.Skipped), fmt.Sprint(r.CaughtUp), fmt.Sprint(r.Panics),
-			p(r.TickDuration.P50), p(r.TickDuration.P99), ms(r.TickDuration.Max),
+			p(r.TickDuration.P50), p(r.TickDuration.P99), ms(r.TickDuration.Max), ms(r.TickWall.Max),
 			p(r.TickLateness.P50), p(r.TickLateness.P99), ms(r.TickLateness.Max),
 			fmt.Sprint(r.Inputs), fmt.Sprint(r.Dropped), fmt.Sprint(r.Refused), fmt.Sprint(r.Members),
 			r.State, name,

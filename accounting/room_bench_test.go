@@ -11,7 +11,7 @@ func BenchmarkRoomTick(b *testing.B) {
 	r := NewRoom("r", 50*time.Millisecond, 25*time.Millisecond, 0)
 	b.ReportAllocs()
 	for i := range b.N {
-		r.Tick(time.Duration(i&1023)*time.Microsecond, 20*time.Microsecond)
+		r.Tick(time.Duration(i&1023)*time.Microsecond, 20*time.Microsecond, 20*time.Microsecond)
 		r.LoopTime(int64(i)*1000, 20*time.Microsecond)
 	}
 }

@@ -13,9 +13,9 @@ import (
 
 func TestRoomTickAndOverrun(t *testing.T) {
 	r := NewRoom("a", 50*time.Millisecond, 25*time.Millisecond, 0)
-	assert.False(t, r.Tick(time.Millisecond, 10*time.Millisecond))
-	assert.True(t, r.Tick(-time.Millisecond, 30*time.Millisecond), "over budget")
-	assert.False(t, r.Tick(0, 25*time.Millisecond), "at the budget is not over it")
+	assert.False(t, r.Tick(time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))
+	assert.True(t, r.Tick(-time.Millisecond, 30*time.Millisecond, 30*time.Millisecond), "over budget")
+	assert.False(t, r.Tick(0, 25*time.Millisecond, 90*time.Millisecond), "at the budget is not over it, however long its parks")
 	r.Skipped(3)
 	r.CaughtUp()
 	r.Panicked()
@@ -36,6 +36,9 @@ func TestRoomTickAndOverrun(t *testing.T) {
 	assert.Equal(t, 4, s.Members)
 	assert.Equal(t, 30*time.Millisecond, s.TickDuration.Max)
 	assert.Equal(t, 65*time.Millisecond, s.TickDuration.Sum)
+	assert.Equal(t, 90*time.Millisecond, s.TickWall.Max, "wall time is a figure of its own")
+	assert.Equal(t, 130*time.Millisecond, s.TickWall.Sum)
+	assert.EqualValues(t, 3, s.TickWall.Count)
 	assert.EqualValues(t, 3, s.TickLateness.Count)
 	assert.Equal(t, time.Millisecond, s.TickLateness.Max, "negative lateness counts as 0")
 	p50 := s.TickDuration.P50
@@ -68,7 +71,7 @@ func TestTopRooms(t *testing.T) {
 	for i := range 5 {
 		r := NewRoom(fmt.Sprint("r", i), time.Second, time.Second, 0)
 		r.LoopTime(sec+1, time.Duration(i)*10*time.Millisecond)
-		r.Tick(0, time.Duration(i)*time.Millisecond)
+		r.Tick(0, time.Duration(i)*time.Millisecond, time.Duration(i)*time.Millisecond)
 		rooms = append(rooms, r)
 	}
 	now := 2*sec + 1
@@ -115,7 +118,7 @@ func TestTopRooms(t *testing.T) {
 func TestRoomTickAllocatesNothing(t *testing.T) {
 	r := NewRoom("a", time.Second, time.Second, 0)
 	allocs := testing.AllocsPerRun(1000, func() {
-		r.Tick(time.Microsecond, 20*time.Microsecond)
+		r.Tick(time.Microsecond, 20*time.Microsecond, 20*time.Microsecond)
 		r.LoopTime(sec, time.Microsecond)
 	})
 	assert.Zero(t, allocs)
@@ -134,7 +137,7 @@ func TestRoomSummaryMatchesHistogram(t *testing.T) {
 		if i%100 == 0 {
 			d = v % int64(2*time.Minute) // some beyond the limit
 		}
-		r.Tick(0, time.Duration(d))
+		r.Tick(0, time.Duration(d), time.Duration(d))
 		h.Record(d)
 		sum += d
 		mx = max(mx, d)

@@ -29,6 +29,7 @@ const drainIdleGrace = 100 * time.Millisecond
 type drainer struct {
 	begun  bool
 	report DrainReport
+	holds  int // HoldDrain calls not yet released (drainhold.go)
 }
 
 // beginDrain starts a graceful shutdown on the loop: it records what is in flight, sets
@@ -74,7 +75,7 @@ func (s *Server) beginDrain() {
 // queued and none of the connections open when the drain began (they close gracefully
 // after their last responses). Loop-confined.
 func (s *Server) checkDrained() {
-	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 && s.rooms.live == 0 {
+	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 && s.rooms.live == 0 && s.drain.holds == 0 {
 		s.requestStop()
 	}
 }

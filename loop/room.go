@@ -459,11 +459,25 @@ func (r *Room[I]) run(bt *Task, start int64) {
 		c.chargeTick(bt, began)
 		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
 		r.tick.Deadline = s.timeAt(next)
+		var off0 time.Duration
+		if s.acct.on {
+			_, q, p := bt.t.Totals()
+			off0 = q + p
+		}
 		r.runTick()
 		end = s.nanotime()
-		dur := time.Duration(end - began)
-		if c.rec.Tick(r.tick.Late, dur) {
-			c.overrun(n, dur, end)
+		wall := time.Duration(end - began)
+		dur := wall // without per-task figures a tick's on-loop time is its wall time
+		if s.acct.on {
+			// Its slices only: a tick that parks (offload, Sleep, a Future) holds the loop
+			// for less than its wall time, and the budget is about holding the loop. Both
+			// readings are taken inside a slice, so the parks and queue waits between them
+			// are complete in the task's totals: they are the tick's time off the loop.
+			_, q, p := bt.t.Totals()
+			dur = min(max(wall-(q+p-off0), 0), wall)
+		}
+		if c.rec.Tick(r.tick.Late, dur, wall) {
+			c.overrun(n, dur, wall, end)
 		}
 		if !s.acct.on {
 			c.rec.LoopTime(end, dur) // no per-task figures: a tick's loop time is its length
@@ -615,7 +629,7 @@ func (c *roomCore) sync() {
 
 // overrun logs a tick over budget, at most once per room per roomOverrunLogEvery and
 // within the server-wide room log limit.
-func (c *roomCore) overrun(n uint64, dur time.Duration, now int64) {
+func (c *roomCore) overrun(n uint64, dur, wall time.Duration, now int64) {
 	s := c.srv
 	if now < c.nextLog {
 		c.suppressed++
@@ -628,7 +642,7 @@ func (c *roomCore) overrun(n uint64, dur time.Duration, now int64) {
 	}
 	c.nextLog = now + int64(roomOverrunLogEvery)
 	s.log.Warn("loop: room tick overran its budget", "room", c.name, "task", c.taskName, "tick", n,
-		"duration", dur, "budget", c.budget, "period", time.Duration(c.period),
+		"duration", dur, "wall", wall, "budget", c.budget, "period", time.Duration(c.period),
 		"overruns", c.rec.Overruns(), "not_logged", c.suppressed)
 	c.suppressed = 0
 }

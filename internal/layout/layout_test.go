@@ -85,35 +85,56 @@ func TestDependencyDirection(t *testing.T) {
 	}
 }
 
-// TestBenchUsesPublicPackages checks that the bench harness, a module of its own (bench/go.mod)
-// so that its plotting dependencies stay out of loop's importers' module graphs, imports
-// only baton's public packages: no internal/ package and no gnet.
-func TestBenchUsesPublicPackages(t *testing.T) {
+// TestNestedModulesUsePublicPackages checks that the nested modules that hold programs
+// (bench/, the harness, and examples/gameserver/, the flagship example: modules of their own
+// so that their dependencies, plotting and SQLite, stay out of loop's importers' module
+// graphs) import only baton's public packages, in their code and in their tests: no
+// internal/ package and no gnet. Go's internal rule goes by import path, not by module, so
+// the compiler would let them.
+func TestNestedModulesUsePublicPackages(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go command not available")
 	}
-	benchDir := filepath.Join(repoRoot(t), "bench")
-	if _, err := os.Stat(filepath.Join(benchDir, "go.mod")); err != nil {
-		t.Fatalf("bench must be a module of its own (bench/go.mod): %v", err)
-	}
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
-	cmd.Dir = benchDir
-	out, err := cmd.Output()
-	require.NoError(t, err, "go list ./... in bench/: %s", stderrOf(err))
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.NotEmpty(t, lines)
-	for _, line := range lines {
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		assert.True(t, strings.HasPrefix(fields[0], module+"/bench/"), "bench package %s is outside %s/bench", fields[0], module)
-		for _, imp := range fields[1:] {
-			if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
-				t.Errorf("%s imports %s: bench uses public APIs only", fields[0], imp)
+	for _, sub := range []string{"bench", "examples/gameserver"} {
+		t.Run(sub, func(t *testing.T) {
+			dir := filepath.Join(repoRoot(t), filepath.FromSlash(sub))
+			_, err := os.Stat(filepath.Join(dir, "go.mod"))
+			require.NoError(t, err, "%s must be a module of its own (%s/go.mod)", sub, sub)
+			cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+			cmd.Dir = dir
+			out, err := cmd.Output()
+			require.NoError(t, err, "go list ./... in %s/: %s", sub, stderrOf(err))
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			require.NotEmpty(t, lines)
+			for _, line := range lines {
+				fields := strings.Fields(line)
+				if len(fields) == 0 {
+					continue
+				}
+				assert.True(t, fields[0] == module+"/"+sub || strings.HasPrefix(fields[0], module+"/"+sub+"/"),
+					"package %s of %s/go.mod is outside %s/%s", fields[0], sub, module, sub)
+				for _, imp := range fields[1:] {
+					if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
+						t.Errorf("%s imports %s: %s uses public APIs only", fields[0], imp, sub)
+					}
+				}
 			}
-		}
+		})
 	}
+}
+
+// TestRootModuleHoldsNoExamplePrograms checks that examples/gameserver is not part of the
+// root module (its SQLite driver would then be a requirement of every importer of loop).
+func TestRootModuleHoldsNoExamplePrograms(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	out := run(t, repoRoot(t), "go", "list", "./examples/...")
+	for _, p := range strings.Fields(out) {
+		assert.False(t, strings.HasPrefix(p, module+"/examples/gameserver"), "%s is in the root module; examples/gameserver has its own go.mod", p)
+	}
+	reqs := run(t, repoRoot(t), "go", "list", "-m", "all")
+	assert.NotContains(t, reqs, sqliteModules, "the root module's graph holds SQLite; it belongs to examples/gameserver/go.mod")
 }
 
 // plottingModules are path fragments of the bench harness's plotting modules (gonum/plot, the
@@ -127,6 +148,11 @@ var plottingModules = []string{"gonum", "go-fonts", "go-latex", "go-pdf"}
 // shows); accounting has its own histogram instead, and the root module must not require
 // hdrhistogram-go at all.
 const hdrhistogram = "github.com/HdrHistogram/hdrhistogram-go"
+
+// sqliteModules is the path fragment of the example game server's SQLite driver and the C
+// library translation under it (modernc.org/sqlite, libc, mathutil, memory...), which must
+// stay out of loop's importers' module graphs: examples/gameserver has its own go.mod.
+const sqliteModules = "modernc.org/"
 
 // TestLoopConsumerModuleGraph builds a throwaway module that imports only loop, as a user's
 // game backend would, runs go mod tidy in it and checks its module graph: neither go list
@@ -163,8 +189,8 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 	require.Contains(t, all, module)
 	require.Contains(t, all, gnet+"/v2", "the consumer's module graph must hold loop's dependencies")
 	for _, m := range all {
-		for _, bad := range append([]string{hdrhistogram}, plottingModules...) {
-			assert.NotContains(t, m, bad, "a module importing only loop has %s in its module graph; it belongs to the bench module", m)
+		for _, bad := range append([]string{hdrhistogram, sqliteModules}, plottingModules...) {
+			assert.NotContains(t, m, bad, "a module importing only loop has %s in its module graph; it belongs to a nested module (bench, examples/gameserver)", m)
 		}
 	}
 
@@ -181,7 +207,7 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 	for len(queue) > 0 {
 		n := queue[0]
 		queue = queue[1:]
-		for _, bad := range append([]string{hdrhistogram}, plottingModules...) {
+		for _, bad := range append([]string{hdrhistogram, sqliteModules}, plottingModules...) {
 			if strings.Contains(n, bad) {
 				chain := n
 				for p := via[n]; p != ""; p = via[p] {

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonrt/baton/examples/gameserver/game"
+	"github.com/batonrt/baton/examples/gameserver/store"
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/offload"
+)
+
+// options are the command line's settings; tests fill them directly.
+type options struct {
+	Loop       loop.Config   // the server (Addr from -addr, the rest from BATON_*)
+	Admin      string        // admin address for stats and health; "" turns it off
+	DB         string        // the SQLite file
+	Bots       bool          // fill short matches with bots and keep bot arenas running
+	BotRooms   int           // arenas of bots only, restarted when they end (with Bots)
+	Size       int           // players per match
+	Wait       time.Duration // longest wait for a full match before bots fill it
+	Match      time.Duration // match length
+	ScoreLimit int           // points that end a match (0: none)
+	Heavy      bool          // one bot arena burns heavyBurn per tick
+	BlockLoop  bool          // a background task blocks the loop now and then
+	Arena      game.Config   // filled from the above by newApp
+}
+
+const (
+	tickPeriod   = 50 * time.Millisecond   // 20 Hz: the arenas' tick and snapshot rate
+	dbPeriod     = 250 * time.Millisecond  // how often finished matches are written, in one batch
+	heavyBurn    = 30 * time.Millisecond   // CPU a heavy arena burns per tick (-heavy-room)
+	blockEvery   = 10 * time.Second        // -block-loop: how often the loop is blocked
+	blockFor     = 1200 * time.Millisecond // -block-loop: for how long (past /healthz's 1 s: it fails, naming the task)
+	keepEnded    = 30 * time.Second        // an ended arena's final state stays readable this long
+	maxLongPoll  = 25 * time.Second        // longest ?wait of a long-poll
+	maxTicketAge = 2 * time.Minute         // a WebSocket waits at most this long for its match
+	maxDT        = 250 * time.Millisecond  // a tick never simulates more than this (a stalled loop)
+)
+
+// app is the game server: loop-owned state shared by handlers and ticks without locks.
+// Every field below srv is touched only on the loop (handlers, ticks, posted functions).
+type app struct {
+	opts options
+	srv  *loop.Server
+	st   *store.Store
+	log  *slog.Logger
+
+	ticketLimit *loop.Limiter // POST /tickets and new tickets over WebSocket, per player
+	inputLimit  *loop.Limiter // inputs, per player
+
+	mm        *game.Matchmaker
+	waits     map[string]*loop.Future[assignment] // by ticket id
+	arenas    map[string]*arena                   // by match id, running and recently ended
+	live      int                                 // arenas not yet ended
+	db        *loop.Room[store.Finished]          // the writer: finished matches are its inputs
+	backlog   []store.Finished                    // results the writer must retry or never queued
+	dbDrain   bool                                // the drain began: the writer stops once all is written
+	nextMatch uint64
+	prefix    string // match ids are prefix + counter: unique across restarts
+	index     []byte // the page, with the admin address (setAdmin)
+
+	recorded      atomic.Int64 // matches written to the database (tests and logs read it)
+	droppedInputs atomic.Int64 // inputs over the rate limit, dropped
+}
+
+// assignment is what a ticket's long-poll or WebSocket learns: the match to play.
+type assignment struct {
+	Ticket string `json:"ticket"`
+	Match  string `json:"match"`
+	State  string `json:"state"` // "/rooms/<match>/state", for clients without WebSocket
+	Input  string `json:"input"` // "/rooms/<match>/input"
+}
+
+// errDraining resolves the waits of tickets still queued when the drain begins.
+var errDraining = errors.New("gameserver: server is draining")
+
+// newApp builds the server on opts and an open store; ListenAndServe is the caller's.
+func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
+	ac := game.DefaultConfig()
+	ac.MaxPlayers = max(opts.Size, 1)
+	ac.Duration = opts.Match
+	ac.ScoreLimit = opts.ScoreLimit
+	if err := ac.Validate(); err != nil {
+		return nil, err
+	}
+	opts.Arena = ac
+	mm, err := game.NewMatchmaker(game.MatchmakerConfig{Size: opts.Size, MaxWait: opts.Wait, FillWithBots: opts.Bots})
+	if err != nil {
+		return nil, err
+	}
+	if err := opts.Loop.Validate(); err != nil {
+		return nil, err
+	}
+	a := &app{
+		opts: opts, st: st, log: log, mm: mm,
+		srv:         loop.New(opts.Loop),
+		ticketLimit: loop.NewLimiter(loop.LimiterConfig{Rate: 1, Burst: 5}),
+		inputLimit:  loop.NewLimiter(loop.LimiterConfig{Rate: 30, Burst: 30}),
+		waits:       map[string]*loop.Future[assignment]{},
+		arenas:      map[string]*arena{},
+		prefix:      "m" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-",
+	}
+	a.routes()
+	// Rooms are made on the loop: this runs once the server is ready.
+	if err := a.srv.Post(a.start); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// routes registers the HTTP and WebSocket routes on the main port.
+func (a *app) routes() {
+	s := a.srv
+	s.Handle("GET /", a.serveIndex) // exactly "/": the router matches whole paths
+	s.Handle("POST /tickets", a.ticketLimit.Middleware(playerKey)(a.postTicket))
+	s.Handle("GET /tickets/{id}", a.getTicket)
+	s.Handle("DELETE /tickets/{id}", a.deleteTicket)
+	s.Handle("GET /ws", a.serveWS)
+	s.Handle("GET /rooms/{id}/state", a.roomState)
+	s.Handle("POST /rooms/{id}/input", a.inputLimit.Middleware(playerKey)(a.postInput))
+	s.Handle("GET /leaderboard", a.leaderboard)
+	s.Handle("GET /players/{id}", a.profile)
+	s.Handle("GET /rooms", a.listRooms)
+	s.HandleStats("/debug/baton") // also on the main port: one address is enough for a demo
+	s.HandleHealth()
+}
+
+// start runs on the loop once the server is ready: the writer, the matchmaker, bot arenas,
+// the drain hook and the demo switches.
+func (a *app) start() {
+	db, err := loop.NewRoom(a.srv, loop.RoomConfig[store.Finished]{
+		Name:       "db-writer",
+		Period:     dbPeriod,
+		Tick:       a.writeTick,
+		InputQueue: 4096,
+		InputFull:  loop.RefuseInput, // a result is never dropped: it goes to the backlog
+		OnDrain:    func(*loop.Room[store.Finished], time.Time) { a.dbDrain = true },
+	})
+	if err != nil {
+		a.log.Error("gameserver: cannot start the database writer", "err", err)
+		return
+	}
+	a.db = db
+	a.srv.Every("matchmaker", 100*time.Millisecond, a.matchmake)
+	a.srv.OnDrain(a.beginDrain)
+	if a.opts.Bots {
+		for i := range a.opts.BotRooms {
+			a.startBotArena(a.opts.Heavy && i == 0)
+		}
+	}
+	if a.opts.BlockLoop {
+		// The bad pattern, on purpose: a blocking call on the loop. The stall detector logs
+		// it with this task's name and stack, and every room's lateness shows it.
+		a.srv.Every("block-loop-demo", blockEvery, func(*loop.Task) { time.Sleep(blockFor) })
+	}
+}
+
+// beginDrain runs on the loop when Shutdown begins (OnDrain): no more matches; queued
+// tickets are cancelled and their waiters answered 503. The arenas end their matches in
+// their own OnDrain; the writer writes everything before it stops.
+func (a *app) beginDrain() {
+	for id, f := range a.waits {
+		if t, ok := a.mm.Ticket(id); ok && t.State == game.TicketQueued {
+			a.mm.Cancel(id, time.Now())
+			f.Resolve(assignment{}, errDraining)
+		}
+	}
+}
+
+// matchmake forms matches from the queue: an Every task on the loop.
+func (a *app) matchmake(t *loop.Task) {
+	now := t.Now()
+	if !a.srv.Draining().IsSet() {
+		for _, g := range a.mm.Form(now) {
+			a.startArena(g, now)
+		}
+	}
+	for _, id := range a.mm.Forget(now) {
+		delete(a.waits, id)
+	}
+	for id, ar := range a.arenas {
+		if ar.ended && now.Sub(ar.endedAt) > keepEnded {
+			delete(a.arenas, id)
+		}
+	}
+}
+
+// newMatchID returns a match id unique across restarts of this database.
+func (a *app) newMatchID() string {
+	a.nextMatch++
+	return a.prefix + strconv.FormatUint(a.nextMatch, 10)
+}
+
+// startArena starts a match for a group and answers its tickets' waiters.
+func (a *app) startArena(g game.Group, now time.Time) {
+	ar, err := a.newArena(a.newMatchID(), false, false)
+	if err != nil {
+		for _, tk := range g.Tickets {
+			a.mm.Cancel(tk.ID, now)
+			if f := a.waits[tk.ID]; f != nil {
+				f.Resolve(assignment{}, err)
+			}
+		}
+		a.log.Warn("gameserver: cannot start a match", "err", err)
+		return
+	}
+	for _, tk := range g.Tickets {
+		_ = ar.m.Join(tk.Player, tk.Name, false)
+	}
+	for i := range g.Bots {
+		id := game.PlayerID(fmt.Sprintf("bot-%d", i+1))
+		_ = ar.m.Join(id, botName(i), true)
+		ar.bots = append(ar.bots, id)
+	}
+	a.mm.Assign(g, ar.id, now)
+	for _, tk := range g.Tickets {
+		if f := a.waits[tk.ID]; f != nil {
+			f.Resolve(assignmentFor(tk.ID, ar.id), nil)
+		}
+	}
+}
+
+func assignmentFor(ticket, match string) assignment {
+	return assignment{Ticket: ticket, Match: match, State: "/rooms/" + match + "/state", Input: "/rooms/" + match + "/input"}
+}
+
+var botNames = []string{"Ada", "Bit", "Cog", "Dot", "Eve", "Fox", "Gus", "Hex"}
+
+func botName(i int) string { return "bot " + botNames[i%len(botNames)] }
+
+// startBotArena starts an arena of bots only, which starts another when it ends, so the
+// page and the stats have something to show at once. A heavy one burns heavyBurn per tick.
+func (a *app) startBotArena(heavy bool) {
+	if a.srv.Draining().IsSet() {
+		return
+	}
+	id := a.newMatchID()
+	if heavy {
+		id += "-heavy"
+	}
+	ar, err := a.newArena(id, true, heavy)
+	if err != nil {
+		a.log.Warn("gameserver: cannot start a bot arena", "err", err)
+		return
+	}
+	for i := range a.opts.Arena.MaxPlayers {
+		pid := game.PlayerID(fmt.Sprintf("bot-%d", i+1))
+		_ = ar.m.Join(pid, botName(i), true)
+		ar.bots = append(ar.bots, pid)
+	}
+}
+
+// submit hands a finished match to the writer; a refusal (queue full, writer stopped)
+// keeps it in the backlog, which the writer also drains. Loop-confined.
+func (a *app) submit(f store.Finished) {
+	if a.db == nil || a.db.Input(f) != nil {
+		a.backlog = append(a.backlog, f)
+	}
+}
+
+// writeTick is the writer room's tick: every dbPeriod it writes the finished matches
+// queued since the last tick in one transaction, through the offload pool (the tick
+// parks; the loop goes on). A failed batch is kept and retried. While draining it stops
+// once every arena has ended and everything is written: the drain waits for it.
+func (a *app) writeTick(r *loop.Room[store.Finished], t *loop.Tick[store.Finished]) {
+	batch := append([]store.Finished(nil), a.backlog...)
+	a.backlog = nil
+	t.DrainInputs(func(f store.Finished) { batch = append(batch, f) })
+	if len(batch) > 0 {
+		n, err := offload.Do(t.Task, func(ctx context.Context) (int, error) {
+			return a.st.RecordMatches(ctx, batch)
+		})
+		if err != nil {
+			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", len(batch), "err", err)
+			a.backlog = append(batch, a.backlog...)
+			if errors.Is(err, loop.ErrRoomStopped) || errors.Is(err, context.Canceled) {
+				return
+			}
+		} else {
+			a.recorded.Add(int64(n))
+		}
+	}
+	if a.dbDrain && a.live == 0 && len(a.backlog) == 0 {
+		r.Stop()
+	}
+}
+
+// playerKey is the rate limiters' key: the ?player of the request.
+func playerKey(c *loop.Ctx) string { return c.Query("player") }
+
+// validPlayer checks ?player and ?name: ids are 1-32 letters, digits, '-' or '_' (the
+// "bot-" prefix is the server's); names at most 24 bytes of UTF-8 (default: the id).
+func validPlayer(c *loop.Ctx) (game.PlayerID, string, bool) {
+	id, name := c.Query("player"), strings.TrimSpace(c.Query("name"))
+	ok := len(id) >= 1 && len(id) <= 32 && !strings.HasPrefix(id, "bot-")
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			ok = false
+		}
+	}
+	if !ok {
+		c.String(400, "400 Bad Request: ?player must be 1-32 letters, digits, '-' or '_' (not starting with bot-)\n")
+		return "", "", false
+	}
+	if name == "" {
+		name = id
+	}
+	if len(name) > 24 {
+		name = strings.ToValidUTF8(name[:24], "") // a rune cut in two goes
+	}
+	return game.PlayerID(id), name, true
+}

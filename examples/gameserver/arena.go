@@ -1,0 +1,139 @@
+package main
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/batonrt/baton/examples/gameserver/game"
+	"github.com/batonrt/baton/examples/gameserver/store"
+	"github.com/batonrt/baton/loop"
+)
+
+// arena is one match on the loop: a game.Match as a room's state, ticked at 20 Hz. Its
+// players' inputs arrive through the room's input queue (from WebSocket tasks and the
+// HTTP input route) and its state leaves as one prepared message broadcast to every
+// connected player per tick. Loop-confined.
+type arena struct {
+	app   *app
+	id    string
+	m     *game.Match
+	room  *loop.Room[game.Input]
+	bots  []game.PlayerID
+	heavy bool // burns heavyBurn per tick (-heavy-room)
+	loner bool // bots only: starts another when it ends
+
+	conns   map[game.PlayerID]*loop.WSConn
+	connBuf []*loop.WSConn // conns as a slice for Broadcast; nil when conns changed
+
+	snap    []byte     // the latest snapshot (game.Match.AppendSnapshot)
+	msg     []byte     // the same wrapped as a WebSocket message, reused each tick
+	changed *loop.Cond // broadcast at every snapshot: the long-polls wait on it
+	ended   bool
+	endedAt time.Time
+}
+
+// newArena starts an empty match in a new room named after it.
+func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
+	m, err := game.NewMatch(id, a.opts.Arena, rand.Uint64())
+	if err != nil {
+		return nil, err
+	}
+	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
+		conns: map[game.PlayerID]*loop.WSConn{}, changed: loop.NewCond(a.srv)}
+	ar.room, err = loop.NewRoom(a.srv, loop.RoomConfig[game.Input]{
+		Name:       "arena-" + id,
+		Period:     tickPeriod,
+		Tick:       ar.tick,
+		InputQueue: 256,
+		// A dropped input is superseded by the player's next one (sent at up to 20 Hz).
+		InputFull: loop.DropInput,
+		OnDrain:   ar.onDrain,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ar.publish()
+	a.arenas[id] = ar
+	a.live++
+	return ar, nil
+}
+
+// tick is the room's tick: apply the inputs queued since the last one, steer the bots,
+// step the simulation by the time that really passed, and broadcast the new state.
+func (ar *arena) tick(r *loop.Room[game.Input], t *loop.Tick[game.Input]) {
+	if ar.heavy {
+		burn(heavyBurn) // the demo's culprit: the rooms page names this room
+	}
+	t.DrainInputs(func(in game.Input) { _ = ar.m.Apply(in) }) // a player who left: ignored
+	for _, id := range ar.bots {
+		_ = ar.m.Apply(ar.m.BotInput(id))
+	}
+	over := ar.m.Step(min(t.DT, maxDT))
+	ar.publish()
+	if over {
+		ar.finish(t.Task.Now())
+	}
+}
+
+// onDrain ends the match now (Shutdown): its result counts like any other, and the
+// writer writes it before the server stops.
+func (ar *arena) onDrain(r *loop.Room[game.Input], deadline time.Time) {
+	if ar.ended {
+		return
+	}
+	ar.m.End(game.EndShutdown)
+	ar.publish()
+	ar.finish(time.Now())
+}
+
+// finish hands the result to the writer and stops the room: its WebSocket tasks are
+// cancelled (they close their connections) and a bot arena starts its successor.
+func (ar *arena) finish(now time.Time) {
+	if ar.ended {
+		return
+	}
+	ar.ended, ar.endedAt = true, now
+	ar.app.live--
+	ar.app.submit(store.Finished{Result: ar.m.Result(), Ended: now})
+	ar.room.Stop()
+	if ar.loner {
+		ar.app.startBotArena(ar.heavy)
+	}
+}
+
+// publish takes a snapshot, broadcasts it to the connected players (encoded once) and
+// wakes the long-polls.
+func (ar *arena) publish() {
+	ar.snap = ar.m.AppendSnapshot(ar.snap[:0])
+	if len(ar.conns) > 0 {
+		ar.msg = append(append(append(ar.msg[:0], `{"type":"state","state":`...), ar.snap...), '}')
+		if ar.connBuf == nil {
+			for _, c := range ar.conns {
+				ar.connBuf = append(ar.connBuf, c)
+			}
+		}
+		loop.Broadcast(loop.NewPrepared(false, ar.msg), ar.connBuf)
+	}
+	ar.changed.Broadcast() // allocates nothing while no long-poll waits
+}
+
+// addConn makes a connected player receive snapshots; removeConn undoes it and marks the
+// player gone from the match.
+func (ar *arena) addConn(id game.PlayerID, c *loop.WSConn) {
+	ar.conns[id] = c
+	ar.connBuf = nil
+}
+
+func (ar *arena) removeConn(id game.PlayerID, c *loop.WSConn) {
+	if ar.conns[id] == c {
+		delete(ar.conns, id)
+		ar.connBuf = nil
+		ar.m.Leave(id)
+	}
+}
+
+// burn spins the CPU for d: the heavy room's simulated expensive tick.
+func burn(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}

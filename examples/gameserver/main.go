@@ -1,0 +1,185 @@
+// Command gameserver is baton's flagship example: a small real-time game backend on one
+// loop. Players queue through matchmaking tickets, play 20 Hz arenas over WebSocket (or
+// an HTTP long-poll), and their results land in a SQLite leaderboard written through the
+// offload pool. In-process bots fill the rooms so the page is alive at once.
+//
+//	make run     # from the repository root; then open http://127.0.0.1:8080/ to play and
+//	             # http://127.0.0.1:8081/debug/baton/ for the live dashboard
+//	curl -X POST '127.0.0.1:8080/tickets?player=ann'
+//	curl '127.0.0.1:8080/tickets/t1?wait=10'     # long-poll for the assignment
+//	curl '127.0.0.1:8080/leaderboard?bots=1'
+//	curl '127.0.0.1:8081/debug/baton/tasks?format=text'   # admin address: stats, health
+//	curl '127.0.0.1:8080/debug/baton/rooms?format=text'   # every arena's tick figures
+//
+// Demo switches: -heavy-room makes one bot arena burn 30 ms per tick (the rooms page
+// names it); -block-loop blocks the loop for 1.2 s every 10 s (the stall log and /healthz name the
+// task). It reads the BATON_* environment (see loop.FromEnv); -db or GAMESERVER_DB
+// picks the database file (default <-data>/gameserver.db).
+//
+// Routes on the main address: GET / (the browser client), POST /tickets, GET and DELETE
+// /tickets/{id}, GET /ws, GET /rooms, GET /rooms/{id}/state, POST /rooms/{id}/input,
+// GET /leaderboard, GET /players/{id}, /healthz, /readyz, /debug/baton/*. On the admin
+// address: the live dashboard at /debug/baton/, the stats pages under it and /healthz,
+// /readyz.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/batonrt/baton/examples/gameserver/store"
+	"github.com/batonrt/baton/loop"
+)
+
+// drainTimeout bounds a graceful shutdown: matches end, the writer writes, then stop.
+const drainTimeout = 10 * time.Second
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gameserver:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, opts, os.Stdout, nil); err != nil {
+		slog.Error("gameserver", "err", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the command line and the environment (getenv).
+func parseFlags(args []string, getenv func(string) string) (options, error) {
+	fs := flag.NewFlagSet("gameserver", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address (host:port) of the game")
+	admin := fs.String("admin", "127.0.0.1:8081", "admin address for stats and health; empty: none")
+	data := fs.String("data", envOr(getenv, "GAMESERVER_DATA", "data"), "data directory, created on first start (env GAMESERVER_DATA)")
+	db := fs.String("db", getenv("GAMESERVER_DB"), "database file (env GAMESERVER_DB); default <data>/gameserver.db")
+	bots := fs.Bool("bots", true, "fill short matches with bots and keep bot arenas running")
+	botRooms := fs.Int("bot-rooms", 2, "arenas of bots only, restarted when they end (with -bots)")
+	size := fs.Int("players", 4, "players per match")
+	wait := fs.Duration("wait", 2*time.Second, "longest wait for a full match before bots fill it")
+	match := fs.Duration("match", 60*time.Second, "match length")
+	limit := fs.Int("score-limit", 25, "points that end a match (0: none)")
+	heavy := fs.Bool("heavy-room", false, "demo: one bot arena burns 30 ms per tick")
+	block := fs.Bool("block-loop", false, "demo: block the loop for 1.2 s every 10 s")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	cfg, err := loop.FromEnv(loop.Config{Addr: *addr, RequireSingleThread: true})
+	if err != nil {
+		return options{}, err
+	}
+	o := options{Loop: cfg, Admin: *admin, DB: *db, Bots: *bots, BotRooms: *botRooms, Size: *size,
+		Wait: *wait, Match: *match, ScoreLimit: *limit, Heavy: *heavy, BlockLoop: *block}
+	if o.DB == "" {
+		o.DB = filepath.Join(*data, "gameserver.db")
+	}
+	switch {
+	case o.Size < 1:
+		return options{}, fmt.Errorf("-players (%d) must be at least 1", o.Size)
+	case o.BotRooms < 0:
+		return options{}, fmt.Errorf("-bot-rooms (%d) must not be negative", o.BotRooms)
+	case o.Heavy && (!o.Bots || o.BotRooms == 0):
+		return options{}, errors.New("-heavy-room needs -bots and -bot-rooms of at least 1")
+	}
+	return o, nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// running is what run reports once the server is up: tests read the addresses.
+type running struct {
+	app   *app
+	addr  string // the game's address, host:port
+	admin string // the admin address, or ""
+}
+
+// run serves until ctx ends, then drains: matches in play end and count, everything
+// finished is written, then the database closes. ready, when not nil, is called once the
+// server is up.
+func run(ctx context.Context, opts options, out io.Writer, ready func(running)) error {
+	log := slog.Default()
+	st, err := store.Open(opts.DB)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	a, err := newApp(opts, st, log)
+	if err != nil {
+		return err
+	}
+	var adminLn net.Listener
+	if opts.Admin != "" {
+		if adminLn, err = net.Listen("tcp", opts.Admin); err != nil {
+			return fmt.Errorf("admin address: %w", err)
+		}
+		a.setAdmin(adminLn.Addr().String())
+		mux := http.NewServeMux()
+		mux.Handle("/debug/baton/", a.srv.StatsHandler())
+		mux.Handle("/healthz", a.srv.HealthHandler())
+		mux.Handle("/readyz", a.srv.HealthHandler())
+		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = adminSrv.Serve(adminLn) }()
+		defer adminSrv.Close()
+	}
+	served := make(chan error, 1)
+	go func() { served <- a.srv.ListenAndServe() }()
+	select {
+	case <-a.srv.Ready():
+	case err := <-served:
+		return err
+	}
+	r := running{app: a, addr: a.srv.Addr().String()}
+	if adminLn != nil {
+		r.admin = adminLn.Addr().String()
+	}
+	fmt.Fprintf(out, "gameserver: play at http://%s/\n", r.addr)
+	if r.admin != "" {
+		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/  (stats pages under it, health /healthz /readyz)\n", r.admin)
+	} else {
+		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/\n", r.addr)
+	}
+	fmt.Fprintf(out, "gameserver: leaderboard http://%s/leaderboard  rooms http://%s/debug/baton/rooms?format=text\n", r.addr, r.addr)
+	fmt.Fprintf(out, "gameserver: database %s\n", st.Path())
+	if ready != nil {
+		ready(r)
+	}
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	err = a.srv.Shutdown(sctx)
+	if serr := <-served; serr != nil && !errors.Is(serr, loop.ErrServerClosed) {
+		return serr
+	}
+	rep := a.srv.DrainReport()
+	log.Info("gameserver: stopped", "matches_recorded", a.recorded.Load(), "rooms_ended", rep.RoomsEnded,
+		"rooms_forced", rep.RoomsForced, "unwritten", len(a.backlog))
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	if n := len(a.backlog); n > 0 {
+		return fmt.Errorf("drain: %d finished matches were not written", n)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+// Package store keeps the game's player profiles, match results and leaderboard in an
+// embedded SQLite database (modernc.org/sqlite: pure Go, no cgo, one file).
+//
+// Every method blocks on disk I/O, so the server calls them only from the offload pool
+// (offload.Do with the handler's or background task's *loop.Task), never on the loop
+// itself. A Store is safe for concurrent use; it holds one connection, since SQLite
+// serialises writers anyway and one connection keeps the pool's figures honest (a slow
+// query shows as a slow offloaded call, not as a wait for a connection).
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/batonrt/baton/examples/gameserver/game"
+)
+
+// schema creates the tables on first start. A match is recorded once (its id is the
+// primary key), so a batch written twice after a retry counts once.
+const schema = `
+CREATE TABLE IF NOT EXISTS players (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	bot        INTEGER NOT NULL DEFAULT 0,
+	created_ns INTEGER NOT NULL,
+	matches    INTEGER NOT NULL DEFAULT 0,
+	wins       INTEGER NOT NULL DEFAULT 0,
+	total      INTEGER NOT NULL DEFAULT 0,
+	best       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS players_total ON players (total DESC);
+CREATE TABLE IF NOT EXISTS matches (
+	id          TEXT PRIMARY KEY,
+	reason      TEXT NOT NULL,
+	ticks       INTEGER NOT NULL,
+	duration_ns INTEGER NOT NULL,
+	ended_ns    INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scores (
+	match  TEXT NOT NULL REFERENCES matches (id),
+	player TEXT NOT NULL REFERENCES players (id),
+	score  INTEGER NOT NULL,
+	place  INTEGER NOT NULL,
+	PRIMARY KEY (match, player)
+);`
+
+// Store is the game's database. Safe for concurrent use; every method blocks.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Open opens (creating it and its directory on first start) the database file at path.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("store: empty database path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: create schema in %s: %w", path, err)
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database; writes already returned are on disk.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Profile is a player's record.
+type Profile struct {
+	ID      game.PlayerID `json:"id"`
+	Name    string        `json:"name"`
+	Bot     bool          `json:"bot"`
+	Created time.Time     `json:"created"`
+	Matches int           `json:"matches"`
+	Wins    int           `json:"wins"`
+	Total   int           `json:"total"` // points over every match
+	Best    int           `json:"best"`  // best single match
+}
+
+// SaveProfile creates a player's profile, or renames an existing one.
+func (s *Store) SaveProfile(ctx context.Context, id game.PlayerID, name string, bot bool, now time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO players (id, name, bot, created_ns) VALUES (?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name`, string(id), name, bot, now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("store: save profile %q: %w", id, err)
+	}
+	return nil
+}
+
+// Profile returns a player's record; ok is false for an unknown player.
+func (s *Store) Profile(ctx context.Context, id game.PlayerID) (p Profile, ok bool, err error) {
+	var created int64
+	err = s.db.QueryRowContext(ctx, `SELECT id, name, bot, created_ns, matches, wins, total, best FROM players WHERE id = ?`, string(id)).
+		Scan(&p.ID, &p.Name, &p.Bot, &created, &p.Matches, &p.Wins, &p.Total, &p.Best)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Profile{}, false, nil
+	}
+	if err != nil {
+		return Profile{}, false, fmt.Errorf("store: profile %q: %w", id, err)
+	}
+	p.Created = time.Unix(0, created).UTC()
+	return p, true, nil
+}
+
+// Finished is a match result with the time it ended, the unit RecordMatches writes.
+type Finished struct {
+	Result game.Result
+	Ended  time.Time
+}
+
+// RecordMatches writes a batch of finished matches in one transaction: the matches, every
+// player's score, and the players' totals (profiles are created for players never seen).
+// A match already recorded is skipped, so retrying a batch is safe. It returns how many
+// matches were new.
+func (s *Store) RecordMatches(ctx context.Context, batch []Finished) (recorded int, err error) {
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("store: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	for _, f := range batch {
+		r := f.Result
+		res, err := tx.ExecContext(ctx, `INSERT INTO matches (id, reason, ticks, duration_ns, ended_ns) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, r.Match, string(r.Reason), int64(r.Ticks), int64(r.Duration), f.Ended.UnixNano())
+		if err != nil {
+			return 0, fmt.Errorf("store: record match %s: %w", r.Match, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			continue // recorded by an earlier batch
+		}
+		recorded++
+		for _, p := range r.Players {
+			win := 0
+			if p.Place == 1 {
+				win = 1
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO players (id, name, bot, created_ns, matches, wins, total, best) VALUES (?, ?, ?, ?, 1, ?, ?, ?)
+				ON CONFLICT (id) DO UPDATE SET matches = matches + 1, wins = wins + excluded.wins,
+				total = total + excluded.total, best = max(best, excluded.best)`,
+				string(p.ID), p.Name, p.Bot, f.Ended.UnixNano(), win, p.Score, p.Score); err != nil {
+				return 0, fmt.Errorf("store: record player %q of match %s: %w", p.ID, r.Match, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO scores (match, player, score, place) VALUES (?, ?, ?, ?)`,
+				r.Match, string(p.ID), p.Score, p.Place); err != nil {
+				return 0, fmt.Errorf("store: record score of %q in match %s: %w", p.ID, r.Match, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("store: commit: %w", err)
+	}
+	return recorded, nil
+}
+
+// Entry is one line of the leaderboard.
+type Entry struct {
+	Rank    int           `json:"rank"`
+	ID      game.PlayerID `json:"id"`
+	Name    string        `json:"name"`
+	Bot     bool          `json:"bot"`
+	Total   int           `json:"total"`
+	Best    int           `json:"best"`
+	Wins    int           `json:"wins"`
+	Matches int           `json:"matches"`
+}
+
+// Leaderboard returns the top limit players by total points (ties: more wins, then
+// fewer matches, then id), bots included only when bots is true.
+func (s *Store) Leaderboard(ctx context.Context, limit int, bots bool) ([]Entry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, name, bot, total, best, wins, matches FROM players
+		WHERE matches > 0 AND (? OR bot = 0) ORDER BY total DESC, wins DESC, matches ASC, id LIMIT ?`, bots, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: leaderboard: %w", err)
+	}
+	defer rows.Close()
+	out := []Entry{}
+	for rows.Next() {
+		e := Entry{Rank: len(out) + 1}
+		if err := rows.Scan(&e.ID, &e.Name, &e.Bot, &e.Total, &e.Best, &e.Wins, &e.Matches); err != nil {
+			return nil, fmt.Errorf("store: leaderboard: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: leaderboard: %w", err)
+	}
+	return out, nil
+}
+
+// MatchScores returns a recorded match's scores by player; ok is false for a match not
+// recorded.
+func (s *Store) MatchScores(ctx context.Context, match string) (scores map[game.PlayerID]int, ok bool, err error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT player, score FROM scores WHERE match = ?`, match)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: scores of %s: %w", match, err)
+	}
+	defer rows.Close()
+	scores = map[game.PlayerID]int{}
+	for rows.Next() {
+		var id string
+		var sc int
+		if err := rows.Scan(&id, &sc); err != nil {
+			return nil, false, fmt.Errorf("store: scores of %s: %w", match, err)
+		}
+		scores[game.PlayerID(id)] = sc
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("store: scores of %s: %w", match, err)
+	}
+	return scores, len(scores) > 0, nil
+}
+
+// Matches counts the recorded matches.
+func (s *Store) Matches(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM matches`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count matches: %w", err)
+	}
+	return n, nil
+}
