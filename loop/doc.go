@@ -44,8 +44,30 @@
 // hands request-scoped values on with Ctx.SetValue. Future and Event are safe for concurrent
 // use; their AwaitTimeout and WaitTimeout bound a wait (a long poll). Shutdown drains: the
 // Server.Draining event is set and OnDrain hooks run, work in flight finishes, and
-// DrainReport says what was drained. Package looptest starts a server in a test.
+// DrainReport says what was drained. Future, Event and Cond (a reusable broadcast signal)
+// let tasks wait for each other; Server.HoldDrain keeps a drain open until work started
+// on the loop is saved. Package looptest starts a server in a test.
 //
-// The examples (Example, Example_offload, ExampleServer_Every, ExampleServer_Shutdown) run
-// as tests and show a lock-free handler, an offloaded call, a stoppable tick and a drain.
+// # Games: rooms, WebSocket, health
+//
+// NewRoom starts a room: a group of tasks with loop-owned state, ticked against absolute
+// deadlines with a budget and a late-tick policy, fed by a bounded input queue, accounted
+// on its own (/debug/baton/rooms) and drained with the server (docs/rooms.md).
+// Ctx.Upgrade turns a request into a WebSocket connection whose handler task reads and
+// writes it; Ctx.UpgradeTo hands it to callbacks instead, holding no task while idle;
+// NewPrepared and Broadcast send one encoded frame to many (docs/websocket.md).
+// Server.HealthHandler and Server.HandleHealth answer /healthz and /readyz from the loop's
+// own view; NewLimiter is a keyed token-bucket rate limiter (docs/health.md).
+//
+// # Ecosystem
+//
+// Server.HandleHTTP mounts net/http handlers (run off the loop); Config.OnRequestDone and
+// NewAccessLogger give an access log; Server.Snapshot returns the stats pages' figures as
+// structs, which the promexport module exports to Prometheus; HandleStats and StatsHandler
+// also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
+//
+// The examples run as tests: Example (a lock-free handler), Example_offload,
+// ExampleServer_Every (a stoppable tick), ExampleServer_Shutdown (a drain), ExampleNewRoom,
+// ExampleCtx_Upgrade and ExampleCtx_UpgradeTo (WebSocket in both forms),
+// ExampleServer_HandleHTTP and ExampleNewAccessLogger.
 package loop
