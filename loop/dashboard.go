@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -33,6 +34,7 @@ const (
 	DashboardMaxSubscribers = 8
 	// dashTopTasks is how many live and finished tasks a frame lists (the busiest).
 	dashTopTasks = 15
+	dashTopRooms = 10 // the busiest rooms by loop share; the rest are one "other" row
 	// dashHistory is how many per-interval points of utilisation and lag a frame carries:
 	// five minutes.
 	dashHistory = 300
@@ -185,8 +187,7 @@ func (h *dashHub) frame() []byte {
 			fr.Tasks = buf.Bytes()
 		}
 		fr.Offload, fr.Admission = &snap.Offload, &snap.Admission
-		// Rooms and WebSockets: when Snapshot has those sections, marshal them into
-		// fr.Rooms (the page renders a list of objects as a table) and a field beside it.
+		fr.Rooms = s.dashRooms()
 		h.addPoint(fr.Time, &snap.Loop)
 	}
 	h.mu.Lock()
@@ -348,4 +349,59 @@ func (s *Server) serveDashboardHTTP(w http.ResponseWriter, r *http.Request) bool
 			return true
 		}
 	}
+}
+
+// dashRoom is one row of the dashboard's rooms table: flat, in the page's units
+// (milliseconds, percent), busiest first.
+type dashRoom struct {
+	Room     string  `json:"room"`
+	State    string  `json:"state"`
+	Share10s float64 `json:"loop_share_10s_pct"`
+	Ticks    uint64  `json:"ticks"`
+	Overruns uint64  `json:"overruns"`
+	Skipped  uint64  `json:"skipped"`
+	TickP99  float64 `json:"tick_p99_ms"`
+	LateP99  float64 `json:"lateness_p99_ms"`
+	Inputs   uint64  `json:"inputs"`
+	Dropped  uint64  `json:"dropped"`
+	Members  int     `json:"members"`
+}
+
+// dashRooms returns the rooms table of a frame, or nil when the server has no rooms. It
+// takes the rooms page's figures on the loop through Post, bounded like the snapshot.
+// The hub's goroutine.
+func (s *Server) dashRooms() json.RawMessage {
+	got := make(chan accounting.RoomsSnapshot, 1)
+	if s.Post(func() { got <- s.snapshotRooms(dashTopRooms) }) != nil {
+		return nil
+	}
+	var rs accounting.RoomsSnapshot
+	select {
+	case rs = <-got:
+	case <-time.After(dashStallAfter):
+		return nil
+	}
+	if rs.Total == 0 {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	row := func(r *accounting.RoomSnapshot, name string) dashRoom {
+		return dashRoom{Room: name, State: r.State, Share10s: 100 * r.Share[1], Ticks: r.Ticks,
+			Overruns: r.Overruns, Skipped: r.Skipped, TickP99: ms(r.TickDuration.P99),
+			LateP99: ms(r.TickLateness.P99), Inputs: r.Inputs, Dropped: r.Dropped, Members: r.Members}
+	}
+	rows := make([]dashRoom, 0, len(rs.Rooms)+1)
+	for i := range rs.Rooms {
+		rows = append(rows, row(&rs.Rooms[i], rs.Rooms[i].Name))
+	}
+	if o := rs.Other; o != nil {
+		r := row(o, fmt.Sprintf("other (%d rooms)", o.Rooms))
+		r.TickP99, r.LateP99 = 0, 0 // percentiles do not sum
+		rows = append(rows, r)
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return nil
+	}
+	return b
 }
