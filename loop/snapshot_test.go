@@ -177,7 +177,8 @@ func TestOffloadPageJSON(t *testing.T) {
 
 // BenchmarkSnapshotOnLoop measures what a scrape costs the loop: the on-loop copy of the
 // loop, routes and admission sections, for a server of 10 and of 100 routes that have all
-// served requests (run without a server: the benchmark's goroutine plays the loop).
+// served requests (run without a server: the benchmark's goroutine plays the loop), and
+// the share its caller then computes off the loop (reader).
 func BenchmarkSnapshotOnLoop(b *testing.B) {
 	for _, routes := range []int{10, 100} {
 		b.Run(fmt.Sprintf("routes=%d", routes), func(b *testing.B) {
@@ -193,11 +194,22 @@ func BenchmarkSnapshotOnLoop(b *testing.B) {
 					r.FinishValues(now, 200, time.Duration(k)*time.Microsecond, time.Duration(k)*100, 0, 0)
 				}
 			}
-			b.ResetTimer()
-			for range b.N {
-				var snap Snapshot
-				s.takeViews(&snap, ViewLoop|ViewRoutes|ViewAdmission)
-			}
+			b.Run("loop", func(b *testing.B) { // the loop's hold: the copy
+				for range b.N {
+					var snap Snapshot
+					routesCopies.Put(s.takeViews(&snap, ViewLoop|ViewRoutes|ViewAdmission))
+				}
+			})
+			b.Run("reader", func(b *testing.B) { // the caller's share: percentiles and buckets
+				b.StopTimer()
+				for range b.N {
+					var snap Snapshot
+					rc := s.takeViews(&snap, ViewRoutes)
+					b.StartTimer()
+					snap.Routes = readRoutes(rc)
+					b.StopTimer()
+				}
+			})
 		})
 	}
 }
