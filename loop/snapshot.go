@@ -61,8 +61,9 @@ type AdmissionSnapshot struct {
 const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission
 
 // Snapshot returns the sections v of the server's figures. The loop's sections are copied
-// on the loop through Post (a copy of plain data: the loop is held only for that) and the
-// offload pool is read on the caller's goroutine. It waits for the loop until ctx ends and
+// on the loop through Post (a copy of plain data: the loop is held only for that; the
+// routes' percentiles and buckets are computed from the copied counters afterwards, on the
+// caller's goroutine) and the offload pool is read on the caller's goroutine. It waits for the loop until ctx ends and
 // returns ctx's error then, or ErrServerClosed when the loop no longer runs posted
 // functions; before the server is ready it waits until it is.
 //
