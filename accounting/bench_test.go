@@ -122,8 +122,9 @@ func BenchmarkLogLimiterAllow(b *testing.B) {
 }
 
 // BenchmarkRoutesSnapshot reads one route's eight summaries (recent and cumulative for four
-// figures): the fold of two windows, the merge with the cumulative store and the
-// percentiles. Off the hot path, on the loop.
+// figures) as Routes.Snapshot does: the copy (CopyInto, on the loop in a server), then the
+// fold of two windows, the merge with the cumulative store, the percentiles and buckets
+// (RoutesCopy.Snapshot, off the loop in a server). Off the hot path.
 func BenchmarkRoutesSnapshot(b *testing.B) {
 	r := NewRoutes(Config{Epoch: epoch})
 	rt := r.Route("GET /bench")

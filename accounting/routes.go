@@ -2,7 +2,6 @@ package accounting
 
 import (
 	"math"
-	"slices"
 	"time"
 )
 
@@ -29,10 +28,9 @@ const (
 // about a third of the instructions of recording each request as it finishes, and with
 // the counters' cache lines hot (docs/accounting.md, "Cost, and what is measured where").
 type Routes struct {
-	cfg     Config
-	layout  *layout
-	byKey   map[string]*Route
-	scratch *Histogram // for reading windows in Snapshot
+	cfg    Config
+	layout *layout
+	byKey  map[string]*Route
 }
 
 // finishBatch is how many finished requests a route batches before recording them:
@@ -46,7 +44,7 @@ func NewRoutes(cfg Config) *Routes {
 	cfg.mustValidate()
 	cfg = cfg.withDefaults(time.Now())
 	l := cfg.layout()
-	return &Routes{cfg: cfg, layout: l, byKey: make(map[string]*Route), scratch: newHistogram(l)}
+	return &Routes{cfg: cfg, layout: l, byKey: make(map[string]*Route)}
 }
 
 // Epoch returns the origin of the nanosecond timestamps FinishAt takes. Loop-confined.
@@ -73,23 +71,12 @@ func (r *Routes) Route(key string) *Route {
 }
 
 // Snapshot returns every route's figures at now, sorted by key. It rotates stale recent
-// windows first and allocates. Loop-confined.
+// windows first and allocates: CopyInto and RoutesCopy.Snapshot in one call, for a reader
+// on the loop. Loop-confined.
 func (r *Routes) Snapshot(now time.Time) []RouteSnapshot {
-	ns := since(r.cfg.Epoch, now)
-	out := make([]RouteSnapshot, 0, len(r.byKey))
-	for _, rt := range r.byKey {
-		out = append(out, rt.snapshot(ns))
-	}
-	slices.SortFunc(out, func(a, b RouteSnapshot) int {
-		switch {
-		case a.Route < b.Route:
-			return -1
-		case a.Route > b.Route:
-			return 1
-		}
-		return 0
-	})
-	return out
+	var c RoutesCopy
+	r.CopyInto(&c, now)
+	return c.Snapshot()
 }
 
 func (r *Routes) now() int64 { return int64(time.Since(r.cfg.Epoch)) }
@@ -242,34 +229,6 @@ func (rt *Route) rotate(now int64) {
 	}
 	rt.winNo = k
 	rt.winEnd = (k + 1) * int64(rt.r.cfg.RecentWindow)
-}
-
-func (rt *Route) snapshot(now int64) RouteSnapshot {
-	rt.flush()
-	rt.rotate(now)
-	cur, prev := &rt.win[rt.cur], &rt.win[rt.cur^1]
-	w := int64(rt.r.cfg.RecentWindow)
-	span := now - max((rt.winNo-1)*w, 0) // the view starts at the previous window, or the epoch
-	s := RouteSnapshot{
-		Route: rt.key, Count: rt.n, Errors: rt.errors, ClientErrors: rt.client,
-		InFlight: rt.inFlight,
-		Recent: RecentCounts{
-			Count:        cur.count + prev.count,
-			Errors:       cur.errors + prev.errors,
-			ClientErrors: cur.client + prev.client,
-			Span:         time.Duration(max(span, 0)),
-		},
-	}
-	pairs := [numMetrics]*SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
-	sc := rt.r.scratch
-	for i, p := range pairs {
-		p.Recent = summaryOf(sc, &prev.h[i], &cur.h[i])
-		// cumulative = retired windows + the recent view
-		cum := &rt.cum[i]
-		sc.Merge(cum.h)
-		p.Cumulative = summarize(sc, cum.sum+int64(p.Recent.Sum), max(cum.max, int64(p.Recent.Max)))
-	}
-	return s
 }
 
 // RouteSnapshot is one route's figures. Plain data.

@@ -61,8 +61,9 @@ type AdmissionSnapshot struct {
 const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission
 
 // Snapshot returns the sections v of the server's figures. The loop's sections are copied
-// on the loop through Post (a copy of plain data: the loop is held only for that) and the
-// offload pool is read on the caller's goroutine. It waits for the loop until ctx ends and
+// on the loop through Post (a copy of plain data: the loop is held only for that; the
+// routes' percentiles and buckets are computed from the copied counters afterwards, on the
+// caller's goroutine) and the offload pool is read on the caller's goroutine. It waits for the loop until ctx ends and
 // returns ctx's error then, or ErrServerClosed when the loop no longer runs posted
 // functions; before the server is ready it waits until it is.
 //
@@ -71,9 +72,10 @@ const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission
 // calls it from a goroutine of its own, or mounts HandleStats.
 func (s *Server) Snapshot(ctx context.Context, v View) (Snapshot, error) {
 	var snap Snapshot
+	var routes *accounting.RoutesCopy // the loop's copy of the routes, read below
 	if v&onLoopViews != 0 {
 		done := make(chan struct{})
-		if err := s.Post(func() { s.takeViews(&snap, v); close(done) }); err != nil {
+		if err := s.Post(func() { routes = s.takeViews(&snap, v); close(done) }); err != nil {
 			return Snapshot{}, err
 		}
 		select {
@@ -90,21 +92,23 @@ func (s *Server) Snapshot(ctx context.Context, v View) (Snapshot, error) {
 	} else {
 		snap.Taken = time.Now()
 	}
+	snap.Routes = readRoutes(routes) // the percentiles and buckets, off the loop
 	if v&ViewOffload != 0 {
 		snap.Offload = s.snapshotOffload()
 	}
 	return snap, nil
 }
 
-// takeViews copies the loop's sections v into dst. Loop only.
-func (s *Server) takeViews(dst *Snapshot, v View) {
+// takeViews copies the loop's sections v into dst, except the routes, which it copies raw
+// and returns for readRoutes (nil when not asked for or not kept). Loop only.
+func (s *Server) takeViews(dst *Snapshot, v View) (routes *accounting.RoutesCopy) {
 	dst.Taken = time.Now()
 	if s.acct.on {
 		if v&ViewLoop != 0 {
 			dst.Loop = s.snapshotLoop()
 		}
 		if v&ViewRoutes != 0 {
-			dst.Routes = s.acct.routes.Snapshot(dst.Taken)
+			routes = s.takeRoutes(dst.Taken)
 		}
 		if v&ViewTasks != 0 {
 			dst.Tasks = s.snapshotTasks()
@@ -113,6 +117,7 @@ func (s *Server) takeViews(dst *Snapshot, v View) {
 	if v&ViewAdmission != 0 {
 		dst.Admission = s.admissionSnapshot()
 	}
+	return routes
 }
 
 // The offload page's JSON: the same conventions as the other pages (snake_case, durations

@@ -395,7 +395,7 @@ func (s *Server) takeSnapshot(kind string) any {
 	case "tasks":
 		return s.snapshotTasks()
 	case "routes":
-		return s.acct.routes.Snapshot(time.Now())
+		return s.takeRoutes(time.Now()) // read by renderStats, off the loop
 	case "offload":
 		return nil // read off the loop: the pool is safe for concurrent use
 	case "admission":
@@ -427,7 +427,8 @@ func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, 
 			err = accounting.WriteTasksJSON(&buf, ts)
 		}
 	case "routes":
-		rs := snap.([]accounting.RouteSnapshot)
+		rc, _ := snap.(*accounting.RoutesCopy) // nil if the loop stopped before taking it
+		rs := readRoutes(rc)
 		if text {
 			err = accounting.WriteRoutesText(&buf, rs)
 		} else {
