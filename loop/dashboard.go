@@ -371,17 +371,10 @@ type dashRoom struct {
 // takes the rooms page's figures on the loop through Post, bounded like the snapshot.
 // The hub's goroutine.
 func (s *Server) dashRooms() json.RawMessage {
-	got := make(chan accounting.RoomsSnapshot, 1)
-	if s.Post(func() { got <- s.snapshotRooms(dashTopRooms) }) != nil {
-		return nil
-	}
-	var rs accounting.RoomsSnapshot
-	select {
-	case rs = <-got:
-	case <-time.After(dashStallAfter):
-		return nil
-	}
-	if rs.Total == 0 {
+	rs, err := askLoop(context.Background(), s, dashStallAfter, func() accounting.RoomsSnapshot {
+		return s.snapshotRooms(dashTopRooms)
+	})
+	if err != nil || rs.Total == 0 {
 		return nil
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

@@ -142,18 +142,8 @@ func (s *Server) serveRoomsHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "top must be a non-negative integer", http.StatusBadRequest)
 		return
 	}
-	got := make(chan accounting.RoomsSnapshot, 1)
-	if s.Post(func() { got <- s.snapshotRooms(top) }) != nil {
-		http.Error(w, "server closed", http.StatusServiceUnavailable)
-		return
-	}
-	var snap accounting.RoomsSnapshot
-	select {
-	case snap = <-got:
-	case <-r.Context().Done():
-		return
-	case <-time.After(10 * time.Second):
-		http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
+	snap, ok := askLoopHTTP(w, r, s, func() accounting.RoomsSnapshot { return s.snapshotRooms(top) })
+	if !ok {
 		return
 	}
 	var buf bytes.Buffer

@@ -500,18 +500,8 @@ func (s *Server) StatsHandler() http.Handler {
 			}
 			return
 		}
-		got := make(chan any, 1)
-		if s.Post(func() { got <- s.takeSnapshot(kind) }) != nil {
-			http.Error(w, "server closed", http.StatusServiceUnavailable)
-			return
-		}
-		var snap any
-		select {
-		case snap = <-got:
-		case <-r.Context().Done():
-			return
-		case <-time.After(10 * time.Second):
-			http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
+		snap, ok := askLoopHTTP(w, r, s, func() any { return s.takeSnapshot(kind) })
+		if !ok {
 			return
 		}
 		text := r.URL.Query().Get("format") == "text"

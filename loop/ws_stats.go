@@ -262,18 +262,8 @@ func (s *Server) serveWSStatsHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	got := make(chan wsStatsDoc, 1)
-	if s.Post(func() { got <- s.wsSnapshot() }) != nil {
-		http.Error(w, "server closed", http.StatusServiceUnavailable)
-		return
-	}
-	var doc wsStatsDoc
-	select {
-	case doc = <-got:
-	case <-r.Context().Done():
-		return
-	case <-time.After(10 * time.Second):
-		http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
+	doc, ok := askLoopHTTP(w, r, s, s.wsSnapshot)
+	if !ok {
 		return
 	}
 	text := r.URL.Query().Get("format") == "text"
