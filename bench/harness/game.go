@@ -37,8 +37,6 @@ const (
 	// window, so the database writer has batches to write and players queue again.
 	FullGameMatch  = 15 * time.Second
 	QuickGameMatch = 4 * time.Second
-	// gamePeriod is the example's tick (20 Hz): an input waits up to one for the next tick.
-	gamePeriod = 50 * time.Millisecond
 )
 
 func gamePlayers(p Params) int {

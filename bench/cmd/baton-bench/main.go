@@ -79,6 +79,7 @@ func main() {
 		rooms       = fs.Int("rooms", 0, "rooms of the rooms scenario (0: 250 with -quick, 1000 otherwise)")
 		wsConns     = fs.Int("ws-conns", 0, "WebSocket connections of the ws-broadcast scenario, 100 per room (0: 1000 with -quick,\n5000 otherwise)")
 		gamePlayers = fs.Int("game-players", 0, "players of the game scenario, in matches of 4 (0: 200 with -quick, 2000 otherwise)")
+		gameMatch   = fs.Duration("game-match", 0, "match length of the game scenario (0: 4s with -quick, 15s otherwise)")
 		gameServer  = fs.String("gameserver", "", "path of a built examples/gameserver binary for the game scenario (empty: built with\nthe go toolchain from examples/gameserver above the working directory)")
 		acctRounds  = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
 		acctBurst   = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
@@ -151,7 +152,7 @@ func main() {
 		Params: harness.Params{
 			Quick: *quick, Duration: *duration, Warmup: warmup.get(), Conns: cs, Rate: *rate,
 			Pipeline: *pipeline, IdleConns: *idleConns, BurstConns: *burst, Drain: *drain,
-			Rooms: *rooms, WSConns: *wsConns, GamePlayers: *gamePlayers, GameServer: *gameServer,
+			Rooms: *rooms, WSConns: *wsConns, GamePlayers: *gamePlayers, GameServer: *gameServer, GameMatch: *gameMatch,
 			AccountingRounds: *acctRounds, AccountingBurst: *acctBurst,
 		},
 		Out:       *out,
