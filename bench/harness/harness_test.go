@@ -19,7 +19,9 @@ func init() {
 
 func TestMain(m *testing.M) {
 	MaybeServeChild() // Run re-executes this test binary to start the servers
-	os.Exit(m.Run())
+	code := m.Run()
+	gameBinRelease() // the gameserver binary TestGameScenario built, if any
+	os.Exit(code)
 }
 
 // TestRunResultsSchema runs a tiny suite (both built-in targets in child processes) and

@@ -61,6 +61,8 @@ type server struct {
 	done  chan struct{}
 	// builtin servers are this binary re-executed.
 	builtin bool
+	// dir, when set, is a temporary directory of the server's, removed once it stopped.
+	dir string
 }
 
 // startChild runs a built-in target in a child process (this binary re-executed), pinned to
@@ -165,6 +167,9 @@ func launch(cmd *exec.Cmd, logw io.Writer, parse func(string) (string, bool), ad
 // graceful shutdown would only delay the next run); an external one gets SIGTERM and closed
 // stdin, then SIGKILL after 5 s.
 func (s *server) stop() {
+	if s.dir != "" {
+		defer os.RemoveAll(s.dir)
+	}
 	_ = s.stdin.Close()
 	if s.builtin {
 		_ = syscall.Kill(-s.pid, syscall.SIGKILL)

@@ -47,9 +47,10 @@ type Options struct {
 type Target struct {
 	Name    string
 	Builtin bool
-	Host    string // external: "host:port"
-	Prefix  string // external: path prefix of the routes
-	Command string // external: command that starts it (run with sh -c "exec ..."), or ""
+	Host    string   // external: "host:port"
+	Prefix  string   // external: path prefix of the routes
+	Command string   // external: command that starts it (run with sh -c "exec ..."), or ""
+	proc    *Process // a scenario's own program (Scenario.Process)
 }
 
 // ParseTargets parses a -targets value: a comma-separated list of "baton", "nethttp",
@@ -188,20 +189,29 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 			writeTable(tables, sr)
 			continue
 		}
+		targets, release, err := r.scenarioTargets(ctx, sc, params)
+		if err != nil {
+			sr.Skipped = err.Error()
+			r.warn("%s: skipped: %v", sc.Name, err)
+			writeTable(tables, sr)
+			continue
+		}
 		for _, ph := range sc.Phases(params) {
 			pr := &PhaseResult{Name: ph.Name, Description: ph.Description, WarmupS: ph.Warmup.Seconds(), DurationS: ph.Duration.Seconds()}
 			sr.Phases = append(sr.Phases, pr)
-			for _, t := range opts.Targets {
-				if !t.Builtin && !sc.External {
+			for _, t := range targets {
+				if !t.Builtin && !sc.External && t.proc == nil {
 					continue
 				}
 				if err := ctx.Err(); err != nil {
+					release()
 					_ = r.writeJSON() // keep what was measured
 					return r.res, err
 				}
 				pr.Runs = append(pr.Runs, r.runOne(ctx, sc, ph, t))
 			}
 		}
+		release()
 		if sc.AccountingCost && r.hasTarget(servers.Baton) && r.hasTarget(servers.BatonNoAccounting) {
 			ac, err := r.measureAccountingCost(ctx, params)
 			if err != nil {
@@ -293,6 +303,11 @@ func (r *runner) checkParams(p Params, scenarios []*Scenario) Params {
 				p.WSConns = int(limit) - 256
 				r.warn("open file limit %d is too low for %d WebSocket connections: using %d", limit, n, p.WSConns)
 			}
+		case "game":
+			if n := gamePlayers(p); limit > 0 && uint64(n)+256 > limit {
+				p.GamePlayers = int(limit) - 256
+				r.warn("open file limit %d is too low for %d players: using %d", limit, n, p.GamePlayers)
+			}
 		case "reconnect-burst":
 			n := p.BurstConns
 			if n <= 0 {
@@ -334,6 +349,8 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	switch {
 	case t.Builtin:
 		srv, err = startChild(t.Name, r.opts.CPUServer, r.taskset, logFile)
+	case t.proc != nil:
+		srv, err = startProcess(t.proc, r.opts.CPUServer, r.taskset, logFile)
 	case t.Command != "":
 		srv, err = startExternal(t.Command, t.Host, r.opts.CPUServer, r.taskset, logFile)
 	}

@@ -30,6 +30,11 @@ type Scenario struct {
 	// External says whether external targets (-targets URL) take part; they must then
 	// serve the scenario's routes.
 	External bool
+	// Process, when set, names the program the scenario runs against instead of the
+	// targets (-targets is ignored for it): it is called once per Run, and each phase runs
+	// in a fresh process of that program, pinned like the built-in servers. An error skips
+	// the scenario with that reason.
+	Process func(ctx context.Context, p Params) (*Process, error)
 	// Phases returns the phases to run for p.
 	Phases func(p Params) []Phase
 	// Summarize returns headline figures from the scenario's results (nil: none).
@@ -62,6 +67,13 @@ type Params struct {
 	// WSConns, when positive, is the ws-broadcast scenario's number of WebSocket
 	// connections (in WSConns/100 rooms).
 	WSConns int
+	// GamePlayers, when positive, is the game scenario's number of players (in matches of
+	// GameMatchSize); GameServer, when set, the path of a built examples/gameserver binary
+	// (else the harness builds it with the go toolchain); GameMatch, when positive, the
+	// match length (default FullGameMatch, QuickGameMatch with Quick).
+	GamePlayers int
+	GameServer  string
+	GameMatch   time.Duration
 	// AccountingRounds and AccountingBurst, when positive, override the number of rounds
 	// and the burst length of the interleaved accounting-cost measurement.
 	AccountingRounds int
@@ -108,7 +120,7 @@ func Register(s *Scenario) {
 }
 
 // order is the canonical order of scenarios (the numbering); others follow by name.
-var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns", "rooms", "ws-broadcast"}
+var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns", "rooms", "ws-broadcast", "game"}
 
 // Scenarios returns every registered scenario in canonical order.
 func Scenarios() []*Scenario {

@@ -66,6 +66,7 @@ type app struct {
 	prefix    string // match ids are prefix + counter: unique across restarts
 	index     []byte // the page, with the admin address (setAdmin)
 
+	dbBatches     []dbBatch    // the last maxDBBatches batches written (GET /rooms shows them)
 	recorded      atomic.Int64 // matches written to the database (tests and logs read it)
 	droppedInputs atomic.Int64 // inputs over the rate limit, dropped
 }
@@ -274,9 +275,11 @@ func (a *app) writeTick(r *loop.Room[store.Finished], t *loop.Tick[store.Finishe
 	a.backlog = nil
 	t.DrainInputs(func(f store.Finished) { batch = append(batch, f) })
 	if len(batch) > 0 {
+		began := time.Now()
 		n, err := offload.Do(t.Task, func(ctx context.Context) (int, error) {
 			return a.st.RecordMatches(ctx, batch)
 		})
+		a.noteBatch(began, len(batch), err)
 		if err != nil {
 			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", len(batch), "err", err)
 			a.backlog = append(batch, a.backlog...)
@@ -290,6 +293,26 @@ func (a *app) writeTick(r *loop.Room[store.Finished], t *loop.Tick[store.Finishe
 	if a.dbDrain && a.live == 0 && len(a.backlog) == 0 {
 		r.Stop()
 	}
+}
+
+// maxDBBatches is how many batches GET /rooms lists: enough for a minute of batches.
+const maxDBBatches = 256
+
+// dbBatch is one batch the writer handed to the offload pool, as GET /rooms lists it.
+type dbBatch struct {
+	At      int64   `json:"at_unix_ms"` // when the batch was handed to the pool
+	Ms      float64 `json:"ms"`         // until the write returned: the pool's queue plus the transaction
+	Matches int     `json:"matches"`
+	Failed  bool    `json:"failed,omitempty"`
+}
+
+// noteBatch records a batch's latency. Loop-confined (the writer's tick).
+func (a *app) noteBatch(began time.Time, matches int, err error) {
+	if len(a.dbBatches) == maxDBBatches {
+		a.dbBatches = append(a.dbBatches[:0], a.dbBatches[1:]...)
+	}
+	a.dbBatches = append(a.dbBatches, dbBatch{At: began.UnixMilli(), Ms: float64(time.Since(began).Microseconds()) / 1e3,
+		Matches: matches, Failed: err != nil})
 }
 
 // playerKey is the rate limiters' key: the ?player of the request.

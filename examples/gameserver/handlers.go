@@ -371,7 +371,8 @@ type roomJSON struct {
 	Heavy   bool   `json:"heavy,omitempty"`
 }
 
-// listRooms is GET /rooms: the arenas, running first.
+// listRooms is GET /rooms: the arenas, running first, and the database writer's last
+// batches (db_batches: when each was handed to the offload pool and how long its write took).
 func (a *app) listRooms(c *loop.Ctx) {
 	out := []roomJSON{}
 	for _, ar := range a.arenas {
@@ -384,6 +385,7 @@ func (a *app) listRooms(c *loop.Ctx) {
 		}
 		return out[i].ID < out[j].ID
 	})
+	batches := append([]dbBatch{}, a.dbBatches...)
 	c.JSON(200, map[string]any{"rooms": out, "queued": a.mm.Queued(), "recorded": a.recorded.Load(),
-		"dropped_inputs": a.droppedInputs.Load()})
+		"dropped_inputs": a.droppedInputs.Load(), "db_batches": batches})
 }

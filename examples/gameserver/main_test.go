@@ -401,11 +401,24 @@ func TestSIGTERMDrainsTheRealProcess(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "game.db")
 	p := startProcess(t, "-addr 127.0.0.1:0 -admin= -bot-rooms 3 -match 300ms -db "+db)
 	var rooms struct {
-		Recorded int `json:"recorded"`
+		Recorded  int `json:"recorded"`
+		DBBatches []struct {
+			At      int64   `json:"at_unix_ms"`
+			Ms      float64 `json:"ms"`
+			Matches int     `json:"matches"`
+		} `json:"db_batches"`
 	}
 	require.Eventually(t, func() bool {
 		return getJSON(t, "http://"+p.addr+"/rooms", &rooms) == 200 && rooms.Recorded >= 3
 	}, 20*time.Second, 20*time.Millisecond)
+	require.NotEmpty(t, rooms.DBBatches, "GET /rooms lists the writer's batches")
+	matches := 0
+	for _, b := range rooms.DBBatches {
+		assert.Positive(t, b.At)
+		assert.Positive(t, b.Ms)
+		matches += b.Matches
+	}
+	assert.GreaterOrEqual(t, matches, 3, "the batches listed hold the matches recorded")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.cmd.Wait(), "exit status; stderr:\n%s", p.stderr.String())
 	assert.Contains(t, p.stderr.String(), "unwritten=0")

@@ -66,27 +66,30 @@ func main() {
 
 	fs := flag.NewFlagSet("baton-bench", flag.ExitOnError)
 	var (
-		scenario   = fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of names (see the list below)")
-		targets    = fs.String("targets", "baton,nethttp", "servers to measure, comma-separated: baton, nethttp, and external servers as\n[name=]http://127.0.0.1:PORT[/prefix] (loopback only; they must serve the scenario's routes;\nexternal targets take part in plaintext only)")
-		duration   = fs.Duration("duration", 0, "measurement window of every phase (0: each scenario's default: 3s with -quick\n(cpu-hog 5s), 30s otherwise)")
-		out        = fs.String("out", "", "output directory (default results/<timestamp> under the working directory: bench/results/\nwhen run from bench/ as make bench does)")
-		conns      = fs.String("conns", "", "connection counts for plaintext, comma-separated (default 64,256,1024)")
-		rate       = fs.Float64("rate", 0, "open-loop rate in requests/s of each scenario's main load: plaintext becomes open loop at\nthis rate, json's open phase and cpu-hog's neighbours use it (0: scenario defaults)")
-		pipeline   = fs.Int("pipeline", 1, "requests in flight per connection for plaintext and json (closed loop: written in\nbatches of this many)")
-		idleConns  = fs.Int("idle-conns", harness.DefaultIdleConns, "idle keep-alive connections of the idle-conns scenario")
-		drain      = fs.Duration("drain", 2*time.Second, "how long responses to a window's requests are waited for after it; later ones count as\ntimeouts")
-		burst      = fs.Int("burst-conns", 0, "workers of the reconnect-burst scenario (0: 2000 with -quick, 5000 otherwise)")
-		rooms      = fs.Int("rooms", 0, "rooms of the rooms scenario (0: 250 with -quick, 1000 otherwise)")
-		wsConns    = fs.Int("ws-conns", 0, "WebSocket connections of the ws-broadcast scenario, 100 per room (0: 1000 with -quick,\n5000 otherwise)")
-		acctRounds = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
-		acctBurst  = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
-		cpuServer  = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
-		cpuClient  = fs.String("cpu-client", "", "CPU list to pin the load generator to with taskset, e.g. 1 (empty: not pinned)")
-		quick      = fs.Bool("quick", false, "the short suite: short windows and warm-ups (what make bench runs)")
-		plots      = fs.Bool("plots", true, "write latency-by-percentile PNG plots")
-		list       = fs.Bool("list", false, "list the scenarios and exit")
-		cmds       multiFlag
-		warmup     optDuration
+		scenario    = fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of names (see the list below)")
+		targets     = fs.String("targets", "baton,nethttp", "servers to measure, comma-separated: baton, nethttp, and external servers as\n[name=]http://127.0.0.1:PORT[/prefix] (loopback only; they must serve the scenario's routes;\nexternal targets take part in plaintext only)")
+		duration    = fs.Duration("duration", 0, "measurement window of every phase (0: each scenario's default: 3s with -quick\n(cpu-hog 5s), 30s otherwise)")
+		out         = fs.String("out", "", "output directory (default results/<timestamp> under the working directory: bench/results/\nwhen run from bench/ as make bench does)")
+		conns       = fs.String("conns", "", "connection counts for plaintext, comma-separated (default 64,256,1024)")
+		rate        = fs.Float64("rate", 0, "open-loop rate in requests/s of each scenario's main load: plaintext becomes open loop at\nthis rate, json's open phase and cpu-hog's neighbours use it (0: scenario defaults)")
+		pipeline    = fs.Int("pipeline", 1, "requests in flight per connection for plaintext and json (closed loop: written in\nbatches of this many)")
+		idleConns   = fs.Int("idle-conns", harness.DefaultIdleConns, "idle keep-alive connections of the idle-conns scenario")
+		drain       = fs.Duration("drain", 2*time.Second, "how long responses to a window's requests are waited for after it; later ones count as\ntimeouts")
+		burst       = fs.Int("burst-conns", 0, "workers of the reconnect-burst scenario (0: 2000 with -quick, 5000 otherwise)")
+		rooms       = fs.Int("rooms", 0, "rooms of the rooms scenario (0: 250 with -quick, 1000 otherwise)")
+		wsConns     = fs.Int("ws-conns", 0, "WebSocket connections of the ws-broadcast scenario, 100 per room (0: 1000 with -quick,\n5000 otherwise)")
+		gamePlayers = fs.Int("game-players", 0, "players of the game scenario, in matches of 4 (0: 200 with -quick, 2000 otherwise)")
+		gameMatch   = fs.Duration("game-match", 0, "match length of the game scenario (0: 4s with -quick, 15s otherwise)")
+		gameServer  = fs.String("gameserver", "", "path of a built examples/gameserver binary for the game scenario (empty: built with\nthe go toolchain from examples/gameserver above the working directory)")
+		acctRounds  = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
+		acctBurst   = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
+		cpuServer   = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
+		cpuClient   = fs.String("cpu-client", "", "CPU list to pin the load generator to with taskset, e.g. 1 (empty: not pinned)")
+		quick       = fs.Bool("quick", false, "the short suite: short windows and warm-ups (what make bench runs)")
+		plots       = fs.Bool("plots", true, "write latency-by-percentile PNG plots")
+		list        = fs.Bool("list", false, "list the scenarios and exit")
+		cmds        multiFlag
+		warmup      optDuration
 	)
 	fs.Var(&warmup, "warmup", "warm-up before each window, not recorded (default: each scenario's: 1s with -quick, 5s\notherwise)")
 	fs.Var(&cmds, "cmd", "name=command: command starting the external target name (run with sh -c \"exec command\",\npinned like the built-in servers, stopped with SIGTERM); repeatable")
@@ -149,7 +152,7 @@ func main() {
 		Params: harness.Params{
 			Quick: *quick, Duration: *duration, Warmup: warmup.get(), Conns: cs, Rate: *rate,
 			Pipeline: *pipeline, IdleConns: *idleConns, BurstConns: *burst, Drain: *drain,
-			Rooms: *rooms, WSConns: *wsConns,
+			Rooms: *rooms, WSConns: *wsConns, GamePlayers: *gamePlayers, GameServer: *gameServer, GameMatch: *gameMatch,
 			AccountingRounds: *acctRounds, AccountingBurst: *acctBurst,
 		},
 		Out:       *out,
