@@ -9,6 +9,7 @@
 //	curl '127.0.0.1:8080/tickets/t1?wait=10'     # long-poll for the assignment
 //	curl '127.0.0.1:8080/leaderboard?bots=1'
 //	curl '127.0.0.1:8081/debug/baton/tasks?format=text'   # admin address: stats, health
+//	curl 127.0.0.1:8081/metrics                           # Prometheus metrics
 //	curl '127.0.0.1:8080/debug/baton/rooms?format=text'   # every arena's tick figures
 //
 // Demo switches: -heavy-room makes one bot arena burn 30 ms per tick (the rooms page
@@ -38,8 +39,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/promexport"
 )
 
 // drainTimeout bounds a graceful shutdown: matches end, the writer writes, then stop.
@@ -63,7 +67,7 @@ func main() {
 func parseFlags(args []string, getenv func(string) string) (options, error) {
 	fs := flag.NewFlagSet("gameserver", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (host:port) of the game")
-	admin := fs.String("admin", "127.0.0.1:8081", "admin address for stats and health; empty: none")
+	admin := fs.String("admin", "127.0.0.1:8081", "admin address for stats, health and Prometheus metrics; empty: none")
 	data := fs.String("data", envOr(getenv, "GAMESERVER_DATA", "data"), "data directory, created on first start (env GAMESERVER_DATA)")
 	db := fs.String("db", getenv("GAMESERVER_DB"), "database file (env GAMESERVER_DB); default <data>/gameserver.db")
 	bots := fs.Bool("bots", true, "fill short matches with bots and keep bot arenas running")
@@ -135,6 +139,7 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		mux.Handle("/debug/baton/", a.srv.StatsHandler())
 		mux.Handle("/healthz", a.srv.HealthHandler())
 		mux.Handle("/readyz", a.srv.HealthHandler())
+		mux.Handle("/metrics", promhttp.HandlerFor(promexport.Registry(a.srv), promhttp.HandlerOpts{}))
 		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = adminSrv.Serve(adminLn) }()
 		defer adminSrv.Close()

@@ -525,6 +525,13 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, string(body), "<html", "the admin address serves the live dashboard")
 	assert.Equal(t, 200, getJSON(t, "http://"+s.admin+"/debug/baton/rooms", nil))
+	resp, err = http.Get("http://" + s.admin + "/metrics")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), `baton_http_requests_total{`, "the admin address serves Prometheus metrics")
+	assert.Contains(t, string(body), `route="GET /ws"`, "per-route series are labelled by pattern")
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(s.url("/debug/baton/rooms?format=text"))
 		if err != nil {
