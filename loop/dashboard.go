@@ -187,7 +187,7 @@ func (h *dashHub) frame() []byte {
 			fr.Tasks = buf.Bytes()
 		}
 		fr.Offload, fr.Admission = &snap.Offload, &snap.Admission
-		fr.Rooms = s.dashRooms()
+		fr.Rooms = dashRooms(&snap.Rooms)
 		h.addPoint(fr.Time, &snap.Loop)
 	}
 	h.mu.Lock()
@@ -367,14 +367,10 @@ type dashRoom struct {
 	Members  int     `json:"members"`
 }
 
-// dashRooms returns the rooms table of a frame, or nil when the server has no rooms. It
-// takes the rooms page's figures on the loop through Post, bounded like the snapshot.
-// The hub's goroutine.
-func (s *Server) dashRooms() json.RawMessage {
-	rs, err := askLoop(context.Background(), s, dashStallAfter, func() accounting.RoomsSnapshot {
-		return s.snapshotRooms(dashTopRooms)
-	})
-	if err != nil || rs.Total == 0 {
+// dashRooms returns the rooms table of a frame (the dashTopRooms busiest, then the rest as
+// one row), or nil when the server has no rooms. The hub's goroutine.
+func dashRooms(rs *accounting.RoomsSnapshot) json.RawMessage {
+	if rs.Total == 0 {
 		return nil
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
@@ -383,14 +379,30 @@ func (s *Server) dashRooms() json.RawMessage {
 			Overruns: r.Overruns, Skipped: r.Skipped, TickP99: ms(r.TickDuration.P99),
 			LateP99: ms(r.TickLateness.P99), Inputs: r.Inputs, Dropped: r.Dropped, Members: r.Members}
 	}
-	rows := make([]dashRoom, 0, len(rs.Rooms)+1)
-	for i := range rs.Rooms {
-		rows = append(rows, row(&rs.Rooms[i], rs.Rooms[i].Name))
+	top := rs.Rooms[:min(len(rs.Rooms), dashTopRooms)]
+	rows := make([]dashRoom, 0, len(top)+1)
+	for i := range top {
+		rows = append(rows, row(&top[i], top[i].Name))
 	}
-	if o := rs.Other; o != nil {
-		r := row(o, fmt.Sprintf("other (%d rooms)", o.Rooms))
-		r.TickP99, r.LateP99 = 0, 0 // percentiles do not sum
-		rows = append(rows, r)
+	if rest := rs.Total - len(top); rest > 0 {
+		other := dashRoom{Room: fmt.Sprintf("other (%d rooms)", rest)} // percentiles do not sum: left 0
+		add := func(r *accounting.RoomSnapshot) {
+			x := row(r, "")
+			other.Share10s += x.Share10s
+			other.Ticks += x.Ticks
+			other.Overruns += x.Overruns
+			other.Skipped += x.Skipped
+			other.Inputs += x.Inputs
+			other.Dropped += x.Dropped
+			other.Members += x.Members
+		}
+		for i := len(top); i < len(rs.Rooms); i++ {
+			add(&rs.Rooms[i])
+		}
+		if rs.Other != nil {
+			add(rs.Other)
+		}
+		rows = append(rows, other)
 	}
 	b, err := json.Marshal(rows)
 	if err != nil {

@@ -14,16 +14,17 @@ type View uint32
 
 // The sections of a Snapshot.
 const (
-	ViewLoop      View = 1 << iota // Snapshot.Loop: the loop's health (the loop page)
-	ViewRoutes                     // Snapshot.Routes: per-route figures (the routes page)
-	ViewTasks                      // Snapshot.Tasks: live and recently finished tasks (the tasks page)
-	ViewOffload                    // Snapshot.Offload: the offload pool and gates (the offload page)
-	ViewAdmission                  // Snapshot.Admission: slots, queue, refusals (the admission page)
-	// Sections added later (rooms, WebSockets) take the next bits here, and join AllViews.
+	ViewLoop       View = 1 << iota // Snapshot.Loop: the loop's health (the loop page)
+	ViewRoutes                      // Snapshot.Routes: per-route figures (the routes page)
+	ViewTasks                       // Snapshot.Tasks: live and recently finished tasks (the tasks page)
+	ViewOffload                     // Snapshot.Offload: the offload pool and gates (the offload page)
+	ViewAdmission                   // Snapshot.Admission: slots, queue, refusals (the admission page)
+	ViewRooms                       // Snapshot.Rooms: the busiest rooms and the rest summed (the rooms page)
+	ViewWebSockets                  // Snapshot.WebSockets: WebSocket totals and per-route figures (the websockets page)
 )
 
 // AllViews selects every section of a Snapshot.
-const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission
+const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission | ViewRooms | ViewWebSockets
 
 // Snapshot is the server's figures at one instant: the same values the stats pages render
 // as JSON, as Go structs, for exporters and games that would otherwise parse JSON.
@@ -36,7 +37,37 @@ type Snapshot struct {
 	Tasks     accounting.TasksSnapshot   // ViewTasks
 	Offload   OffloadSnapshot            // ViewOffload
 	Admission AdmissionSnapshot          // ViewAdmission
-	// Rooms and WebSockets sections go here, each filled by its View.
+	// Rooms lists the accounting.DefaultTopRooms busiest rooms by loop share; Rooms.Other
+	// sums the rest, so listed rooms plus Other are every room. ViewRooms.
+	Rooms      accounting.RoomsSnapshot
+	WebSockets WebSocketsSnapshot // ViewWebSockets
+}
+
+// WebSocketsSnapshot is the websockets page's totals and per-route figures (without its
+// per-connection list). Counters are since the server started. Plain data.
+type WebSocketsSnapshot struct {
+	Open               int    // connections open now
+	Upgrades           uint64 // upgrades accepted
+	SlowConsumerCloses uint64 // closed for not reading (queue over MaxQueuedBytes, or stalled)
+	StallCloses        uint64 // of SlowConsumerCloses, those whose output made no progress for StallTimeout
+	PingTimeouts       uint64 // dropped for not answering a ping within PongTimeout
+	ProtocolErrors     uint64 // closed for a protocol violation (1002, 1007, 1009)
+	InputOverflows     uint64 // closed for sending more than the reader took (1008)
+	CallbackPanics     uint64 // panics in callback-form handlers
+	QueuedBytes        int    // output queued and not yet taken by the kernel, all connections
+	Routes             []WebSocketRoute
+}
+
+// WebSocketRoute is one upgrade route's WebSocket figures. Plain data.
+type WebSocketRoute struct {
+	Route                            string // the route pattern that upgraded
+	Open                             int
+	Upgrades                         uint64
+	MessagesIn, BytesIn              uint64
+	MessagesOut, BytesOut            uint64
+	QueuedBytes                      int
+	SlowConsumerCloses, PingTimeouts uint64
+	PeerCloses                       uint64 // closes the client began
 }
 
 // OffloadSnapshot is the offload page's content: the server's offload pool and every gate
@@ -58,7 +89,7 @@ type AdmissionSnapshot struct {
 
 // onLoopViews are the sections read on the loop; the offload pool is safe for concurrent
 // use and is read by the caller.
-const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission
+const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission | ViewRooms | ViewWebSockets
 
 // Snapshot returns the sections v of the server's figures. The loop's sections are copied
 // on the loop through Post (a copy of plain data: the loop is held only for that; the
@@ -116,6 +147,12 @@ func (s *Server) takeViews(dst *Snapshot, v View) (routes *accounting.RoutesCopy
 	}
 	if v&ViewAdmission != 0 {
 		dst.Admission = s.admissionSnapshot()
+	}
+	if v&ViewRooms != 0 && s.acct.on {
+		dst.Rooms = s.snapshotRooms(accounting.DefaultTopRooms)
+	}
+	if v&ViewWebSockets != 0 {
+		dst.WebSockets = s.wsTotals()
 	}
 	return routes
 }

@@ -162,6 +162,21 @@ const wsMaxListed = 100
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
 // wsSnapshot collects the WebSocket figures. Loop-confined.
+// wsTotals is the websockets page without its connection list, for Snapshot. Loop only.
+func (s *Server) wsTotals() WebSocketsSnapshot {
+	doc := s.wsSnapshot()
+	out := WebSocketsSnapshot{Open: doc.Open, Upgrades: doc.UpgradesTotal, SlowConsumerCloses: doc.SlowConsumerCloses,
+		StallCloses: doc.StallCloses, PingTimeouts: doc.PingTimeouts, ProtocolErrors: doc.ProtocolErrors,
+		InputOverflows: doc.InputOverflows, CallbackPanics: doc.CallbackPanics, QueuedBytes: doc.QueuedBytes,
+		Routes: make([]WebSocketRoute, len(doc.Routes))}
+	for i, r := range doc.Routes {
+		out.Routes[i] = WebSocketRoute{Route: r.Route, Open: r.Open, Upgrades: r.Upgrades, MessagesIn: r.MessagesIn,
+			BytesIn: r.BytesIn, MessagesOut: r.MessagesOut, BytesOut: r.BytesOut, QueuedBytes: r.QueuedBytes,
+			SlowConsumerCloses: r.SlowConsumerCloses, PingTimeouts: r.PingTimeouts, PeerCloses: r.PeerCloses}
+	}
+	return out
+}
+
 func (s *Server) wsSnapshot() wsStatsDoc {
 	ws := &s.ws
 	now := s.nanotime()

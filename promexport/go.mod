@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/batonrt/baton v0.0.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.66.1

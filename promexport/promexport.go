@@ -54,7 +54,7 @@ func NewCollector(srv *loop.Server) *Collector {
 }
 
 // scrapeViews are the sections a scrape reads.
-const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission
+const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewRooms | loop.ViewWebSockets
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("baton_"+name, help, labels, nil)
@@ -123,7 +123,32 @@ var (
 	dGateRejected = desc("gate_rejected_total", "Calls refused: gate full (TryEnter) or queue full (Enter).", "gate")
 	dGateWait     = desc("gate_wait_seconds", "Time Enter waited for a place.", "gate")
 
+	// Rooms come and go (a match is a room), so they get no label of their own: the gauges
+	// describe the rooms alive at the scrape, and the busiest rooms are named on
+	// /debug/baton/rooms. Their per-room counters restart with each room, so summing them
+	// would not give a counter.
+	dRooms         = desc("rooms", "Rooms alive (running or draining).")
+	dRoomMembers   = desc("rooms_members", "Member tasks of the rooms alive.")
+	dRoomShare     = desc("rooms_loop_share_ratio", "Share of the loop's time spent on rooms (ticks and members) over the window, 0 to 1.", "window")
+	dRoomQueued    = desc("rooms_inputs_queued", "Inputs waiting in the rooms' queues.")
+	dRoomOverruns  = desc("rooms_overruns", "Ticks over budget, summed over the rooms alive.")
+	dRoomDropped   = desc("rooms_inputs_dropped", "Inputs dropped or refused on a full queue, summed over the rooms alive.")
+	dRoomLateWorst = desc("rooms_tick_lateness_p99_max_seconds", "The largest p99 tick lateness among the busiest rooms.")
+	dRoomTickWorst = desc("rooms_tick_duration_p99_max_seconds", "The largest p99 tick duration (on the loop) among the busiest rooms.")
+
+	dWSOpen      = desc("websocket_connections", "WebSocket connections open.", "route")
+	dWSUpgrades  = desc("websocket_upgrades_total", "Upgrades accepted.", "route")
+	dWSMessages  = desc("websocket_messages_total", "Messages received (in) and sent (out).", "route", "direction")
+	dWSBytes     = desc("websocket_payload_bytes_total", "Payload bytes received (in) and sent (out).", "route", "direction")
+	dWSQueued    = desc("websocket_queued_bytes", "Output queued and not yet taken by the kernel.", "route")
+	dWSSlow      = desc("websocket_slow_consumer_closes_total", "Connections closed for not reading.", "route")
+	dWSPingTO    = desc("websocket_ping_timeouts_total", "Connections dropped for not answering a ping.", "route")
+	dWSPeerClose = desc("websocket_peer_closes_total", "Close handshakes the client began.", "route")
+	dWSProtoErrs = desc("websocket_protocol_errors_total", "Connections closed for a protocol violation (1002, 1007, 1009).")
+
 	allDescs = []*prometheus.Desc{
+		dRooms, dRoomMembers, dRoomShare, dRoomQueued, dRoomOverruns, dRoomDropped, dRoomLateWorst, dRoomTickWorst,
+		dWSOpen, dWSUpgrades, dWSMessages, dWSBytes, dWSQueued, dWSSlow, dWSPingTO, dWSPeerClose, dWSProtoErrs,
 		dRequests, dInFlight, dLatency, dOnLoop, dQueue, dParked,
 		dUptime, dBusy, dUtil, dLag, dSlices, dSliceSecs, dSlowSlices, dSliceMax, dReady, dReadyMax,
 		dTasksStart, dTasksDone, dTasksLive, dStalls, dStallNow, dStallSecs,
@@ -158,6 +183,60 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	collectLoop(ch, &snap.Loop)
 	collectAdmission(ch, &snap.Admission)
 	collectOffload(ch, &snap.Offload)
+	collectRooms(ch, &snap.Rooms)
+	collectWebSockets(ch, &snap.WebSockets)
+}
+
+func collectRooms(ch chan<- prometheus.Metric, rs *accounting.RoomsSnapshot) {
+	var members, queued int
+	var overruns, dropped uint64
+	var share [len(accounting.UtilisationWindows)]float64
+	var lateWorst, tickWorst time.Duration
+	add := func(r *accounting.RoomSnapshot) {
+		members += r.Members
+		queued += r.Queued
+		overruns += r.Overruns
+		dropped += r.Dropped + r.Refused
+		for k := range share {
+			share[k] += r.Share[k]
+		}
+	}
+	for i := range rs.Rooms {
+		r := &rs.Rooms[i]
+		add(r)
+		lateWorst = max(lateWorst, r.TickLateness.P99)
+		tickWorst = max(tickWorst, r.TickDuration.P99)
+	}
+	if rs.Other != nil {
+		add(rs.Other)
+	}
+	gauge(ch, dRooms, float64(rs.Total))
+	gauge(ch, dRoomMembers, float64(members))
+	gauge(ch, dRoomQueued, float64(queued))
+	gauge(ch, dRoomOverruns, float64(overruns))
+	gauge(ch, dRoomDropped, float64(dropped))
+	for k, w := range accounting.UtilisationWindows {
+		gauge(ch, dRoomShare, share[k], strconv.Itoa(int(w/time.Second))+"s")
+	}
+	gauge(ch, dRoomLateWorst, lateWorst.Seconds())
+	gauge(ch, dRoomTickWorst, tickWorst.Seconds())
+}
+
+func collectWebSockets(ch chan<- prometheus.Metric, ws *loop.WebSocketsSnapshot) {
+	counter(ch, dWSProtoErrs, float64(ws.ProtocolErrors))
+	for i := range ws.Routes {
+		r := &ws.Routes[i]
+		gauge(ch, dWSOpen, float64(r.Open), r.Route)
+		counter(ch, dWSUpgrades, float64(r.Upgrades), r.Route)
+		counter(ch, dWSMessages, float64(r.MessagesIn), r.Route, "in")
+		counter(ch, dWSMessages, float64(r.MessagesOut), r.Route, "out")
+		counter(ch, dWSBytes, float64(r.BytesIn), r.Route, "in")
+		counter(ch, dWSBytes, float64(r.BytesOut), r.Route, "out")
+		gauge(ch, dWSQueued, float64(r.QueuedBytes), r.Route)
+		counter(ch, dWSSlow, float64(r.SlowConsumerCloses), r.Route)
+		counter(ch, dWSPingTO, float64(r.PingTimeouts), r.Route)
+		counter(ch, dWSPeerClose, float64(r.PeerCloses), r.Route)
+	}
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -359,4 +360,62 @@ func TestScrapeLoopLag(t *testing.T) {
 	// A scrape holds the loop for one copy of its figures (microseconds per route); were it
 	// to hold it for a good part of the interval, the probe's typical wake would show it.
 	assert.Less(t, worst, 50*time.Millisecond, "median probe lag while scraping")
+}
+
+// Rooms and WebSockets have metrics: the rooms alive as gauges (no per-room label: rooms
+// come and go), WebSocket counters per upgrade route.
+func TestRoomAndWebSocketMetrics(t *testing.T) {
+	srv := loop.New(looptest.Config(t, loop.Config{}))
+	srv.Handle("GET /ws", func(c *loop.Ctx) {
+		ws, err := c.Upgrade(loop.UpgradeOptions{})
+		if err != nil {
+			return
+		}
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			_ = ws.WriteText(data)
+		}
+	})
+	srv.Handle("GET /metrics", Handler(Registry(srv)), loop.Exempt())
+	base := looptest.Start(t, srv)
+	made := make(chan error, 1)
+	require.NoError(t, srv.Post(func() {
+		for _, name := range []string{"arena-1", "arena-2"} {
+			if _, err := loop.NewRoom(srv, loop.RoomConfig[int]{Name: name, Period: 10 * time.Millisecond,
+				Tick: func(*loop.Room[int], *loop.Tick[int]) {}}); err != nil {
+				made <- err
+				return
+			}
+		}
+		made <- nil
+	}))
+	require.NoError(t, <-made)
+
+	conn, _, err := websocket.DefaultDialer.Dial(strings.Replace(base, "http://", "ws://", 1)+"/ws", nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	for i := range 3 {
+		msg := fmt.Sprintf("hello %d", i)
+		require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte(msg)))
+		_, got, err := conn.ReadMessage()
+		require.NoError(t, err)
+		require.Equal(t, msg, string(got))
+	}
+
+	cl := &http.Client{Timeout: 10 * time.Second}
+	code, text := get(t, cl, base+"/metrics")
+	require.Equal(t, 200, code)
+	mfs := parse(t, text)
+	assert.Equal(t, 2.0, metric(t, mfs, "baton_rooms", nil).GetGauge().GetValue())
+	assert.Equal(t, dto.MetricType_GAUGE, mfs["baton_rooms_loop_share_ratio"].GetType())
+	assert.Len(t, mfs["baton_rooms_loop_share_ratio"].GetMetric(), 3, "one per window")
+	ws := map[string]string{"route": "GET /ws"}
+	assert.Equal(t, 1.0, metric(t, mfs, "baton_websocket_connections", ws).GetGauge().GetValue())
+	assert.Equal(t, 1.0, metric(t, mfs, "baton_websocket_upgrades_total", ws).GetCounter().GetValue())
+	assert.Equal(t, 3.0, metric(t, mfs, "baton_websocket_messages_total", map[string]string{"route": "GET /ws", "direction": "in"}).GetCounter().GetValue())
+	assert.Equal(t, 3.0, metric(t, mfs, "baton_websocket_messages_total", map[string]string{"route": "GET /ws", "direction": "out"}).GetCounter().GetValue())
+	assert.Equal(t, float64(3*len("hello 0")), metric(t, mfs, "baton_websocket_payload_bytes_total", map[string]string{"route": "GET /ws", "direction": "in"}).GetCounter().GetValue())
 }
