@@ -746,7 +746,10 @@ func (p *Pool) finish(cl *call, w *worker, exiting bool) (next *call, stay bool)
 // begin prepares and admits a call of fn for caller c with hook h: nested detection, the
 // function's context, admission. On error the call is over.
 func (p *Pool) begin(c Caller, h *Hook, cl *call, o options) error {
-	parent := c.Context()
+	parent := h.Base
+	if parent == nil {
+		parent = c.Context()
+	}
 	if InPool(parent) {
 		p.mu.Lock()
 		p.nested++
@@ -835,6 +838,7 @@ func (p *Pool) wait(c Caller, h *Hook, cl *call) error {
 			p.abandonLocked(cl)
 			p.unregisterLocked(c, cl)
 			p.mu.Unlock()
+			cl.wctx.cancelCause(err) // err: why the caller was cancelled
 			cl.cancel()
 			return err
 		}
@@ -859,6 +863,23 @@ func (p *Pool) overLocked(c Caller, cl *call) (error, bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+// CancelCaller cancels the context of the function c is waiting for, if any, as if that
+// context derived from a context of c's cancelled with cause: its Err becomes
+// context.Canceled and context.Cause reports cause. A Caller whose hook gives Hook.Base
+// calls it when it is cancelled, so that the function learns it at once rather than when
+// the caller's park returns. Any goroutine.
+func (p *Pool) CancelCaller(c Caller, cause error) {
+	if p == nil || !hashable(c) {
+		return
+	}
+	p.mu.Lock()
+	cl := p.inflight[c]
+	p.mu.Unlock()
+	if cl != nil {
+		cl.wctx.cancelCause(cause) // outside p.mu: it may allocate; cl is never reused
+	}
 }
 
 // waiting reports whether c is waiting in the pool right now (p may be nil).

@@ -19,7 +19,7 @@ import (
 //
 // context.Cause(ctx) behaves as for a context.WithCancel child: the parent's cause when
 // the parent was cancelled (context.Cause finds the parent's cancel state through Value),
-// else ctx.Err(). One difference: if the call was cancelled on its own (its function
+// the cause given to cancelCause (see cancelCtxKey), else ctx.Err(). One difference: if the call was cancelled on its own (its function
 // returned, its caller left) and the parent is cancelled later, Cause then reports the
 // parent's cause where a WithCancel child would keep context.Canceled. context.AfterFunc
 // and derived contexts work on it as on any custom context (the standard library watches
@@ -31,9 +31,35 @@ type workCtx struct {
 	p      *Pool
 
 	mu    sync.Mutex
-	done  chan struct{} // made by the first Done
-	err   error         // set once, by cancel or from the parent
-	watch func() bool   // stops the AfterFunc on parent that Done registered, if any
+	done  chan struct{}   // made by the first Done
+	err   error           // set once, by cancel or from the parent
+	watch func() bool     // stops the AfterFunc on parent that Done registered, if any
+	cause context.Context // cancelled with the cause given to cancelCause, if any
+}
+
+// cancelCtxKey is the key under which context.Cause looks for the nearest cancellation
+// state (unexported in package context), learnt once by asking Cause about a context
+// that records the key it is asked for. A workCtx cancelled with a cause answers that key
+// with the state of a context cancelled with the same cause, so context.Cause reports it.
+// Should Cause ever stop asking Value, the key stays nil and Cause reports Err.
+var cancelCtxKey = func() any {
+	s := &keySpy{Context: context.Background()}
+	_ = context.Cause(s)
+	return s.key
+}()
+
+type keySpy struct {
+	context.Context
+	key any
+}
+
+func (s *keySpy) Err() error { return context.Canceled }
+
+func (s *keySpy) Value(k any) any {
+	if s.key == nil {
+		s.key = k
+	}
+	return nil
 }
 
 // closedCh is the Done channel of a context that was cancelled before Done was first asked.
@@ -107,18 +133,47 @@ func (w *workCtx) Value(k any) any {
 	if k == (markerKey{}) {
 		return w.p
 	}
+	if k == cancelCtxKey && cancelCtxKey != nil {
+		w.mu.Lock()
+		c := w.cause
+		w.mu.Unlock()
+		if c != nil {
+			return c.Value(k)
+		}
+	}
 	return w.parent.Value(k)
+}
+
+// cancelCause cancels the context with context.Canceled and the given cause (what
+// context.Cause reports), unless it or its parent is cancelled already (then the parent's
+// error and cause stand, as for a context.WithCancel child). Any goroutine.
+func (w *workCtx) cancelCause(cause error) {
+	if w.Err() != nil {
+		return
+	}
+	if cause == nil || cause == context.Canceled {
+		w.cancel(context.Canceled)
+		return
+	}
+	// Cancelled before it is published: the state Cause reads never changes afterwards.
+	cc, cf := context.WithCancelCause(context.Background())
+	cf(cause)
+	w.cancelWith(context.Canceled, cc)
 }
 
 // cancel cancels the context with err unless it is cancelled already. Idempotent; any
 // goroutine.
-func (w *workCtx) cancel(err error) {
+func (w *workCtx) cancel(err error) { w.cancelWith(err, nil) }
+
+// cancelWith cancels the context with err and, if cause is not nil, the cause that cause
+// was cancelled with, unless it is cancelled already.
+func (w *workCtx) cancelWith(err error, cause context.Context) {
 	w.mu.Lock()
 	if w.err != nil {
 		w.mu.Unlock()
 		return
 	}
-	w.err = err
+	w.err, w.cause = err, cause
 	if w.done != nil {
 		close(w.done) // never closedCh: that is set only with err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/scheduler"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -111,4 +112,88 @@ func TestDoAllocs(t *testing.T) {
 		}
 	})
 	assert.LessOrEqual(t, allocs, 1.0)
+}
+
+// TestWorkCtxCancelCause: cancelCause gives context.Canceled with the cause, unless the
+// parent was cancelled first (its error and cause stand).
+func TestWorkCtxCancelCause(t *testing.T) {
+	require.NotNil(t, cancelCtxKey, "context.Cause's key was not learnt")
+	var w workCtx
+	w.init(context.Background(), nil)
+	done := w.Done()
+	w.cancelCause(errGone)
+	assert.True(t, isClosed(done))
+	assert.Equal(t, context.Canceled, w.Err())
+	assert.Equal(t, errGone, context.Cause(&w))
+	child, cancel := context.WithCancel(&w)
+	defer cancel()
+	<-child.Done()
+	assert.Equal(t, errGone, context.Cause(child))
+
+	first := errors.New("parent first")
+	parent, pcancel := context.WithCancelCause(context.Background())
+	var w2 workCtx
+	w2.init(parent, nil)
+	pcancel(first)
+	w2.cancelCause(errGone)
+	assert.Equal(t, context.Canceled, w2.Err())
+	assert.Equal(t, first, context.Cause(&w2))
+
+	var w3 workCtx
+	w3.init(context.Background(), nil)
+	w3.cancelCause(context.Canceled)
+	assert.Equal(t, context.Canceled, context.Cause(&w3))
+}
+
+// baseCaller is a loop task whose own context is never made: its hook gives Base, and its
+// cancellation reaches the pool only through its park's error.
+type baseCaller struct{ *loopCaller }
+
+func (c baseCaller) Context() context.Context {
+	panic("offload: Context called although the hook gives Base")
+}
+
+func (c baseCaller) OffloadHook() Hook {
+	h := c.loopCaller.OffloadHook()
+	h.Base = context.WithValue(context.Background(), wkey{}, "base")
+	return h
+}
+
+// TestBaseCancelReachesFunction: with Hook.Base the function's context derives from Base,
+// and the caller's cancellation (its park's error) cancels it with that error as cause.
+func TestBaseCancelReachesFunction(t *testing.T) {
+	l := newLoop(t)
+	p := newPool(t, Config{Tokens: 2})
+	type seen struct {
+		err, cause error
+		val        any
+	}
+	running, saw, hold, done := make(chan struct{}), make(chan seen, 1), make(chan struct{}), make(chan struct{})
+	var doErr error
+	var ref scheduler.Ref
+	l.do(func() {
+		lc := &loopCaller{l: l, key: "GET /b", pool: p, log: &whyLog{}}
+		c := baseCaller{lc}
+		lc.t = l.s.Spawn(func(*scheduler.Task) {
+			defer close(done)
+			_, doErr = Do(c, func(ctx context.Context) (int, error) {
+				close(running)
+				<-ctx.Done()
+				saw <- seen{ctx.Err(), context.Cause(ctx), ctx.Value(wkey{})}
+				<-hold
+				return 1, nil
+			})
+		}, nil)
+		ref = lc.t.Ref()
+	})
+	<-running
+	l.do(func() { l.s.Cancel(ref.Task(), errGone) })
+	s := <-saw
+	assert.Equal(t, context.Canceled, s.err)
+	assert.Equal(t, errGone, s.cause)
+	assert.Equal(t, "base", s.val)
+	<-done
+	assert.Equal(t, errGone, doErr)
+	close(hold)
+	waitUntil(t, "token released", func() bool { return p.Stats().Lanes[LaneFast].InUse == 0 })
 }
