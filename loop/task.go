@@ -134,7 +134,13 @@ func (t *Task) OffloadHook() offload.Hook {
 	if t.suspendFn == nil {
 		t.suspendFn = t.suspend
 	}
-	return offload.Hook{Pool: t.srv.pool, Key: t.offloadKey(), Suspend: t.suspendFn}
+	h := offload.Hook{Pool: t.srv.pool, Key: t.offloadKey(), Suspend: t.suspendFn}
+	if t.g == nil && t.ctx == nil && t.err == nil {
+		// The task's context is not made for the call: the function's context derives from
+		// the server's, and cancel reaches it through the pool (offload.Hook.Base).
+		h.Base = t.srv.baseCtx
+	}
+	return h
 }
 
 // suspend prepares one park for the offload package.
@@ -164,6 +170,12 @@ func (t *Task) cancel(err error) {
 	t.err = err
 	if t.cancelCtx != nil {
 		t.cancelCtx(err)
+	}
+	if t.off != nil { // it may wait in the pool with a context derived from Base
+		if t.c != nil {
+			t.srv.pool.CancelCaller(t.c, err)
+		}
+		t.srv.pool.CancelCaller(t, err)
 	}
 	if t.t != nil && t.srv.life.load() < stateStopping {
 		t.srv.sched.Cancel(t.t, err)

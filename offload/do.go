@@ -38,6 +38,16 @@ type Hook struct {
 	// wake): it checks the call's state and suspends again. So an implementation may
 	// reuse one resume and park for every suspension, as GoCaller does.
 	Suspend func(why Wait) (resume func(), park func() error)
+	// Base, if not nil, replaces Caller.Context() as the parent of the offloaded function's
+	// context, for a caller whose own context costs an allocation to make (a loop task makes
+	// it on first use). Base must carry the same values as Caller.Context() and be done
+	// whenever it is done for a reason other than the caller's own cancellation (the server
+	// stopping), and the caller must not be cancelled yet when it hands out Base. The
+	// caller's cancellation reaches the function through Pool.CancelCaller, which the
+	// caller calls when it is cancelled, or at the latest when its park returns the error:
+	// the function's context is cancelled then with Err context.Canceled and that error as
+	// its context.Cause. Nil: Caller.Context() is the parent.
+	Base context.Context
 }
 
 // hook returns c's hook, panicking with a clear message when it is incomplete (a bug in

@@ -168,14 +168,14 @@ func (p *Pool) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	var cancels []context.CancelFunc
+	var cancels []*call
 	p.mu.Lock()
 	for cl := p.running.head; cl != nil; cl = cl.next {
-		cancels = append(cancels, cl.cancel)
+		cancels = append(cancels, cl)
 	}
 	p.mu.Unlock()
-	for _, c := range cancels {
-		c()
+	for _, cl := range cancels {
+		cl.cancel()
 	}
 	return ctx.Err()
 }
@@ -204,9 +204,9 @@ type job interface{ exec(ctx context.Context) }
 type call struct {
 	p        *Pool
 	job      job
-	wctx     workCtx
-	cancel   context.CancelFunc
-	stopAF   func() bool // stops the per-call deadline watcher, if any
+	wctx     workCtx            // the function's context (workctx.go)
+	stdStop  context.CancelFunc // the context.WithTimeout parent's cancel, for a call with a deadline
+	stopAF   func() bool        // stops the per-call deadline watcher, if any
 	key      *keyEntry
 	keyStr   string
 	detached bool   // no caller waits (CopySeq cleanup)
@@ -231,22 +231,7 @@ type call struct {
 	perr error
 }
 
-// workCtx is the context an offloaded function receives: the caller's context (with a
-// cancel, and a deadline if the call has one) plus the pool marker.
-type workCtx struct {
-	context.Context
-	p *Pool
-}
-
 type markerKey struct{}
-
-// Value returns the pool for the marker key and defers to the parent otherwise.
-func (w *workCtx) Value(k any) any {
-	if k == (markerKey{}) {
-		return w.p
-	}
-	return w.Context.Value(k)
-}
 
 // InPool reports whether ctx is (or derives from) the context of an offloaded function,
 // that is whether code holding ctx runs in a pool worker and must not wait for a pool or
@@ -761,7 +746,10 @@ func (p *Pool) finish(cl *call, w *worker, exiting bool) (next *call, stay bool)
 // begin prepares and admits a call of fn for caller c with hook h: nested detection, the
 // function's context, admission. On error the call is over.
 func (p *Pool) begin(c Caller, h *Hook, cl *call, o options) error {
-	parent := c.Context()
+	parent := h.Base
+	if parent == nil {
+		parent = c.Context()
+	}
 	if InPool(parent) {
 		p.mu.Lock()
 		p.nested++
@@ -777,13 +765,11 @@ func (p *Pool) begin(c Caller, h *Hook, cl *call, o options) error {
 	if timeout <= 0 {
 		timeout = p.defTimeout
 	}
-	var ctx context.Context
+	ctx := parent
 	if timeout > 0 {
-		ctx, cl.cancel = context.WithTimeout(parent, timeout)
-	} else {
-		ctx, cl.cancel = context.WithCancel(parent)
+		ctx, cl.stdStop = context.WithTimeout(parent, timeout)
 	}
-	cl.wctx = workCtx{Context: ctx, p: p}
+	cl.wctx.init(ctx, p)
 	if timeout > 0 {
 		// Registered before admission: finish reads stopAF once the call is admitted.
 		cl.stopAF = context.AfterFunc(ctx, cl.onDeadline)
@@ -852,6 +838,7 @@ func (p *Pool) wait(c Caller, h *Hook, cl *call) error {
 			p.abandonLocked(cl)
 			p.unregisterLocked(c, cl)
 			p.mu.Unlock()
+			cl.wctx.cancelCause(err) // err: why the caller was cancelled
 			cl.cancel()
 			return err
 		}
@@ -878,6 +865,23 @@ func (p *Pool) overLocked(c Caller, cl *call) (error, bool) {
 	return nil, false
 }
 
+// CancelCaller cancels the context of the function c is waiting for, if any, as if that
+// context derived from a context of c's cancelled with cause: its Err becomes
+// context.Canceled and context.Cause reports cause. A Caller whose hook gives Hook.Base
+// calls it when it is cancelled, so that the function learns it at once rather than when
+// the caller's park returns. Any goroutine.
+func (p *Pool) CancelCaller(c Caller, cause error) {
+	if p == nil || !hashable(c) {
+		return
+	}
+	p.mu.Lock()
+	cl := p.inflight[c]
+	p.mu.Unlock()
+	if cl != nil {
+		cl.wctx.cancelCause(cause) // outside p.mu: it may allocate; cl is never reused
+	}
+}
+
 // waiting reports whether c is waiting in the pool right now (p may be nil).
 func (p *Pool) waiting(c Caller) bool {
 	if p == nil || !hashable(c) {
@@ -900,17 +904,24 @@ func (p *Pool) unregisterLocked(c Caller, cl *call) {
 // goroutine.
 func (p *Pool) detach(key string, fn func()) {
 	cl := &call{p: p, job: detachedJob(fn), keyStr: key, detached: true}
-	ctx, cancel := context.WithCancel(context.Background())
-	cl.cancel = cancel
-	cl.wctx = workCtx{Context: ctx, p: p}
+	cl.wctx.init(context.Background(), p)
 	var rs resumes
 	p.mu.Lock()
 	err := p.admitLocked(nil, cl, &rs)
 	p.mu.Unlock()
 	rs.run()
 	if err != nil {
-		cancel()
+		cl.cancel()
 		go fn()
+	}
+}
+
+// cancel cancels the function's context (context.Canceled) and releases the call's timer,
+// if it has a deadline. Idempotent; any goroutine.
+func (cl *call) cancel() {
+	cl.wctx.cancel(context.Canceled)
+	if cl.stdStop != nil {
+		cl.stdStop()
 	}
 }
 

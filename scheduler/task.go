@@ -376,6 +376,21 @@ func (w Waker) Wake() bool {
 	return true
 }
 
+// WakeAt is Wake for a loop that already holds a clock reading (Scheduler.Now), such as
+// the one it took at the start of its turn: the task counts as ready since now, which
+// saves the clock read Wake takes when accounting is on. now must not be later than this
+// call; a reading taken before the park began counts as the park's start (no time
+// parked). Without accounting now is ignored. Loop-confined.
+func (w Waker) WakeAt(now int64) bool {
+	t := w.t
+	if t == nil || t.id != w.id || t.parkSeq != w.seq || t.state != Parked {
+		return false
+	}
+	now = max(now, t.parkedAt)
+	t.s.wake(t, nil, now)
+	return true
+}
+
 // Ref is a reference to a task that can be kept past the task's end. The zero Ref refers
 // to no task. Loop-confined.
 type Ref struct {
