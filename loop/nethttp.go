@@ -115,7 +115,7 @@ func (s *Server) HandleHTTP(pattern string, h http.Handler, opts ...RouteOption)
 	if strings.HasSuffix(pattern, "/") {
 		pattern += "{httpPath...}"
 	}
-	s.Handle(pattern, HTTPHandler(h), opts...)
+	s.Handle(pattern, HTTPHandler(h), append(opts[:len(opts):len(opts)], streamBodyOption())...)
 }
 
 // HTTPHandler returns a HandlerFunc that serves the request with the net/http handler h.
@@ -168,9 +168,11 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 		defer gate.Leave()
 		x.direct = c
 		h.ServeHTTP(w, r) // a panic goes to runGoroutine's recovery: 500
+		answerTooLarge(w, c.stream)
 		w.finish(nil, nil)
 		return
 	}
+	body := c.stream // c is not the goroutine's to read
 	s.mtWG.Add(1) // ListenAndServe waits for it after cancelling its context
 	go func() {
 		defer s.mtWG.Done()
@@ -185,6 +187,9 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 			}()
 			h.ServeHTTP(w, r)
 		}()
+		if pv == nil {
+			answerTooLarge(w, body)
+		}
 		w.finish(pv, stack)
 	}()
 	x.serve(c)
@@ -222,7 +227,9 @@ func (c *Ctx) httpRequest() (*http.Request, error) {
 	if c.req.Chunked {
 		r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
 	}
-	if len(c.body) > 0 || c.req.Chunked {
+	if c.stream != nil {
+		r.Body = c.stream // streamed as it arrives (nethttp_body.go)
+	} else if len(c.body) > 0 || c.req.Chunked {
 		// A copy: the handler's goroutine may outlive the task (client gone, shutdown
 		// deadline), and the Ctx's buffer is reused after it.
 		r.Body = io.NopCloser(bytes.NewReader(bytes.Clone(c.body)))
