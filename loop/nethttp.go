@@ -173,7 +173,7 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 		return
 	}
 	body := c.stream // c is not the goroutine's to read
-	s.mtWG.Add(1) // ListenAndServe waits for it after cancelling its context
+	s.mtWG.Add(1)    // ListenAndServe waits for it after cancelling its context
 	go func() {
 		defer s.mtWG.Done()
 		defer gate.Leave()
