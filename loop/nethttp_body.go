@@ -24,6 +24,10 @@ const bodyPipeBytes = 64 << 10
 // request ended before the body was read.
 var errBodyClientGone = errors.New("loop: client disconnected before the request body was read")
 
+// errBodyCut is what a streamed body's Read returns once the client got more than
+// Config.MaxBufferedInput ahead of the handler.
+var errBodyCut = errors.New("loop: request body cut: the client sent more than Config.MaxBufferedInput ahead of the handler")
+
 // streamBodyOption marks a route whose handler reads the body as a stream (HandleHTTP).
 func streamBodyOption() RouteOption {
 	return RouteOption{apply: func(r *route) { r.streamBody = true }}
@@ -255,8 +259,18 @@ func (p *bodyPipe) streamTooLarge() bool {
 // connection closes after the response. Loop-confined.
 func (s *Server) streamTraffic(cs *conn) {
 	s.feedStream(cs)
-	if cs.stream != nil && s.inputBound(cs) {
+	p := cs.stream
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if held := cs.gc.InboundBuffered() + len(p.buf) - p.off; held > p.maxHeld {
+		p.maxHeld = held
+	}
+	p.mu.Unlock()
+	if s.inputBound(cs) {
 		s.log.Debug("loop: client sends the body faster than the net/http handler reads it; cutting it", "remote", cs.gc.RemoteAddr())
+		p.fail(errBodyCut)
 		s.endStream(cs, true)
 	}
 }
