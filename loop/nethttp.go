@@ -125,14 +125,18 @@ func (s *Server) HandleHTTP(pattern string, h http.Handler, opts ...RouteOption)
 // parks meanwhile. h gets an *http.Request with the method, URL (path and raw query as
 // sent), protocol, headers (canonical keys, Host moved to Request.Host), Host, RemoteAddr,
 // RequestURI, ContentLength and the body; its Context is cancelled when the client
-// disconnects, the handler deadline passes, the server stops, or h returns. The body was
-// read by the loop before h started (bounded by Config.Limits.MaxBodyBytes), so reading
-// it never waits for the network. The ResponseWriter implements http.Flusher (each Flush
-// reaches the socket within a loop turn, and blocks h while the client is more than 256
-// KiB behind), trailers (the "Trailer" header and http.TrailerPrefix), Content-Type
-// sniffing, and http.ResponseController's Flush, SetReadDeadline (a no-op: the body is
-// already read) and EnableFullDuplex; it does not implement http.Hijacker or 1xx
-// responses, and the server writes Date, Connection and the framing headers itself.
+// disconnects, the handler deadline passes, the server stops, or h returns. Mounted with
+// HandleHTTP, h starts once the head is routed and its body streams: Read blocks on h's
+// goroutine until bytes arrive (the loop holds at most 64 KiB decoded per request plus
+// Config.MaxBufferedInput of input), "Expect: 100-continue" is answered at the first Read,
+// and past Config.Limits.MaxBodyBytes Read fails with *http.MaxBytesError (413 if h then
+// wrote nothing). Mounted with Handle, the loop reads the whole body first (bounded by
+// Config.Limits.MaxBodyBytes) and h reads a copy. The ResponseWriter implements
+// http.Flusher (each Flush reaches the socket within a loop turn, and blocks h while the
+// client is more than 256 KiB behind), trailers (the "Trailer" header and
+// http.TrailerPrefix), Content-Type sniffing, and http.ResponseController's Flush,
+// SetReadDeadline (a no-op) and EnableFullDuplex; it does not implement http.Hijacker or
+// 1xx responses, and the server writes Date, Connection and the framing headers itself.
 //
 // h must not touch loop-owned state (Ctx, Task, anything a handler of this server owns
 // without locks): it runs concurrently with the loop. To reach the loop it may call
