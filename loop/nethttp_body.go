@@ -75,7 +75,9 @@ func (p *bodyPipe) Read(b []byte) (int, error) {
 	p.mu.Lock()
 	if p.wantCont {
 		p.wantCont = false
-		p.srv.postStream(p, (*Server).sendContinue)
+		if p.err == nil { // no 100 Continue for a body already refused (too large)
+			p.srv.postStream(p, (*Server).sendContinue)
+		}
 	}
 	for p.off == len(p.buf) && p.err == nil {
 		p.mu.Unlock()
@@ -177,17 +179,13 @@ func (s *Server) feedStream(cs *conn) {
 			return
 		}
 		room := cap(p.buf) - (len(p.buf) - p.off)
-		if len(buf) == 0 && room > 0 {
-			p.mu.Unlock()
-			return
-		}
 		if room == 0 {
 			p.loopWaits = true
 			p.mu.Unlock()
 			return
 		}
 		p.mu.Unlock()
-		in := buf
+		in := buf // empty: Decode still reports a Content-Length over the limit
 		if len(in) > room {
 			in = in[:room] // decoded bytes never outnumber the input bytes
 		}

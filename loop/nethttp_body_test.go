@@ -264,9 +264,10 @@ func TestHTTPBodyStreamDisconnect(t *testing.T) {
 	})
 }
 
-// TestHTTPBodyStreamTooLarge checks Config.Limits.MaxBodyBytes on a streamed body: the
-// handler's Read fails with *http.MaxBytesError and a handler that wrote nothing is
-// answered 413.
+// TestHTTPBodyStreamTooLarge checks Config.Limits.MaxBodyBytes on a streamed body: a
+// declared Content-Length over it is answered 413 before the handler runs; a chunked body
+// going past it makes the handler's Read fail with *http.MaxBytesError, and a handler that
+// wrote nothing is answered 413.
 func TestHTTPBodyStreamTooLarge(t *testing.T) {
 	bothModes(t, func(t *testing.T, multi bool) {
 		readErr := make(chan error, 4)
@@ -289,10 +290,21 @@ func TestHTTPBodyStreamTooLarge(t *testing.T) {
 			resp, err := http.ReadResponse(br, nil)
 			require.NoError(t, err)
 			assert.Equal(t, 413, resp.StatusCode, "chunked=%v", chunked)
+			if !chunked {
+				continue // a declared length over the limit is refused before the handler runs
+			}
 			err = <-readErr
 			var mbe *http.MaxBytesError
 			require.True(t, errors.As(err, &mbe), "chunked=%v: %v", chunked, err)
 			assert.Equal(t, int64(1000), mbe.Limit)
 		}
+		// A declared length over the limit: 413 at once, without 100 Continue.
+		c, br := dialStream(t, addr)
+		_, err := io.WriteString(c, "POST /lim HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n")
+		require.NoError(t, err)
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, "HTTP/1.1 413 Content Too Large\r\n", line)
+		assert.Empty(t, readErr, "the handler did not run")
 	})
 }
