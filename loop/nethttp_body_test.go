@@ -118,7 +118,7 @@ func TestHTTPBodyStreamContinue(t *testing.T) {
 	bothModes(t, func(t *testing.T, multi bool) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Query().Get("read") == "" {
-				http.Error(w, "no thanks", 403)
+				http.Error(w, "no thanks", http.StatusForbidden)
 				return
 			}
 			b, _ := io.ReadAll(r.Body)
