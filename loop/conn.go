@@ -77,6 +77,9 @@ type conn struct {
 	// running, parked or queued for admission. At most one of them is set.
 	pending *Ctx
 	ctx     *Ctx
+	// stream is the body pipe of ctx while the loop feeds it (HandleHTTP routes;
+	// nethttp_body.go); nil otherwise.
+	stream *bodyPipe
 
 	out []byte // output gathered for one write
 
@@ -178,6 +181,10 @@ func (s *Server) connClosed(cs *conn) {
 	if cs.pending != nil {
 		s.releaseCtx(cs.pending)
 		cs.pending = nil
+	}
+	if cs.stream != nil {
+		cs.stream.fail(errBodyClientGone)
+		cs.stream = nil
 	}
 	defer s.checkDrained()
 	if c := cs.ctx; c != nil {
@@ -322,6 +329,10 @@ func (s *Server) serve(cs *conn) {
 				// Answered at once; the unread body makes the rest of the input untrustworthy.
 				cs.closeAfterResponse()
 				_, _ = cs.gc.Discard(-1)
+				break
+			}
+			if c.route.streamBody { // HandleHTTP: the handler reads the body as it arrives
+				s.startStream(cs, c)
 				break
 			}
 			cs.pending = c

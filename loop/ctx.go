@@ -64,6 +64,7 @@ type Ctx struct {
 	req     httpcodec.Request // views into arena
 	arena   []byte
 	body    []byte
+	stream  *bodyPipe // the streamed body (HandleHTTP routes), nil otherwise
 	reader  bytes.Reader
 	params  router.Params
 	pattern string
@@ -124,6 +125,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.params.Reset()
 	c.reader.Reset(nil)
 	c.body = trimKept(c.body)
+	c.stream = nil
 	c.arena = trimKept(c.arena)
 	c.out = trimKept(c.out)
 	c.hdrs, c.hdrArena = c.hdrs[:0], c.hdrArena[:0]

@@ -17,8 +17,11 @@ type route struct {
 	h       HandlerFunc // the handler wrapped in the middleware that applied when it was added
 	pattern string
 	exempt  bool // not subject to admission control (RequestConcurrency)
-	acct    *accounting.Route
-	labels  context.Context // pprof labels of the route (Config.ProfileLabels), made once
+	// streamBody: the request is admitted once its head is routed and its body is streamed
+	// to the handler (HandleHTTP; nethttp_body.go).
+	streamBody bool
+	acct       *accounting.Route
+	labels     context.Context // pprof labels of the route (Config.ProfileLabels), made once
 }
 
 // RouteOption changes how a route registered with Handle is served. Build one with Exempt.
@@ -186,6 +189,9 @@ func (s *Server) finishRequest(c *Ctx) {
 		}
 	}
 	s.deliver(c)
+	if cs.stream != nil { // the handler returned before its body was read
+		s.endStream(cs, true)
+	}
 	if c.closeConn || c.aborted || (c.streaming && !c.chunked) {
 		cs.closeAfterResponse()
 	}
@@ -233,6 +239,9 @@ func (s *Server) inlineResponse(cs *conn, c *Ctx, status int, hname, hvalue stri
 	}
 	c.String(status, httpcodec.StatusText(status)+"\n")
 	s.deliver(c)
+	if cs.stream != nil { // the handler returned before its body was read
+		s.endStream(cs, true)
+	}
 	if c.closeConn {
 		cs.closeAfterResponse()
 	}

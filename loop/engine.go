@@ -129,6 +129,9 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	if cs.ws != nil {
 		return s.wsTraffic(cs)
 	}
+	if cs.stream != nil { // a net/http handler's body is streaming (nethttp_body.go)
+		s.streamTraffic(cs)
+	}
 	if cs.busy() || cs.blocked {
 		if s.inputBound(cs) {
 			// Input beyond the bound while it cannot be parsed (a request in flight, or the

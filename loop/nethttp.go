@@ -115,7 +115,7 @@ func (s *Server) HandleHTTP(pattern string, h http.Handler, opts ...RouteOption)
 	if strings.HasSuffix(pattern, "/") {
 		pattern += "{httpPath...}"
 	}
-	s.Handle(pattern, HTTPHandler(h), opts...)
+	s.Handle(pattern, HTTPHandler(h), append(opts[:len(opts):len(opts)], streamBodyOption())...)
 }
 
 // HTTPHandler returns a HandlerFunc that serves the request with the net/http handler h.
@@ -125,14 +125,18 @@ func (s *Server) HandleHTTP(pattern string, h http.Handler, opts ...RouteOption)
 // parks meanwhile. h gets an *http.Request with the method, URL (path and raw query as
 // sent), protocol, headers (canonical keys, Host moved to Request.Host), Host, RemoteAddr,
 // RequestURI, ContentLength and the body; its Context is cancelled when the client
-// disconnects, the handler deadline passes, the server stops, or h returns. The body was
-// read by the loop before h started (bounded by Config.Limits.MaxBodyBytes), so reading
-// it never waits for the network. The ResponseWriter implements http.Flusher (each Flush
-// reaches the socket within a loop turn, and blocks h while the client is more than 256
-// KiB behind), trailers (the "Trailer" header and http.TrailerPrefix), Content-Type
-// sniffing, and http.ResponseController's Flush, SetReadDeadline (a no-op: the body is
-// already read) and EnableFullDuplex; it does not implement http.Hijacker or 1xx
-// responses, and the server writes Date, Connection and the framing headers itself.
+// disconnects, the handler deadline passes, the server stops, or h returns. Mounted with
+// HandleHTTP, h starts once the head is routed and its body streams: Read blocks on h's
+// goroutine until bytes arrive (the loop holds at most 64 KiB decoded per request plus
+// Config.MaxBufferedInput of input), "Expect: 100-continue" is answered at the first Read,
+// and past Config.Limits.MaxBodyBytes Read fails with *http.MaxBytesError (413 if h then
+// wrote nothing). Mounted with Handle, the loop reads the whole body first (bounded by
+// Config.Limits.MaxBodyBytes) and h reads a copy. The ResponseWriter implements
+// http.Flusher (each Flush reaches the socket within a loop turn, and blocks h while the
+// client is more than 256 KiB behind), trailers (the "Trailer" header and
+// http.TrailerPrefix), Content-Type sniffing, and http.ResponseController's Flush,
+// SetReadDeadline (a no-op) and EnableFullDuplex; it does not implement http.Hijacker or
+// 1xx responses, and the server writes Date, Connection and the framing headers itself.
 //
 // h must not touch loop-owned state (Ctx, Task, anything a handler of this server owns
 // without locks): it runs concurrently with the loop. To reach the loop it may call
@@ -168,10 +172,12 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 		defer gate.Leave()
 		x.direct = c
 		h.ServeHTTP(w, r) // a panic goes to runGoroutine's recovery: 500
+		answerTooLarge(w, c.stream)
 		w.finish(nil, nil)
 		return
 	}
-	s.mtWG.Add(1) // ListenAndServe waits for it after cancelling its context
+	body := c.stream // c is not the goroutine's to read
+	s.mtWG.Add(1)    // ListenAndServe waits for it after cancelling its context
 	go func() {
 		defer s.mtWG.Done()
 		defer gate.Leave()
@@ -185,6 +191,9 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 			}()
 			h.ServeHTTP(w, r)
 		}()
+		if pv == nil {
+			answerTooLarge(w, body)
+		}
 		w.finish(pv, stack)
 	}()
 	x.serve(c)
@@ -222,7 +231,9 @@ func (c *Ctx) httpRequest() (*http.Request, error) {
 	if c.req.Chunked {
 		r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
 	}
-	if len(c.body) > 0 || c.req.Chunked {
+	if c.stream != nil {
+		r.Body = c.stream // streamed as it arrives (nethttp_body.go)
+	} else if len(c.body) > 0 || c.req.Chunked {
 		// A copy: the handler's goroutine may outlive the task (client gone, shutdown
 		// deadline), and the Ctx's buffer is reused after it.
 		r.Body = io.NopCloser(bytes.NewReader(bytes.Clone(c.body)))

@@ -259,7 +259,8 @@ func TestHTTPAdapterRequestBody(t *testing.T) {
 					return
 				}
 			}
-			fmt.Fprintf(w, "%d %d %d %v %s", r.ContentLength, n, reads, r.TransferEncoding, hex.EncodeToString(sum.Sum(nil)))
+			// The body streams: a read may return less than the buffer (a chunk's end).
+			fmt.Fprintf(w, "%d %d %v %v %s", r.ContentLength, n, reads >= n/4096, r.TransferEncoding, hex.EncodeToString(sum.Sum(nil)))
 		})
 		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("POST /upload", h) })
 		payload := make([]byte, size)
@@ -272,7 +273,7 @@ func TestHTTPAdapterRequestBody(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode, string(b))
-		assert.Equal(t, fmt.Sprintf("%d %d %d [] %s", size, size, size/4096, hex.EncodeToString(sum[:])), string(b))
+		assert.Equal(t, fmt.Sprintf("%d %d true [] %s", size, size, hex.EncodeToString(sum[:])), string(b))
 
 		// Chunked: a body of unknown length (a pipe).
 		pr, pw := io.Pipe()
@@ -287,7 +288,7 @@ func TestHTTPAdapterRequestBody(t *testing.T) {
 		b, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode, string(b))
-		assert.Equal(t, fmt.Sprintf("-1 %d %d [chunked] %s", size, size/4096, hex.EncodeToString(sum[:])), string(b))
+		assert.Equal(t, fmt.Sprintf("-1 %d true [chunked] %s", size, hex.EncodeToString(sum[:])), string(b))
 	})
 }
 

@@ -130,12 +130,12 @@ func (w *httpWriter) FlushError() error {
 	return w.handoff(httpMsgFlush)
 }
 
-// SetReadDeadline does nothing and returns nil: the request body was read before the
-// handler started (http.ResponseController).
+// SetReadDeadline does nothing and returns nil (http.ResponseController): a streamed body
+// is bounded by Config.HandlerTimeout, a buffered one was read before the handler started.
 func (w *httpWriter) SetReadDeadline(time.Time) error { return nil }
 
-// EnableFullDuplex returns nil: the body is already read, so the handler may read and
-// write in any order (http.ResponseController).
+// EnableFullDuplex returns nil: the handler may read the body and write the response in
+// any order (http.ResponseController).
 func (w *httpWriter) EnableFullDuplex() error { return nil }
 
 // commit builds the response head from the header snapshot. final says the handler has
