@@ -79,6 +79,19 @@ type Config struct {
 	// (the scheduler reads the clock at every switch); its accuracy is stated in package
 	// internal/clock, its cost measured in docs/accounting.md.
 	OSClock bool
+
+	// NewAlarm makes the alarm that wakes the loop when the earliest timer is due; fire
+	// is the function the alarm calls when it goes off (on a goroutine of its own: fire
+	// posts to the loop through Post). It is called once, on the loop, when the first
+	// timer is armed. nil: a runtime timer (time.AfterFunc), which fires up to about a
+	// millisecond late when the process is idle (see Alarm).
+	NewAlarm func(fire func()) Alarm
+
+	// TimerSlack lets the alarm go off up to TimerSlack after the earliest deadline, so
+	// that the timers due within it fire in one wake-up of the loop rather than one each:
+	// it trades lateness for wake-ups. The timers themselves never fire early. 0: the
+	// alarm is set for the earliest deadline itself. Negative is invalid.
+	TimerSlack time.Duration
 }
 
 // Hooks are callbacks at every switch, for accounting. All are called on the loop (or in
@@ -145,13 +158,15 @@ type Scheduler struct {
 	free         *Task // idle pool (Task structs, each with its coroutine)
 	nfree        int
 
-	heap    []*timer
-	tseq    uint64
-	tmr     *time.Timer
-	armed   bool  // tmr will fire (or its post is in flight)
-	armedAt int64 // deadline tmr was armed for
-	fireFn  func()
-	timerCB func()
+	heap     []*timer
+	tseq     uint64
+	alarm    Alarm // nil until the first timer is armed
+	newAlarm func(fire func()) Alarm
+	slack    int64 // Config.TimerSlack
+	armed    bool  // alarm will fire (or its post is in flight)
+	armedAt  int64 // when the alarm was armed to go off
+	fireFn   func()
+	timerCB  func()
 
 	loopGID    uint64 // goroutine id of the loop (0 until the first Run)
 	spLo, spHi uintptr
@@ -177,14 +192,17 @@ type Scheduler struct {
 }
 
 // Validate reports the first invalid field of cfg, by name: Post is required, SlowSlice
-// must not be negative (0 means DefaultSlowSlice). A negative MaxIdle is valid (keep no
-// idle coroutine). Any goroutine.
+// and TimerSlack must not be negative (SlowSlice 0 means DefaultSlowSlice). A negative
+// MaxIdle is valid (keep no idle coroutine). Any goroutine.
 func (cfg Config) Validate() error {
 	if cfg.Post == nil {
 		return errors.New("scheduler: Config.Post is required")
 	}
 	if cfg.SlowSlice < 0 {
 		return fmt.Errorf("scheduler: Config.SlowSlice (%v) must not be negative (0 means DefaultSlowSlice)", cfg.SlowSlice)
+	}
+	if cfg.TimerSlack < 0 {
+		return fmt.Errorf("scheduler: Config.TimerSlack (%v) must not be negative", cfg.TimerSlack)
 	}
 	return nil
 }
@@ -204,6 +222,8 @@ func New(cfg Config) *Scheduler {
 		slowSlice: int64(cfg.SlowSlice),
 		acct:      !cfg.NoAccounting,
 		base:      time.Now(),
+		newAlarm:  cfg.NewAlarm,
+		slack:     int64(cfg.TimerSlack),
 	}
 	s.clk = clock.New(s.base, cfg.OSClock)
 	if s.onPanic == nil {
@@ -695,8 +715,8 @@ func (s *Scheduler) Close() {
 		}
 	}
 	s.closed = true
-	if s.tmr != nil {
-		s.tmr.Stop()
+	if s.alarm != nil {
+		s.alarm.Close()
 	}
 	for _, tm := range s.heap {
 		tm.idx = -1

@@ -112,7 +112,7 @@ func (s *Scheduler) tick(t *Task, fn func(*Task)) {
 	fn(t)
 }
 
-// addTimer inserts tm into the heap and arms the runtime timer if tm is the new earliest.
+// addTimer inserts tm into the heap and arms the alarm if tm is the new earliest.
 // now < 0: read the clock if needed.
 func (s *Scheduler) addTimer(tm *timer, now int64) {
 	s.tseq++
@@ -128,7 +128,7 @@ func (s *Scheduler) addTimer(tm *timer, now int64) {
 	}
 }
 
-// delTimer removes tm (which is in the heap). The runtime timer is left armed: a spurious
+// delTimer removes tm (which is in the heap). The alarm is left armed: a spurious
 // fire is harmless.
 func (s *Scheduler) delTimer(tm *timer) {
 	i := tm.idx
@@ -233,25 +233,29 @@ func (s *Scheduler) runTimerFn(fn func()) {
 	ok = true
 }
 
-// arm makes sure the runtime timer fires by the earliest deadline. It runs on the loop.
+// arm makes sure the alarm goes off by the earliest deadline (plus the slack). It runs on
+// the loop. The alarm is re-armed only when that moment moves earlier: a later one is met
+// by the alarm going off early, finding nothing due and re-arming.
 func (s *Scheduler) arm(now int64) {
 	if len(s.heap) == 0 || s.closed {
 		return
 	}
-	w := s.heap[0].when
+	w := s.heap[0].when + s.slack
 	if s.armed && s.armedAt <= w {
 		return
 	}
 	s.armed, s.armedAt = true, w
-	d := time.Duration(w - now)
-	if s.tmr == nil {
-		s.tmr = time.AfterFunc(d, s.timerCB)
-	} else {
-		s.tmr.Reset(d)
+	if s.alarm == nil {
+		if s.newAlarm != nil {
+			s.alarm = s.newAlarm(s.timerCB)
+		} else {
+			s.alarm = newRuntimeAlarm(s.timerCB)
+		}
 	}
+	s.alarm.Arm(time.Duration(w - now))
 }
 
-// onTimerFired runs on the runtime timer's goroutine: it hands the work to the loop.
+// onTimerFired runs on the alarm's goroutine: it hands the work to the loop.
 func (s *Scheduler) onTimerFired() { s.post(s.fireFn) }
 
 // onTimerPosted runs on the loop (posted by onTimerFired); the loop calls Run afterwards.
