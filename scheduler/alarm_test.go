@@ -1,0 +1,138 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/internal/alarm"
+)
+
+// fakeAlarm records what the scheduler asks of its alarm; the test fires it by hand.
+type fakeAlarm struct {
+	fire   func()
+	arms   []time.Duration
+	closed int
+}
+
+func (a *fakeAlarm) Arm(d time.Duration) { a.arms = append(a.arms, d) }
+func (a *fakeAlarm) Close()              { a.closed++ }
+
+// newFakeAlarmed returns a synchronous scheduler (the test is the loop) whose alarm is a
+// fakeAlarm (nil until made) and whose posts are queued in *posted.
+func newFakeAlarmed(t *testing.T, slack time.Duration) (s *Scheduler, fa **fakeAlarm, made *int, posted *[]func()) {
+	var a *fakeAlarm
+	n := 0
+	var q []func()
+	s = newSync(t, Config{
+		Post: func(fn func()) { q = append(q, fn) },
+		NewAlarm: func(fire func()) Alarm {
+			n++
+			a = &fakeAlarm{fire: fire}
+			return a
+		},
+		TimerSlack: slack,
+	})
+	return s, &a, &n, &q
+}
+
+func TestAlarmMadeOnFirstTimerAndArmedForTheEarliest(t *testing.T) {
+	const slack = 100 * time.Microsecond
+	s, fa, made, _ := newFakeAlarmed(t, slack)
+	require.Zero(t, *made, "no alarm before a timer")
+
+	s.AfterFunc(10*time.Millisecond, func() {})
+	require.Equal(t, 1, *made)
+	a := *fa
+	// Armed for the deadline plus the slack, measured from the clock reading that set
+	// the deadline.
+	require.Equal(t, []time.Duration{10*time.Millisecond + slack}, a.arms)
+
+	s.AfterFunc(20*time.Millisecond, func() {}) // later: no re-arm
+	require.Len(t, a.arms, 1)
+	s.AfterFunc(5*time.Millisecond, func() {}) // earlier: re-armed
+	require.Equal(t, []time.Duration{10*time.Millisecond + slack, 5*time.Millisecond + slack}, a.arms)
+
+	s.Close()
+	assert.Equal(t, 1, a.closed)
+	assert.Equal(t, 1, *made, "one alarm for the scheduler's life")
+}
+
+func TestAlarmFireRunsDueTimersOnTheLoopAndRearms(t *testing.T) {
+	s, fa, _, posted := newFakeAlarmed(t, 0)
+	ran := 0
+	s.AfterFunc(0, func() { ran++ })
+	s.AfterFunc(time.Hour, func() { ran += 100 })
+	a := *fa
+	require.Len(t, a.arms, 1)
+
+	a.fire() // on the alarm's goroutine: it only posts
+	require.Zero(t, ran)
+	require.Len(t, *posted, 1)
+	(*posted)[0]() // the loop runs the post: the due timer fires, the alarm is re-armed for the hour
+	assert.Equal(t, 1, ran)
+	require.Len(t, a.arms, 2)
+	assert.InDelta(t, float64(time.Hour), float64(a.arms[1]), float64(time.Minute))
+
+	// A spurious fire finds nothing due and re-arms for the same timer.
+	a.fire()
+	(*posted)[1]()
+	assert.Equal(t, 1, ran)
+	assert.Len(t, a.arms, 3)
+}
+
+func TestAlarmFireAfterCloseIsIgnored(t *testing.T) {
+	s, fa, _, posted := newFakeAlarmed(t, 0)
+	ran := false
+	s.AfterFunc(0, func() { ran = true })
+	a := *fa
+	s.Close()
+	require.Equal(t, 1, a.closed)
+	a.fire() // a fire that was under way when Close ran
+	for _, fn := range *posted {
+		fn()
+	}
+	assert.False(t, ran)
+	assert.Len(t, a.arms, 1)
+}
+
+func TestConfigValidateTimerSlack(t *testing.T) {
+	err := Config{Post: func(func()) {}, TimerSlack: -time.Microsecond}.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Config.TimerSlack (-1µs)")
+	assert.NoError(t, Config{Post: func(func()) {}, TimerSlack: time.Millisecond}.Validate())
+}
+
+// TestSleepWithTimerfdAlarm runs tasks that sleep on a loop whose alarm is internal/alarm's
+// (a timerfd on Linux): they wake, never before their deadline, and Close leaves no
+// goroutine behind (TestMain checks).
+func TestSleepWithTimerfdAlarm(t *testing.T) {
+	l := newLoop(t, Config{
+		NewAlarm:   func(fire func()) Alarm { return alarm.New(fire) },
+		TimerSlack: 50 * time.Microsecond,
+	})
+	const d = 3 * time.Millisecond
+	done := make(chan time.Duration, 4)
+	l.do(func() {
+		for range cap(done) {
+			l.s.Go(func(t *Task) {
+				start := time.Now()
+				for range 3 {
+					_ = t.Sleep(d)
+				}
+				done <- time.Since(start)
+			})
+		}
+	})
+	for range cap(done) {
+		select {
+		case took := <-done:
+			assert.GreaterOrEqual(t, took, 3*d, "woke early")
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "a sleeping task was not woken")
+		}
+	}
+	l.close()
+}
