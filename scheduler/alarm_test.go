@@ -43,21 +43,48 @@ func TestAlarmMadeOnFirstTimerAndArmedForTheEarliest(t *testing.T) {
 	s, fa, made, _ := newFakeAlarmed(t, slack)
 	require.Zero(t, *made, "no alarm before a timer")
 
+	// A lone timer: armed for its deadline itself (measured from the clock reading that
+	// set the deadline, so exactly).
 	s.AfterFunc(10*time.Millisecond, func() {})
 	require.Equal(t, 1, *made)
 	a := *fa
-	// Armed for the deadline plus the slack, measured from the clock reading that set
-	// the deadline.
-	require.Equal(t, []time.Duration{10*time.Millisecond + slack}, a.arms)
+	require.Equal(t, []time.Duration{10 * time.Millisecond}, a.arms)
 
 	s.AfterFunc(20*time.Millisecond, func() {}) // later: no re-arm
 	require.Len(t, a.arms, 1)
-	s.AfterFunc(5*time.Millisecond, func() {}) // earlier: re-armed
-	require.Equal(t, []time.Duration{10*time.Millisecond + slack, 5*time.Millisecond + slack}, a.arms)
+	s.AfterFunc(5*time.Millisecond, func() {}) // earlier, and alone within the slack: re-armed for it
+	require.Equal(t, []time.Duration{10 * time.Millisecond, 5 * time.Millisecond}, a.arms)
 
 	s.Close()
 	assert.Equal(t, 1, a.closed)
 	assert.Equal(t, 1, *made, "one alarm for the scheduler's life")
+}
+
+func TestAlarmSlackCoalescesTimersDueTogether(t *testing.T) {
+	// A slack of a minute, so that the test's own pace does not matter.
+	const slack = time.Minute
+	s, fa, _, posted := newFakeAlarmed(t, slack)
+	ran := 0
+	s.AfterFunc(0, func() { ran++ })
+	s.AfterFunc(time.Hour, func() {})
+	s.AfterFunc(time.Hour+slack/2, func() {}) // due within the slack after the hour
+	a := *fa
+	require.Equal(t, []time.Duration{0}, a.arms, "the due timer alone: armed for it")
+	a.fire()
+	for _, fn := range *posted {
+		fn()
+	}
+	require.Equal(t, 1, ran)
+	require.Len(t, a.arms, 2)
+	// Armed a slack after the hour (less the time the test took since), not for the hour.
+	assert.Greater(t, a.arms[1], time.Hour+slack/2)
+	assert.LessOrEqual(t, a.arms[1], time.Hour+slack)
+
+	// A timer with nothing due within the slack after it is not delayed.
+	s2, fa2, _, _ := newFakeAlarmed(t, slack)
+	s2.AfterFunc(time.Hour, func() {})
+	s2.AfterFunc(time.Hour+2*slack, func() {})
+	assert.Equal(t, []time.Duration{time.Hour}, (*fa2).arms)
 }
 
 func TestAlarmFireRunsDueTimersOnTheLoopAndRearms(t *testing.T) {

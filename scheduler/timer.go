@@ -233,14 +233,19 @@ func (s *Scheduler) runTimerFn(fn func()) {
 	ok = true
 }
 
-// arm makes sure the alarm goes off by the earliest deadline (plus the slack). It runs on
-// the loop. The alarm is re-armed only when that moment moves earlier: a later one is met
-// by the alarm going off early, finding nothing due and re-arming.
+// arm makes sure the alarm goes off by the earliest deadline, or by the earliest deadline
+// plus Config.TimerSlack when another timer is due within that slack: timers that close
+// together then share one wake-up of the loop, and a lone timer is not delayed for
+// nothing. It runs on the loop. The alarm is re-armed only when that moment moves earlier:
+// a later one is met by the alarm going off early, finding nothing due and re-arming.
 func (s *Scheduler) arm(now int64) {
 	if len(s.heap) == 0 || s.closed {
 		return
 	}
-	w := s.heap[0].when + s.slack
+	w := s.heap[0].when
+	if s.slack > 0 && s.dueWithin(w+s.slack) {
+		w += s.slack
+	}
 	if s.armed && s.armedAt <= w {
 		return
 	}
@@ -253,6 +258,13 @@ func (s *Scheduler) arm(now int64) {
 		}
 	}
 	s.alarm.Arm(time.Duration(w - now))
+}
+
+// dueWithin reports whether a second timer is due by when: the second earliest deadline of
+// the heap is one of the root's two children.
+func (s *Scheduler) dueWithin(when int64) bool {
+	h := s.heap
+	return len(h) > 1 && h[1].when <= when || len(h) > 2 && h[2].when <= when
 }
 
 // onTimerFired runs on the alarm's goroutine: it hands the work to the loop.
