@@ -32,6 +32,7 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/router", stdOnly: true},
 		{pkg: "internal/clock", stdOnly: true},
 		{pkg: "internal/publish", stdOnly: true},
+		{pkg: "internal/alarm", forbidden: []string{gnet, module + "/"}}, // x/sys only: scheduler's tests use it
 		{pkg: "accounting", forbidden: []string{gnet, module + "/loop", module + "/scheduler", module + "/offload", module + "/httpcodec"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
 		{pkg: "scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
