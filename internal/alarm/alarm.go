@@ -17,13 +17,21 @@ package alarm
 
 import (
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Alarm calls its fire function once per Arm, on a goroutine of its own, when the time
 // given to Arm has passed. Arm, Stop and Close are called from one goroutine at a time
-// (the loop's); fire runs on the alarm's goroutine and must not call them.
+// (the loop's); fire runs on another goroutine and must not call them.
+//
+// A precise alarm also arms a runtime timer for the same moment, as a backstop: whichever
+// goes off first fires (once per Arm), and the other is disarmed. The runtime timer keeps
+// the Go scheduler aware that something is due (an idle thread then waits in the netpoller,
+// where it sees the timerfd at once); without one, a timerfd expiry was seen to wait up to
+// the 10 ms after which sysmon polls the network itself (docs/rooms.md, "The alarm"). At
+// worst the alarm is then as late as a runtime timer.
 type Alarm struct {
 	fire    func()
 	precise bool // a timerfd and its goroutine are in use
@@ -33,8 +41,13 @@ type Alarm struct {
 	closing atomic.Bool   // set by Close before it wakes the goroutine
 	done    chan struct{} // closed when the goroutine has returned
 
-	tmr    *time.Timer // the fallback runtime timer, when not precise
-	closed bool
+	mu      sync.Mutex
+	pending bool           // guarded by mu: armed, and not fired since (precise only)
+	shut    bool           // guarded by mu: Close ran
+	firing  sync.WaitGroup // fires under way (precise only)
+
+	tmr    *time.Timer // the runtime timer: the fallback, or the precise alarm's backstop
+	closed bool        // owner-confined
 }
 
 // New returns a disarmed alarm that calls fire. On Linux it creates a timerfd and starts
@@ -60,10 +73,15 @@ func (a *Alarm) Arm(d time.Duration) {
 	if a.closed {
 		return
 	}
-	if a.precise && a.set(max(d, 1)) == nil {
+	if !a.precise {
+		a.runtimeArm(d)
 		return
 	}
+	a.mu.Lock()
+	a.pending = true
+	_ = a.set(max(d, 1)) // were it to fail, the backstop still fires
 	a.runtimeArm(d)
+	a.mu.Unlock()
 }
 
 // Stop disarms the alarm: a setting that has not gone off yet never fires (a fire already
@@ -72,34 +90,66 @@ func (a *Alarm) Stop() {
 	if a.closed {
 		return
 	}
+	a.mu.Lock()
+	a.pending = false
 	if a.precise {
 		_ = a.set(0)
 	}
 	if a.tmr != nil {
 		a.tmr.Stop()
 	}
+	a.mu.Unlock()
 }
 
-// Close disarms the alarm for good: it ends the alarm's goroutine and closes the timerfd
-// before returning (a fire already under way finishes first). Arm and Stop do nothing
+// Close disarms the alarm for good: it ends the alarm's goroutine, closes the timerfd and
+// waits for a fire under way to return, before returning. Arm and Stop do nothing
 // afterwards. Idempotent. On the alarm's owner goroutine.
 func (a *Alarm) Close() {
 	if a.closed {
 		return
 	}
+	a.Stop()
 	a.closed = true
-	if a.tmr != nil {
-		a.tmr.Stop()
-	}
 	if a.precise {
-		a.shut()
+		a.mu.Lock()
+		a.shut = true
+		a.mu.Unlock()
+		a.shutdown()
+		a.firing.Wait()
 	}
 }
 
-// runtimeArm arms the fallback runtime timer.
+// take claims the current setting's fire for the caller (the timerfd's goroutine or the
+// backstop) and disarms the other; it reports false if the setting was fired, replaced by
+// Stop or closed already. Precise only.
+func (a *Alarm) take() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.pending || a.shut {
+		return false
+	}
+	a.pending = false
+	a.tmr.Stop()
+	a.firing.Add(1)
+	return true
+}
+
+// expired runs fire if the caller claimed the setting. Precise only.
+func (a *Alarm) expired() {
+	if a.take() {
+		defer a.firing.Done()
+		a.fire()
+	}
+}
+
+// runtimeArm arms the runtime timer: the fallback's alarm, or the precise alarm's backstop.
 func (a *Alarm) runtimeArm(d time.Duration) {
 	if a.tmr == nil {
-		a.tmr = time.AfterFunc(d, a.fire)
+		fn := a.fire
+		if a.precise {
+			fn = a.expired
+		}
+		a.tmr = time.AfterFunc(d, fn)
 		return
 	}
 	a.tmr.Reset(d)

@@ -41,15 +41,15 @@ func (a *Alarm) wait() {
 			return
 		}
 		if err == nil {
-			a.fire()
+			a.expired()
 		}
 		// Any other error (none is expected of a timerfd this alarm owns) is retried:
 		// the file stays registered, so the next expiry is waited for again.
 	}
 }
 
-// shut ends the goroutine (closing the file wakes its Read) and waits for it.
-func (a *Alarm) shut() {
+// shutdown ends the goroutine (closing the file wakes its Read) and waits for it.
+func (a *Alarm) shutdown() {
 	a.closing.Store(true)
 	_ = a.f.Close()
 	<-a.done

@@ -12,4 +12,4 @@ func (a *Alarm) open() {}
 
 func (a *Alarm) set(time.Duration) error { return errors.New("alarm: no timerfd") }
 
-func (a *Alarm) shut() {}
+func (a *Alarm) shutdown() {}
