@@ -9,9 +9,10 @@ import "time"
 // package loop supplies a more precise one on Linux (see docs/rooms.md, "The alarm").
 //
 // An alarm may fire late (that lateness is what a timer's lateness is made of when the
-// loop is idle) and may fire spuriously (the scheduler then finds nothing due and re-arms):
-// it must never fire early, and it must fire at least once after each Arm unless re-armed
-// or closed first.
+// loop is idle) and may fire spuriously (the scheduler then finds nothing due and re-arms,
+// so a fire of an earlier setting that was under way when Arm ran is harmless). Apart from
+// that it must not fire before the time its latest Arm gave, and it must fire at least
+// once after each Arm unless re-armed or closed first.
 type Alarm interface {
 	// Arm (re)sets the alarm to call its fire function once, d from now (at once if
 	// d <= 0), replacing any earlier setting. Called on the loop goroutine.
