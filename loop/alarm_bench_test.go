@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkTickLateness measures how late room ticks start on an otherwise idle loop, with
-// the scheduler's alarm as the loop makes it (alarm=timerfd: newAlarm, timerSlack) and
-// with the runtime timer it replaced (alarm=runtime: time.AfterFunc, no slack). One op is
+// the scheduler's alarm as Config.PreciseTimers makes it (alarm=timerfd: newAlarm,
+// timerSlack) and with the runtime timer (alarm=runtime: time.AfterFunc, no slack). One op is
 // one tick; the ticks are empty. Cases: one room at 500 Hz (a lone timer), and 250 rooms at
 // 20 Hz staggered over the period (the bench harness's rooms scenario at -quick, without
 // its inputs and its 20 µs of work). It reports the lateness percentiles (Tick.Late: from
@@ -72,7 +72,7 @@ func benchTickLateness(b *testing.B, rooms int, period time.Duration, precise bo
 	if !precise {
 		timerSlack = 0
 	}
-	s, _ := startServer(b, Config{StallThreshold: -1}, nil)
+	s, _ := startServer(b, Config{StallThreshold: -1, PreciseTimers: true}, nil)
 	late := make([]time.Duration, 0, b.N)
 	done := make(chan struct{})
 	recording := false // loop-confined

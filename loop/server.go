@@ -145,7 +145,7 @@ func New(cfg Config) *Server {
 		Hooks:        s.schedHooks(),
 		NoAccounting: cfg.NoAccounting,
 		OSClock:      cfg.OSClock,
-		NewAlarm:     newAlarm, TimerSlack: timerSlack, // alarm.go
+		NewAlarm:     alarmFor(cfg), TimerSlack: slackFor(cfg), // alarm.go
 		// A coroutine made on a locked thread may only be resumed there: the scheduler
 		// then cannot finish a task that called runtime.Goexit (it stays parked).
 		LockedOSThread: cfg.LockOSThread,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/batonrt/baton/loop"
@@ -34,7 +35,8 @@ func busy(c *loop.Ctx, status int) {
 // state and the hog totals are plain values shared without locks. noAccounting turns
 // accounting off.
 func startBaton(addr string, logger *slog.Logger, noAccounting bool) (*Running, error) {
-	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger, NoAccounting: noAccounting})
+	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger, NoAccounting: noAccounting,
+		PreciseTimers: os.Getenv(EnvPreciseTimers) == "1"})
 	g := newGame()
 	var hogs HogStats
 
@@ -160,3 +162,8 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool) (*Running, 
 		return err
 	}}, nil
 }
+
+// EnvPreciseTimers, set to 1 in the environment of the bench server, turns on
+// loop.Config.PreciseTimers in its baton targets (to compare it with the runtime timer:
+// docs/rooms.md, "The alarm").
+const EnvPreciseTimers = "BATON_PRECISE_TIMERS"
