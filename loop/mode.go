@@ -33,6 +33,9 @@ type loopMode struct{ s *Server }
 // them in step.
 func (m loopMode) start(c *Ctx, first bool) {
 	s := m.s
+	if s.chain.picking {
+		first = false // a task cannot run another from inside a chain: queue it
+	}
 	switch {
 	case first && s.acct.on && s.turnAt != 0:
 		if s.lastAt == 0 {
@@ -58,7 +61,13 @@ func (s *Server) runTask(t *scheduler.Task) {
 	} else {
 		c.route.h(c)
 	}
-	s.finishRequest(c)
+	cs := c.conn
+	s.finishRequest(c) // c may be released from here on
+	if cs.serving {
+		// Started by serve (dispatch), in its first slice: the next buffered request of
+		// the connection runs on this coroutine (chain.go).
+		s.chainFrom(t, cs)
+	}
 }
 
 func (m loopMode) flush(c *Ctx) error {
