@@ -21,15 +21,16 @@ type chainState struct {
 	// picking: chainNext is stepping serve on a finished task's coroutine, where a task
 	// cannot be run at once (loopMode.start queues it instead).
 	picking bool
+	runs    uint64 // tasks started by a chain (tests read it)
 }
 
 // chainFrom asks the scheduler to serve cs's next request on t's coroutine once t's
 // function returns. Task only (t's).
 func (s *Server) chainFrom(t *scheduler.Task, cs *conn) {
-	if s.chain.pick == nil {
-		s.chain.pick = s.chainNext
+	if s.chaining.pick == nil {
+		s.chaining.pick = s.chainNext
 	}
-	t.Chain(s.chain.pick, cs)
+	t.Chain(s.chaining.pick, cs)
 }
 
 // chainNext is the chain function of request tasks: it steps serve for the connection (a
@@ -44,7 +45,7 @@ func (s *Server) chainNext(arg any) (fn func(*scheduler.Task), next any, ready i
 	if cs.ws != nil {
 		return nil, nil, 0
 	}
-	s.chain.picking = true
+	s.chaining.picking = true
 	for cs.pending == nil && cs.stream == nil {
 		c, more := s.serveStep(cs)
 		if c != nil {
@@ -52,6 +53,7 @@ func (s *Server) chainNext(arg any) (fn func(*scheduler.Task), next any, ready i
 			if s.routeRequest(cs, c) && s.admitNow(cs, c) {
 				s.beginHandler(c)
 				fn, next, ready = s.runTaskFn, c, c.acceptedAt
+				s.chaining.runs++
 				break
 			}
 			continue
@@ -60,6 +62,6 @@ func (s *Server) chainNext(arg any) (fn func(*scheduler.Task), next any, ready i
 			break
 		}
 	}
-	s.chain.picking = false
+	s.chaining.picking = false
 	return fn, next, ready
 }

@@ -33,7 +33,7 @@ type loopMode struct{ s *Server }
 // them in step.
 func (m loopMode) start(c *Ctx, first bool) {
 	s := m.s
-	if s.chain.picking {
+	if s.chaining.picking {
 		first = false // a task cannot run another from inside a chain: queue it
 	}
 	switch {

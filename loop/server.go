@@ -49,7 +49,7 @@ type Server struct {
 	router router.Router[*route] // written by Handle before ListenAndServe, read-only after
 
 	runTaskFn   func(*scheduler.Task)
-	chain       chainState // request tasks serving their connection's next request (chain.go)
+	chaining    chainState // request tasks serving their connection's next request (chain.go)
 	housekeepFn func()
 	pumpFn      func()
 	sweepEvery  time.Duration
