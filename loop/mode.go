@@ -63,9 +63,9 @@ func (s *Server) runTask(t *scheduler.Task) {
 	}
 	cs := c.conn
 	s.finishRequest(c) // c may be released from here on
-	if cs.serving {
-		// Started by serve (dispatch), in its first slice: the next buffered request of
-		// the connection runs on this coroutine (chain.go).
+	if cs.serving && cs.gc.InboundBuffered() > 0 {
+		// Started by serve (dispatch), in its first slice, and more input is buffered:
+		// the connection's next request runs on this coroutine (chain.go).
 		s.chainFrom(t, cs)
 	}
 }

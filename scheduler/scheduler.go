@@ -436,7 +436,36 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 		t.resume, t.stop = iter.Pull(t.body)
 		s.coroutines++
 	}
-	s.startSlice(t, now)
+	// startSlice, inlined by hand (the compiler does not): a call here costs every
+	// SpawnNow and every slice Run runs. Keep the two in step.
+	t.state = Running
+	s.cur = t
+	t.st.Rounds++
+	if s.acct {
+		wait := now - t.readyAt
+		t.lastWait = wait
+		t.st.QueueDelay += time.Duration(wait)
+		if !t.started {
+			t.st.FirstRunDelay = time.Duration(now - t.spawnAt)
+		}
+		t.sliceStart = now
+		s.waits[s.nwaits] = wait
+		if s.pubID != t.id {
+			s.pubID = t.id
+			s.runID.Store(int64(t.id))
+		}
+		s.runStart.Store(now + 1) // stored after runID; nonzero while a slice runs
+	}
+	t.started = true
+	if h := s.hooks.OnRun; h != nil {
+		h(t)
+	}
+	if t.gid != s.lastG || t.gid == 0 {
+		s.lastG = t.gid
+		if h := s.hooks.OnCoroutine; h != nil {
+			h(t)
+		}
+	}
 
 	t.resume() // switch into the task until it parks, yields or returns
 
@@ -448,7 +477,30 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 		s.recycle(t)
 		return t.sliceEnd
 	}
-	now = s.stopSlice(t)
+	// stopSlice, inlined by hand as startSlice above. Keep the two in step.
+	s.switches++
+	if s.acct {
+		s.runStart.Store(0)
+		now = s.clock()
+		d := now - t.sliceStart
+		t.lastRun, t.sliceEnd = d, now
+		t.st.OnLoop += time.Duration(d)
+		if time.Duration(d) > t.st.MaxSlice {
+			t.st.MaxSlice = time.Duration(d)
+		}
+		sl := &s.slices // its Count is nwaits, set when flushed
+		sl.Total += time.Duration(d)
+		sl.Max = max(sl.Max, time.Duration(d))
+		if d > s.slowSlice {
+			t.st.SlowSlices++
+			t.st.SlowTime += time.Duration(d)
+			sl.Slow++
+			sl.SlowTotal += time.Duration(d)
+		}
+		if s.nwaits++; s.nwaits == sliceBatch {
+			s.FlushSlices()
+		}
+	}
 	switch t.state {
 	case Parked:
 		t.parkedAt = now
@@ -481,7 +533,7 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 }
 
 // startSlice makes t, Ready and out of the queue, the running task and accounts for the
-// start of its slice at the clock reading now.
+// start of its slice at the clock reading now. resume has a copy inlined by hand.
 func (s *Scheduler) startSlice(t *Task, now int64) {
 	t.state = Running
 	s.cur = t
@@ -514,7 +566,7 @@ func (s *Scheduler) startSlice(t *Task, now int64) {
 }
 
 // stopSlice accounts for the end of t's slice, reading the clock (if accounting), and
-// returns the reading (0 without accounting).
+// returns the reading (0 without accounting). resume has a copy inlined by hand.
 func (s *Scheduler) stopSlice(t *Task) (now int64) {
 	s.switches++
 	if !s.acct {
