@@ -1,7 +1,5 @@
 package httpcodec
 
-import "unsafe"
-
 // Header is one field line: a name and a value. In a parsed Request both
 // are views into the parser's input buffer; the value has its leading and
 // trailing whitespace removed.
@@ -131,52 +129,6 @@ func (r *Request) CopyTo(dst *Request, arena []byte) []byte {
 		c.Name, arena = copyView(arena, h.Name)
 		c.Value, arena = copyView(arena, h.Value)
 		hdrs = append(hdrs, c)
-	}
-	dst.Headers = hdrs
-	return arena
-}
-
-// CopyHeadTo is CopyTo for a request that ParseHead parsed from head (the
-// n bytes it consumed): it copies head to arena with one copy and points
-// dst's views at their places in the copy, which costs less than copying
-// each view on its own. If a view of r lies outside head it falls back to
-// CopyTo. The returned arena holds all of head, so it may be a little
-// larger than CopyTo's.
-func (r *Request) CopyHeadTo(dst *Request, head, arena []byte) []byte {
-	lo := uintptr(unsafe.Pointer(unsafe.SliceData(head)))
-	n := uintptr(len(head))
-	within := func(v []byte) bool {
-		if v == nil {
-			return true
-		}
-		off := uintptr(unsafe.Pointer(unsafe.SliceData(v))) - lo // wraps when below head
-		return off <= n && uintptr(len(v)) <= n-off
-	}
-	ok := len(head) > 0 && within(r.Method) && within(r.Target) && within(r.Path) &&
-		within(r.RawQuery) && within(r.Host) && within(r.Upgrade)
-	for i := 0; ok && i < len(r.Headers); i++ {
-		ok = within(r.Headers[i].Name) && within(r.Headers[i].Value)
-	}
-	if !ok {
-		return r.CopyTo(dst, arena)
-	}
-	base := len(arena)
-	arena = append(arena, head...)
-	cp := arena[base:len(arena):len(arena)]
-	at := func(v []byte) []byte {
-		if v == nil {
-			return nil
-		}
-		off := uintptr(unsafe.Pointer(unsafe.SliceData(v))) - lo
-		end := off + uintptr(len(v))
-		return cp[off:end:end]
-	}
-	hdrs := dst.Headers[:0]
-	*dst = *r
-	dst.Method, dst.Target, dst.Path = at(r.Method), at(r.Target), at(r.Path)
-	dst.RawQuery, dst.Host, dst.Upgrade = at(r.RawQuery), at(r.Host), at(r.Upgrade)
-	for _, h := range r.Headers {
-		hdrs = append(hdrs, Header{Name: at(h.Name), Value: at(h.Value)})
 	}
 	dst.Headers = hdrs
 	return arena

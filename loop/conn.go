@@ -338,7 +338,7 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 			return nil, false
 		}
 		c := s.acquireCtx(cs)
-		c.arena = cs.req.CopyHeadTo(&c.req, buf[:n], c.arena[:0])
+		c.arena = cs.req.CopyTo(&c.req, c.arena[:0])
 		_, _ = cs.gc.Discard(n)
 		if !c.req.Chunked && c.req.ContentLength <= 0 {
 			return c, true
