@@ -63,9 +63,10 @@ func (s *Server) runTask(t *scheduler.Task) {
 	}
 	cs := c.conn
 	s.finishRequest(c) // c may be released from here on
-	if cs.serving && cs.gc.InboundBuffered() > 0 {
+	if cs.serving && cs.accepting() && cs.gc.InboundBuffered() > 0 {
 		// Started by serve (dispatch), in its first slice, and more input is buffered:
-		// the connection's next request runs on this coroutine (chain.go).
+		// the connection's next request runs on this coroutine (chain.go). accepting
+		// first: a closed connection's gnet.Conn must not be touched.
 		s.chainFrom(t, cs)
 	}
 }
