@@ -15,13 +15,29 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// recConn is a fakeConn (bench_test.go) that keeps what the server writes.
+// recConn is a fakeConn (bench_test.go) that keeps what the server writes and, once
+// closed, panics when the server touches its input (a closed gnet.Conn must not be).
 type recConn struct {
 	fakeConn
-	out bytes.Buffer
+	out    bytes.Buffer
+	closed bool
 }
 
 func (r *recConn) Write(p []byte) (int, error) { r.out.Write(p); return len(p), nil }
+
+func (r *recConn) InboundBuffered() int {
+	if r.closed {
+		panic("InboundBuffered on a closed connection")
+	}
+	return r.fakeConn.InboundBuffered()
+}
+
+func (r *recConn) Peek(n int) ([]byte, error) {
+	if r.closed {
+		panic("Peek on a closed connection")
+	}
+	return r.fakeConn.Peek(n)
+}
 
 // chainRig is a server without its gnet engine, fed by one recConn; the test's goroutine
 // is its loop. Posted functions queue on the door (no engine to kick) until pumped.
@@ -242,5 +258,26 @@ func TestChainStopsAtWhatNeedsServe(t *testing.T) {
 		}
 	}
 	assert.Positive(t, r.s.chaining.runs)
+	assert.Equal(t, 0, r.s.sched.Counters().Live)
+}
+
+// TestChainNotOnClosedConnection: the connection closes while a chained handler runs (gnet
+// reported it): the chain stops without touching the connection (recConn panics if it
+// is), the rest of the batch is dropped and so is the output gathered for the read.
+func TestChainNotOnClosedConnection(t *testing.T) {
+	var r *chainRig
+	r = newChainRig(t, Config{}, func(s *Server) {
+		echoRoutes(s)
+		s.Handle("GET /close", func(c *Ctx) {
+			r.fc.closed = true
+			s.connClosed(c.conn)
+			c.String(200, "closed")
+		})
+	})
+	r.read(get("/a") + get("/close") + get("/b"))
+	assert.Empty(t, r.responses(t), "nothing is written to a closed connection")
+	assert.Equal(t, uint64(1), r.s.chaining.runs, "/a chained to /close, /close to nothing")
+	require.Len(t, r.recs, 2, "/b was never parsed")
+	assert.Zero(t, r.s.panics, "recConn panicked: the closed connection was touched")
 	assert.Equal(t, 0, r.s.sched.Counters().Live)
 }
