@@ -39,8 +39,7 @@ func newChainSched(t *testing.T, cfg Config, log *chainLog) *Scheduler {
 func chainOf(s *Scheduler, log *chainLog, n int, body func(t *Task, i int)) func(*Task) {
 	i := 0
 	var fn func(*Task)
-	var pick ChainFunc
-	pick = func(any) (func(*Task), any, int64) {
+	pick := func(any) (func(*Task), any, int64) {
 		log.picks++
 		log.pickGID = append(log.pickGID, goroutineID())
 		if i >= n {
