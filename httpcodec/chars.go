@@ -119,7 +119,7 @@ func ValidHeaderName(name []byte) bool {
 func ValidHeaderValue(v []byte) bool {
 	for len(v) >= 8 {
 		x := binary.LittleEndian.Uint64(v)
-		if maybeCtl(x) {
+		if hasCtl(x) { // parser.go
 			// A control byte, DEL, or HTAB (which is allowed): byte by byte.
 			if !validValueBytes(v[:8]) {
 				return false
@@ -138,21 +138,6 @@ func validValueBytes(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// Eight-bytes-at-a-time masks: every byte 0x01, every byte 0x80.
-const (
-	swarLo = 0x0101010101010101
-	swarHi = 0x8080808080808080
-)
-
-// maybeCtl reports whether one of the eight bytes of x is below 0x20 or is
-// 0x7F. It is exact: (x - 0x20 in each byte) &^ x has a byte's top bit set,
-// for some byte, exactly when some byte is below 0x20 (borrows reach only
-// bytes above one that is), and likewise for a zero byte of x^0x7F...7F.
-func maybeCtl(x uint64) bool {
-	d := x ^ (swarLo * 0x7f)
-	return ((x-swarLo*0x20)&^x|(d-swarLo)&^d)&swarHi != 0
 }
 
 // equalFoldLower reports whether b equals lower, ignoring ASCII case.

@@ -30,9 +30,9 @@ func TestValidHeaderValueEveryByteEveryPosition(t *testing.T) {
 	assert.False(t, ValidHeaderValue([]byte("text/plain\r\nSet-Cookie: x")))
 }
 
-// TestMaybeCtl checks the word test against the bytes of some words built to trip
+// TestHasCtl checks the word test against the bytes of some words built to trip
 // borrows: a control byte next to 0x80..0xFF bytes and next to 0x20.
-func TestMaybeCtl(t *testing.T) {
+func TestHasCtl(t *testing.T) {
 	for _, w := range [][8]byte{
 		{0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20},
 		{0x1f, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20},
@@ -51,7 +51,7 @@ func TestMaybeCtl(t *testing.T) {
 		for i := 7; i >= 0; i-- {
 			x = x<<8 | uint64(w[i])
 		}
-		assert.Equal(t, want, maybeCtl(x), "% x", w)
+		assert.Equal(t, want, hasCtl(x), "% x", w)
 	}
 }
 
