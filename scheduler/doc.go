@@ -69,6 +69,7 @@
 // # Accounting
 //
 // Every switch updates the task's [Stats] (raw counters, no allocation, no lock) using the
-// monotonic clock, one read per switch edge, and calls [Hooks] if set.
+// monotonic clock, one read per switch edge, and calls [Hooks] if set. In a chain
+// ([Task.Chain]) the one reading that ends a task's slice also starts the next task's.
 // [Scheduler.Running] lets a watchdog on another goroutine see the slice in progress.
 package scheduler
