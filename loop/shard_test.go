@@ -2,9 +2,16 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -302,4 +309,224 @@ func TestShardsPortInUse(t *testing.T) {
 	<-s.Done()
 	assert.ErrorIs(t, s.Shard(1).Post(func() {}), ErrServerClosed)
 	require.NoError(t, s.Close())
+}
+
+// getJSON fetches url and decodes its JSON object.
+func getJSON(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var m map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&m), url)
+	return resp.StatusCode, m
+}
+
+// shardRows returns the "shards" array of a page, checking each row names its shard.
+func shardRows(t *testing.T, page map[string]any, n int) []map[string]any {
+	t.Helper()
+	raw, ok := page["shards"].([]any)
+	require.True(t, ok, "page has a shards array: %v", page)
+	require.Len(t, raw, n)
+	rows := make([]map[string]any, n)
+	for i, r := range raw {
+		rows[i] = r.(map[string]any)
+		require.EqualValues(t, i, rows[i]["shard"])
+	}
+	return rows
+}
+
+func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
+	const shards, conns = 3, 30
+	s, addr := startServer(t, Config{Shards: shards}, func(s *Server) {
+		s.Handle("GET /shard", shardOf)
+		s.HandleStats("/debug/baton")
+	})
+	served := make([]int, shards)
+	for _, k := range spreadConns(t, addr, "/shard", conns) {
+		served[k]++
+	}
+	base := "http://" + addr + "/debug/baton/"
+
+	// routes: the total of GET /shard is every request; each shard's row has its own.
+	code, page := getJSON(t, base+"routes")
+	require.Equal(t, 200, code)
+	count := func(routes any) float64 {
+		for _, r := range routes.([]any) {
+			if r := r.(map[string]any); r["route"] == "GET /shard" {
+				return r["count"].(float64)
+			}
+		}
+		return 0
+	}
+	assert.EqualValues(t, conns, count(page["routes"]))
+	for i, row := range shardRows(t, page, shards) {
+		assert.EqualValues(t, served[i], count(row["routes"]), "shard %d", i)
+	}
+
+	// admission: parsed_total adds up over the shards (the stats requests included).
+	code, page = getJSON(t, base+"admission")
+	require.Equal(t, 200, code)
+	sum := 0.0
+	for _, row := range shardRows(t, page, shards) {
+		sum += row["parsed_total"].(float64)
+	}
+	assert.Equal(t, sum, page["parsed_total"].(float64))
+	assert.GreaterOrEqual(t, sum, float64(conns))
+
+	for _, kind := range []string{"loop", "tasks", "offload", "rooms", "websockets"} {
+		code, page = getJSON(t, base+kind)
+		require.Equal(t, 200, code, kind)
+		shardRows(t, page, shards)
+	}
+	_, page = getJSON(t, base+"loop")
+	started := 0.0
+	for _, row := range shardRows(t, page, shards) {
+		started += row["tasks_started"].(float64)
+	}
+	assert.Equal(t, started, page["tasks_started"].(float64))
+
+	// The text view: the totals, then one section per shard.
+	resp, err := http.Get(base + "loop?format=text")
+	require.NoError(t, err)
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(text), "== total over 3 shards ==")
+	assert.Contains(t, string(text), "== shard 2 ==")
+
+	// The same pages from StatsHandler on another listener.
+	admin := httptest.NewServer(s.StatsHandler())
+	defer admin.Close()
+	code, page = getJSON(t, admin.URL+"/debug/baton/routes")
+	require.Equal(t, 200, code)
+	assert.EqualValues(t, conns, count(page["routes"]))
+	shardRows(t, page, shards)
+
+	// Snapshot: totals and each shard.
+	snap, err := s.Snapshot(context.Background(), AllViews)
+	require.NoError(t, err)
+	require.Len(t, snap.Shards, shards)
+	var parsed uint64
+	for i, sh := range snap.Shards {
+		assert.Nil(t, sh.Shards)
+		parsed += sh.Admission.Parsed
+		assert.GreaterOrEqual(t, sh.Admission.Parsed, uint64(served[i]))
+	}
+	assert.Equal(t, parsed, snap.Admission.Parsed)
+	for _, r := range snap.Routes {
+		if r.Route == "GET /shard" {
+			assert.EqualValues(t, conns, r.Count)
+		}
+	}
+
+	// docs/accounting.md defines the shard fields of the pages; docs/health.md the checks'.
+	doc, err := os.ReadFile("../docs/accounting.md")
+	require.NoError(t, err)
+	for _, f := range []string{"`shards`", "`shard`"} {
+		assert.True(t, strings.Contains(string(doc), f), "docs/accounting.md does not define %s", f)
+	}
+	doc, err = os.ReadFile("../docs/health.md")
+	require.NoError(t, err)
+	for _, f := range []string{"`shards`", "`stalled_shards`", "`failing_shards`"} {
+		assert.True(t, strings.Contains(string(doc), f), "docs/health.md does not define %s", f)
+	}
+}
+
+func TestShardsHealthNamesTheHeldShard(t *testing.T) {
+	const shards = 2
+	var holder atomic.Int32
+	holder.Store(-1)
+	var release atomic.Bool
+	s, addr := startServer(t, Config{Shards: shards, Health: HealthConfig{StallAfter: 20 * time.Millisecond}}, func(s *Server) {
+		s.HandleHealth()
+		s.Handle("GET /hold", func(c *Ctx) {
+			holder.Store(int32(c.Shard()))
+			for !release.Load() { // holds this shard's loop: no park
+			}
+			c.String(200, "released")
+		})
+	})
+	admin := httptest.NewServer(s.HealthHandler())
+	defer admin.Close()
+	require.Eventually(t, func() bool { return s.Healthz().Status == "ok" }, 10*time.Second, time.Millisecond)
+	require.Len(t, s.Healthz().Shards, shards)
+
+	c := dial(t, addr)
+	c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+	defer release.Store(true) // never leave a loop held behind a failed assertion
+	require.Eventually(t, func() bool { return holder.Load() >= 0 && s.Healthz().Status == "stalled" }, 10*time.Second, time.Millisecond)
+	h := s.Healthz()
+	assert.Equal(t, []int{int(holder.Load())}, h.StalledShards)
+	assert.Equal(t, "GET /hold", h.Task)
+	assert.Equal(t, "stalled", h.Shards[holder.Load()].Status)
+	assert.Equal(t, "ok", h.Shards[1-holder.Load()].Status, "the other shard turns")
+	code, page := getJSON(t, admin.URL+"/healthz")
+	assert.Equal(t, 503, code)
+	assert.Equal(t, []any{float64(holder.Load())}, page["stalled_shards"])
+
+	release.Store(true)
+	resp, body := c.read("GET")
+	assert.Equal(t, 200, resp.StatusCode, body)
+	require.Eventually(t, func() bool { return s.Healthz().Status == "ok" }, 10*time.Second, time.Millisecond)
+	code, _ = getJSON(t, admin.URL+"/healthz")
+	assert.Equal(t, 200, code)
+}
+
+func TestShardsReadyzFailsWhileAnyShardDrains(t *testing.T) {
+	const shards = 3
+	s := New(Config{Addr: "127.0.0.1:0", Shards: shards, Logger: quietLogger(t)})
+	s.HandleHealth()
+	errc := serveInBackground(t, s)
+	require.Eventually(t, func() bool { return s.Readyz().Status == "ready" }, 10*time.Second, time.Millisecond)
+	r := s.Readyz()
+	require.Len(t, r.Shards, shards)
+	assert.Empty(t, r.FailingShards)
+
+	// Shard 2 holds its drain: it stays draining after the others stopped.
+	released := make(chan func(), 1)
+	require.NoError(t, s.Shard(2).Post(func() { released <- s.Shard(2).Server().HoldDrain() }))
+	release := <-released
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool {
+		r := s.Readyz()
+		return r.Status == "not_ready" && slices.Contains(r.Failing, "draining") && slices.Contains(r.FailingShards, 2)
+	}, 10*time.Second, time.Millisecond)
+	assert.True(t, s.Readyz().Draining)
+	require.NoError(t, s.Shard(2).Post(release))
+	require.NoError(t, <-shut)
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+	assert.Equal(t, "stopped", s.Healthz().Status)
+}
+
+func TestShardRoomsRunOnTheirShard(t *testing.T) {
+	const shards = 3
+	type made struct {
+		shard, tickShard int
+	}
+	ticked := make(chan made, 16)
+	var rooms sync.Map
+	_, addr := startServer(t, Config{Shards: shards}, func(s *Server) {
+		s.Handle("GET /room/{name}", func(c *Ctx) {
+			name := c.PathValue("name")
+			r, err := NewRoom(c.Server(), RoomConfig[int]{Name: name, Period: time.Millisecond,
+				Tick: func(r *Room[int], t *Tick[int]) {
+					if t.N == 1 {
+						ticked <- made{shard: c.Shard(), tickShard: t.Task.Shard()}
+						r.Stop()
+					}
+				}})
+			if c.RoomError(err) {
+				return
+			}
+			rooms.Store(name, r)
+			c.String(200, "ok")
+		})
+	})
+	for i := 0; i < 6; i++ {
+		resp, body := dial(t, addr).get("/room/r" + strconv.Itoa(i))
+		require.Equal(t, 200, resp.StatusCode, body)
+		m := <-ticked
+		assert.Equal(t, m.shard, m.tickShard, "the room ticks on the shard of the handler that made it")
+	}
 }
