@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/offload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -528,5 +529,41 @@ func TestShardRoomsRunOnTheirShard(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode, body)
 		m := <-ticked
 		assert.Equal(t, m.shard, m.tickShard, "the room ticks on the shard of the handler that made it")
+	}
+}
+
+func TestShardsShareOneOffloadPool(t *testing.T) {
+	for _, mt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("multithread=%v", mt), func(t *testing.T) {
+			const shards, conns = 3, 30
+			s, addr := startServer(t, Config{Shards: shards, MultiThread: mt}, func(s *Server) {
+				s.Handle("GET /off", func(c *Ctx) {
+					before := c.Shard()
+					v, err := offload.Do(c, func(context.Context) (int, error) { return before, nil })
+					if err != nil {
+						c.String(500, err.Error())
+						return
+					}
+					c.String(200, fmt.Sprintf("%d", v*100+c.Shard())) // resumed on its own shard
+				})
+			})
+			for i := 0; i < shards; i++ {
+				assert.Same(t, s.pool, s.Shard(i).Server().pool, "one pool for the process")
+			}
+			for i := 0; i < conns; i++ {
+				resp, body := dial(t, addr).get("/off")
+				require.Equal(t, 200, resp.StatusCode, body)
+				k, err := strconv.Atoi(body)
+				require.NoError(t, err)
+				assert.Equal(t, k/100, k%100, "the result came back to the shard that offloaded")
+			}
+			snap, err := s.Snapshot(context.Background(), ViewOffload)
+			require.NoError(t, err)
+			var done uint64
+			for _, l := range snap.Offload.Pool.Lanes {
+				done += l.Completed
+			}
+			assert.EqualValues(t, conns, done)
+		})
 	}
 }
