@@ -104,7 +104,12 @@ func (set *shardSet) listenAndServe() error {
 	switch {
 	case set.started:
 		set.mu.Unlock()
-		return ErrServerStarted
+		select {
+		case <-set.done:
+			return ErrServerClosed // as one loop's: a second call after the stop
+		default:
+			return ErrServerStarted
+		}
 	case set.stopped:
 		set.mu.Unlock()
 		<-set.done
