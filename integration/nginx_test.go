@@ -75,8 +75,12 @@ http {
     log_format upstreams '$status $request_method $upstream_addr "$upstream_status"';
     access_log {{.Dir}}/access.log upstreams;
 
+    # The key nginx hashes: the room, or for a request without one a value of its own,
+    # so that those spread over the processes.
+    map $arg_room $baton_key { default $arg_room; "" $request_id; }
+
     upstream baton {
-        hash $arg_room consistent;   # a room's requests and sockets go to one process
+        hash $baton_key consistent;  # a room's requests and sockets go to one process
 {{range .Ports}}        server 127.0.0.1:{{.}} max_fails=1 fail_timeout=1s;
 {{end}}        keepalive 16;                # idle HTTP/1.1 connections kept to the processes
     }
@@ -178,6 +182,19 @@ func (c *cluster) start(ctx context.Context, i int) *node {
 	}
 }
 
+// sleeping returns the GETs and POSTs sleeping in process i's handlers now (0, 0 when it
+// does not answer).
+func (c *cluster) sleeping(i int) (gets, posts int) {
+	resp, err := c.probe.Get(fmt.Sprintf("http://127.0.0.1:%d/inflight", c.ports[i]))
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	_, _ = fmt.Sscanf(string(b), "%d %d", &gets, &posts)
+	return gets, posts
+}
+
 // stop sends SIGTERM to process i, waits until it has exited and returns its DrainReport.
 func (c *cluster) stop(ctx context.Context, i int) loop.DrainReport {
 	t := c.t
@@ -226,7 +243,9 @@ func (c *cluster) startNginx(ctx context.Context, exe string) {
 	c.ngxDone = make(chan struct{})
 	go func() { _ = c.nginx.Wait(); _ = out.Close(); close(c.ngxDone) }()
 	t.Cleanup(func() {
-		_ = c.nginx.Process.Signal(syscall.SIGQUIT) // graceful stop
+		// Fast shutdown: the test is over, and a graceful one (SIGQUIT) sometimes waited
+		// 10 s for connections it had already been told were closed.
+		_ = c.nginx.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-c.ngxDone:
 		case <-time.After(10 * time.Second):
@@ -267,12 +286,29 @@ func readTail(path string) string {
 // load is what the clients did, counted in logical requests: a request retried after a
 // 503 or 429 with Retry-After is one request, completed once.
 type load struct {
+	base string // nginx's URL of the item route: http://host:port/item
+
 	sent, completed, retried, lost, gets, posts atomic.Int64
 
 	mu      sync.Mutex
 	lostWhy []string
 	posted  map[string]string // POST id answered 200 -> the instance that answered
 	served  map[string]int    // instance -> requests it answered 200
+	roomOn  map[string]string // room -> the instance that answered its last request
+}
+
+// roomsOn returns the rooms whose last request the instance answered.
+func (l *load) roomsOn(inst string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var rooms []string
+	for room, on := range l.roomOn {
+		if on == inst {
+			rooms = append(rooms, room)
+		}
+	}
+	sort.Strings(rooms)
+	return rooms
 }
 
 func (l *load) fail(why string) {
@@ -294,7 +330,17 @@ func (l *load) servedBy(name string) int {
 // or 429 with a Retry-After is retried after that many seconds (the server did not run
 // it, so a POST may be resent too); anything else (a transport error, a 502, a 503 without
 // Retry-After) loses it. The answer must be "<instance> <id>".
-func (l *load) do(hc *http.Client, method, url, id string) {
+func (l *load) do(hc *http.Client, method, room, id string, sleepMS int) {
+	url := fmt.Sprintf("%s?id=%s", l.base, id)
+	if method == http.MethodPost {
+		url = strings.Replace(url, "/item?", "/order?", 1)
+	}
+	if room != "" {
+		url += "&room=" + room
+	}
+	if sleepMS > 0 {
+		url += "&sleep=" + strconv.Itoa(sleepMS)
+	}
 	l.sent.Add(1)
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequest(method, url, nil)
@@ -323,6 +369,9 @@ func (l *load) do(hc *http.Client, method, url, id string) {
 			l.completed.Add(1)
 			l.mu.Lock()
 			l.served[inst]++
+			if room != "" {
+				l.roomOn[room] = inst
+			}
 			if method == http.MethodPost {
 				if prev, dup := l.posted[id]; dup {
 					l.lostWhy = append(l.lostWhy, fmt.Sprintf("POST %s answered twice (%s, %s)", id, prev, inst))
@@ -477,9 +526,11 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 
 // TestNginxRollingRestart is issue 18's rolling restart behind nginx: nginx on loopback in
 // front of 3 baton processes (this test binary, runNode), with the configuration of
-// docs/deployment.md. Clients send GETs over 24 rooms (some sleeping 100 ms in the
-// handler, so that work is in flight at SIGTERM), POSTs (not idempotent, each id once),
-// and 6 WebSocket clients echo a message every 10 ms. Each process in turn gets SIGTERM,
+// docs/deployment.md. Clients send GETs over 24 rooms and without a room (some sleeping
+// 100 ms in the handler, so that work is in flight at SIGTERM), POSTs (not idempotent, each
+// id once; a quarter sleep 100 ms before they run, and nginx never resends a POST it has
+// sent, so a drain that dropped one would lose it), and 6 WebSocket clients echo a message
+// every 10 ms. Each process in turn gets SIGTERM,
 // drains, exits, and a new one starts on its port; the next restart waits until nginx sends
 // the new process traffic again and every WebSocket echoes. Asserted: every request got a
 // complete answer (200, possibly after 503 or 429 with Retry-After that the client
@@ -503,7 +554,7 @@ func TestNginxRollingRestart(t *testing.T) {
 	}
 	c.startNginx(ctx, exe)
 
-	l := &load{posted: map[string]string{}, served: map[string]int{}}
+	l := &load{base: c.base + "/item", posted: map[string]string{}, served: map[string]int{}, roomOn: map[string]string{}}
 	const wsN = 6
 	ws := &wsClients{closeBy: map[string]int{}, echoing: make([]bool, wsN)}
 	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
@@ -518,13 +569,15 @@ func TestNginxRollingRestart(t *testing.T) {
 					return
 				default:
 				}
-				id := fmt.Sprintf("g%d-%d", g, seq)
-				url := fmt.Sprintf("%s/item?room=r%d&id=%s", c.base, (seq*7+g)%24, id)
+				room, sleep := fmt.Sprintf("r%d", (seq*7+g)%24), 0
+				if seq%5 == 0 { // no room: nginx spreads these
+					room = ""
+				}
 				if seq%8 == 0 {
-					url += "&sleep=100"
+					sleep = 100
 				}
 				l.gets.Add(1)
-				l.do(hc, http.MethodGet, url, id)
+				l.do(hc, http.MethodGet, room, fmt.Sprintf("g%d-%d", g, seq), sleep)
 				time.Sleep(2 * time.Millisecond)
 			}
 		})
@@ -537,9 +590,12 @@ func TestNginxRollingRestart(t *testing.T) {
 					return
 				default:
 				}
-				id := fmt.Sprintf("p%d-%d", p, seq)
+				sleep := 0
+				if seq%4 == 0 { // in flight at SIGTERM: nginx will not resend it if dropped
+					sleep = 100
+				}
 				l.posts.Add(1)
-				l.do(hc, http.MethodPost, fmt.Sprintf("%s/order?room=r%d&id=%s", c.base, (seq*5+p)%24, id), id)
+				l.do(hc, http.MethodPost, fmt.Sprintf("r%d", (seq*5+p)%24), fmt.Sprintf("p%d-%d", p, seq), sleep)
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
@@ -565,6 +621,26 @@ func TestNginxRollingRestart(t *testing.T) {
 	for i := range 3 {
 		old := c.nodes[i].name
 		restarted[old] = true
+		// Work in flight at SIGTERM, whatever the random load does: a slow GET and a slow
+		// POST through nginx for each room the process held lately (some may have moved
+		// back to a process restarted before), and SIGTERM once the process has both
+		// sleeping in their handlers.
+		var rooms []string
+		waitFor(ctx, t, "a room on "+old, func() bool { rooms = l.roomsOn(old); return len(rooms) > 0 })
+		for k, room := range rooms {
+			wg.Go(func() {
+				l.gets.Add(1)
+				l.do(hc, http.MethodGet, room, fmt.Sprintf("s%d-g%d", i, k), 300)
+			})
+			wg.Go(func() {
+				l.posts.Add(1)
+				l.do(hc, http.MethodPost, room, fmt.Sprintf("s%d-p%d", i, k), 300)
+			})
+		}
+		waitFor(ctx, t, "a GET and a POST in flight on "+old, func() bool {
+			gets, posts := c.sleeping(i)
+			return gets > 0 && posts > 0
+		})
 		reports = append(reports, c.stop(ctx, i))
 		n := c.start(ctx, i)
 		waitFor(ctx, t, n.name+" to serve through nginx and every WebSocket to echo", func() bool {
@@ -607,12 +683,19 @@ func TestNginxRollingRestart(t *testing.T) {
 	}
 
 	// nginx's access log: requests nginx sent to more than one process.
-	var nginxRetried, nginxRequests int
+	var nginxRetried, nginxRequests, upstream503 int
 	if b, err := os.ReadFile(filepath.Join(c.dir, "access.log")); err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			nginxRequests++
 			if strings.Contains(line, ",") {
 				nginxRetried++
+			}
+			if _, st, ok := strings.Cut(line, `"`); ok { // "$upstream_status": "503, 200"
+				for _, code := range strings.Split(strings.Trim(st, `"`), ", ") {
+					if code == "503" {
+						upstream503++
+					}
+				}
 			}
 		}
 	}
@@ -622,6 +705,7 @@ func TestNginxRollingRestart(t *testing.T) {
 		assert.False(t, r.DeadlineReached, "drain %d reached its deadline: %+v", k, r)
 		assert.Zero(t, r.ForcedTasks, "drain %d forced tasks", k)
 		assert.Zero(t, r.WebSocketsForced, "drain %d forced WebSockets", k)
+		assert.GreaterOrEqual(t, r.InFlight, 2, "drain %d: the slow GET and POST were in flight", k)
 		inFlight += r.InFlight
 		refused += r.RejectedDuring
 		wsClosed += r.WebSocketsClosed
@@ -641,12 +725,12 @@ func TestNginxRollingRestart(t *testing.T) {
 
 	summary := fmt.Sprintf("nginx rolling restart (3 processes, each restarted once, %.1f s): "+
 		"requests sent %d (GET %d, POST %d), completed %d, retried by the client after 503/429 with Retry-After %d, "+
-		"retried by nginx on another process %d of %d proxied, lost %d; "+
+		"retried by nginx on another process %d of %d proxied (503s from draining processes %d), lost %d; "+
 		"POSTs run once %d, run twice %d, run unanswered %d; "+
 		"WebSockets %d: 1001 closes %d (drain reports: %d closed, %d forced; by process %v), reconnects %d, "+
 		"dial retries %d, echoes %d; in flight at SIGTERM %d, refused with 503 while draining %d",
 		restartTime.Seconds(), l.sent.Load(), l.gets.Load(), l.posts.Load(), l.completed.Load(), l.retried.Load(),
-		nginxRetried, nginxRequests, l.lost.Load(), len(ran)-twice, twice, unanswered,
+		nginxRetried, nginxRequests, upstream503, l.lost.Load(), len(ran)-twice, twice, unanswered,
 		wsN, ws.closes.Load(), wsClosed, wsForced, byInst, ws.reconnects.Load(),
 		ws.dialRetries.Load(), ws.echoes.Load(), inFlight, refused)
 	t.Log(summary)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -41,10 +42,13 @@ func TestMain(m *testing.M) {
 //
 //   - GET /item?room=R&id=I[&sleep=MS]: idempotent; answers "<instance> <id>", after
 //     sleeping MS milliseconds (work in flight when SIGTERM comes);
-//   - POST /order?room=R&id=I: not idempotent; appends the id to the ledger file, then
-//     answers "<instance> <id>" (the test proves from the ledgers that no POST ran twice);
+//   - POST /order?room=R&id=I[&sleep=MS]: not idempotent; sleeps MS milliseconds,
+//     appends the id to the ledger file, then answers "<instance> <id>" (the test proves
+//     from the ledgers that no POST ran twice, and that none ran unanswered);
 //   - GET /ws?room=R: a WebSocket (callback form) that says "hello <instance>", then
 //     answers each message m with "<instance> m";
+//   - GET /inflight: "<GETs> <POSTs>" sleeping in their handlers now (the test waits for
+//     some before it sends SIGTERM);
 //   - GET /healthz, GET /readyz (Server.HandleHealth).
 //
 // On SIGTERM it calls Shutdown with a 10 s deadline: new requests get 503 with
@@ -62,18 +66,33 @@ func runNode() int {
 
 	srv := loop.New(loop.Config{Addr: os.Getenv(nodeEnvAddr), Logger: log})
 	srv.HandleHealth()
+	// Handlers that sleep now, by method: every handler runs on the loop (single-thread
+	// mode), so plain ints.
+	var sleepingGets, sleepingPosts int
+	srv.Handle("GET /inflight", func(c *loop.Ctx) {
+		c.String(200, fmt.Sprintf("%d %d", sleepingGets, sleepingPosts))
+	})
 	srv.Handle("GET /item", func(c *loop.Ctx) {
-		var ms int
-		if s := c.Query("sleep"); s != "" {
-			_, _ = fmt.Sscanf(s, "%d", &ms)
-		}
-		if ms > 0 && c.Sleep(time.Duration(ms)*time.Millisecond) != nil {
-			return
+		if ms := sleepParam(c); ms > 0 {
+			sleepingGets++
+			err := c.Sleep(time.Duration(ms) * time.Millisecond)
+			sleepingGets--
+			if err != nil {
+				return
+			}
 		}
 		c.String(200, name+" "+c.Query("id"))
 	})
 	srv.Handle("POST /order", func(c *loop.Ctx) {
 		id := c.Query("id")
+		if ms := sleepParam(c); ms > 0 {
+			sleepingPosts++
+			err := c.Sleep(time.Duration(ms) * time.Millisecond)
+			sleepingPosts--
+			if err != nil {
+				return
+			}
+		}
 		// A write to the page cache: microseconds, and it must happen before the answer so
 		// that a POST run twice shows in the ledgers even if a process dies after it.
 		if _, err := ledger.WriteString(id + "\n"); err != nil {
@@ -111,4 +130,10 @@ func runNode() int {
 	b, _ := json.Marshal(srv.DrainReport())
 	fmt.Println(drainReportPrefix + string(b))
 	return 0
+}
+
+// sleepParam is the request's "sleep" query parameter in milliseconds, 0 if absent.
+func sleepParam(c *loop.Ctx) int {
+	ms, _ := strconv.Atoi(c.Query("sleep"))
+	return ms
 }
