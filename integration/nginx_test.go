@@ -630,11 +630,11 @@ func TestNginxRollingRestart(t *testing.T) {
 		for k, room := range rooms {
 			wg.Go(func() {
 				l.gets.Add(1)
-				l.do(hc, http.MethodGet, room, fmt.Sprintf("s%d-g%d", i, k), 300)
+				l.do(hc, http.MethodGet, room, fmt.Sprintf("s%d-g%d", i, k), int(slowSleep/time.Millisecond))
 			})
 			wg.Go(func() {
 				l.posts.Add(1)
-				l.do(hc, http.MethodPost, room, fmt.Sprintf("s%d-p%d", i, k), 300)
+				l.do(hc, http.MethodPost, room, fmt.Sprintf("s%d-p%d", i, k), int(slowSleep/time.Millisecond))
 			})
 		}
 		waitFor(ctx, t, "a GET and a POST in flight on "+old, func() bool {

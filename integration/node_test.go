@@ -27,6 +27,10 @@ const (
 	// drainReportPrefix starts the line of standard output carrying the process's
 	// DrainReport (JSON) once it has drained.
 	drainReportPrefix = "drain-report "
+
+	// slowSleep is the shortest sleep GET /inflight counts: the test's slow requests, which
+	// it keeps in flight at SIGTERM, sleep slowSleep; the ordinary load sleeps less.
+	slowSleep = 600 * time.Millisecond
 )
 
 func TestMain(m *testing.M) {
@@ -47,8 +51,8 @@ func TestMain(m *testing.M) {
 //     from the ledgers that no POST ran twice, and that none ran unanswered);
 //   - GET /ws?room=R: a WebSocket (callback form) that says "hello <instance>", then
 //     answers each message m with "<instance> m";
-//   - GET /inflight: "<GETs> <POSTs>" sleeping in their handlers now (the test waits for
-//     some before it sends SIGTERM);
+//   - GET /inflight: "<GETs> <POSTs>" sleeping slowSleep or longer in their handlers now
+//     (the test waits for some before it sends SIGTERM);
 //   - GET /healthz, GET /readyz (Server.HandleHealth).
 //
 // On SIGTERM it calls Shutdown with a 10 s deadline: new requests get 503 with
@@ -66,17 +70,22 @@ func runNode() int {
 
 	srv := loop.New(loop.Config{Addr: os.Getenv(nodeEnvAddr), Logger: log})
 	srv.HandleHealth()
-	// Handlers that sleep now, by method: every handler runs on the loop (single-thread
-	// mode), so plain ints.
+	// Handlers sleeping slowSleep or longer now, by method: every handler runs on the loop
+	// (single-thread mode), so plain ints.
 	var sleepingGets, sleepingPosts int
 	srv.Handle("GET /inflight", func(c *loop.Ctx) {
 		c.String(200, fmt.Sprintf("%d %d", sleepingGets, sleepingPosts))
 	})
 	srv.Handle("GET /item", func(c *loop.Ctx) {
-		if ms := sleepParam(c); ms > 0 {
-			sleepingGets++
-			err := c.Sleep(time.Duration(ms) * time.Millisecond)
-			sleepingGets--
+		if d := sleepParam(c); d > 0 {
+			slow := d >= slowSleep
+			if slow {
+				sleepingGets++
+			}
+			err := c.Sleep(d)
+			if slow {
+				sleepingGets--
+			}
 			if err != nil {
 				return
 			}
@@ -85,10 +94,15 @@ func runNode() int {
 	})
 	srv.Handle("POST /order", func(c *loop.Ctx) {
 		id := c.Query("id")
-		if ms := sleepParam(c); ms > 0 {
-			sleepingPosts++
-			err := c.Sleep(time.Duration(ms) * time.Millisecond)
-			sleepingPosts--
+		if d := sleepParam(c); d > 0 {
+			slow := d >= slowSleep
+			if slow {
+				sleepingPosts++
+			}
+			err := c.Sleep(d)
+			if slow {
+				sleepingPosts--
+			}
 			if err != nil {
 				return
 			}
@@ -132,8 +146,8 @@ func runNode() int {
 	return 0
 }
 
-// sleepParam is the request's "sleep" query parameter in milliseconds, 0 if absent.
-func sleepParam(c *loop.Ctx) int {
+// sleepParam is the request's "sleep" query parameter (milliseconds), 0 if absent.
+func sleepParam(c *loop.Ctx) time.Duration {
 	ms, _ := strconv.Atoi(c.Query("sleep"))
-	return ms
+	return time.Duration(ms) * time.Millisecond
 }
