@@ -405,7 +405,7 @@ func (s *Server) releaseReady() {
 
 // Shutdown stops the server gracefully: requests already being handled finish and get
 // their responses, idle connections close, requests arriving meanwhile get 503 with
-// "Connection: close", the drain signal (Server.Draining) is set and the OnDrain hooks
+// "Retry-After: 1" and "Connection: close" (they did not run), the drain signal (Server.Draining) is set and the OnDrain hooks
 // run; once nothing is in flight the loop stops. If ctx ends first, the remaining tasks are
 // unwound (their deferred functions run, their connections close) and Shutdown returns
 // ctx.Err() once the loop has stopped; offloaded functions still running are waited for
