@@ -198,7 +198,8 @@ type Config struct {
 	// apply per shard). Each shard listens on Addr with its own SO_REUSEPORT socket and
 	// the kernel spreads connections over them; a connection stays on its shard. The
 	// offload pool, the logger and the route table are shared (see docs/design.md,
-	// "Shards"). Zero means 1; at most MaxShards.
+	// "Shards"). It works in both modes (MultiThread runs each shard's handlers in
+	// goroutines of their own). Zero means 1; at most MaxShards.
 	Shards int
 
 	// Health sets the limits of /healthz and /readyz (Server.HealthHandler,
