@@ -567,3 +567,41 @@ func TestShardsShareOneOffloadPool(t *testing.T) {
 		})
 	}
 }
+
+// One shard's loop stopping unasked stops the whole server with an error naming the
+// shard (a supervisor restarts the process); the other shards drain.
+func TestShardEngineStopStopsTheServer(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", Shards: 3, Logger: quietLogger(t)})
+	var drained [3]atomic.Bool
+	for i := 0; i < 3; i++ {
+		s.Shard(i).Server().OnDrain(func() { drained[i].Store(true) })
+	}
+	errc := serveInBackground(t, s)
+	eng := s.Shard(1).Server().eng.Load()
+	require.NotNil(t, eng)
+	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal error
+	err := <-errc
+	require.ErrorIs(t, err, ErrEngineStopped)
+	assert.NotErrorIs(t, err, ErrServerClosed)
+	assert.Contains(t, err.Error(), "shard 1")
+	assert.True(t, drained[0].Load() && drained[2].Load(), "the other shards drained")
+	<-s.Done()
+	for i := 0; i < 3; i++ {
+		assert.ErrorIs(t, s.Shard(i).Post(func() {}), ErrServerClosed)
+	}
+	require.NoError(t, s.Shutdown(context.Background()))
+	assert.ErrorIs(t, s.ListenAndServe(), ErrServerClosed)
+}
+
+// A Shutdown racing ListenAndServe's start stops every shard, and ListenAndServe returns
+// ErrServerClosed.
+func TestShardsShutdownDuringStart(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", Shards: 3, Logger: quietLogger(t)})
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+	<-s.Ready()
+	<-s.Done()
+	assert.ErrorIs(t, s.ListenAndServe(), ErrServerClosed)
+}
