@@ -306,7 +306,7 @@ func (s *Server) Addr() *net.TCPAddr {
 // stopped without a Shutdown (wrapping ErrEngineStopped): restart it. It blocks; call it
 // once, from any goroutine. After a Shutdown or Close it returns ErrServerClosed at once.
 // With Config.Shards > 1 it serves every shard and returns when all have stopped; a shard
-// that stops by itself makes the others drain (bounded by shardFailDrain), and the error
+// that stops by itself makes the others drain (for at most 10 s), and the error
 // names it.
 func (s *Server) ListenAndServe() error {
 	if s.shards != nil {
