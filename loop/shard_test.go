@@ -546,6 +546,7 @@ func TestShardsShareOneOffloadPool(t *testing.T) {
 					}
 					c.String(200, fmt.Sprintf("%d", v*100+c.Shard())) // resumed on its own shard
 				})
+				s.HandleStats("/debug/baton")
 			})
 			for i := 0; i < shards; i++ {
 				assert.Same(t, s.pool, s.Shard(i).Server().pool, "one pool for the process")
@@ -564,6 +565,16 @@ func TestShardsShareOneOffloadPool(t *testing.T) {
 				done += l.Completed
 			}
 			assert.EqualValues(t, conns, done)
+
+			// The stats pages gather every shard in this mode too.
+			code, page := getJSON(t, "http://"+addr+"/debug/baton/offload")
+			require.Equal(t, 200, code)
+			rows := shardRows(t, page, shards)
+			completed := func(pool any) any { // a counter: the pool is read once per row
+				return pool.(map[string]any)["lanes"].([]any)[0].(map[string]any)["completed_total"]
+			}
+			assert.EqualValues(t, conns, completed(page["pool"]))
+			assert.EqualValues(t, conns, completed(rows[1]["pool"]), "every shard shows the one pool")
 		})
 	}
 }
