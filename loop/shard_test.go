@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -394,6 +395,24 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(text), "== total over 3 shards ==")
 	assert.Contains(t, string(text), "== shard 2 ==")
+
+	// The dashboard: each shard has a hub; a frame carries the totals.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"events", nil)
+	require.NoError(t, err)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	resp.Body.Close()
+	require.NoError(t, err)
+	frame, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+	require.True(t, ok, "an event: %q", line)
+	var fr struct {
+		Admission AdmissionSnapshot `json:"admission"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(frame), &fr))
+	assert.GreaterOrEqual(t, fr.Admission.Parsed, uint64(conns), "the frame sums the shards")
 
 	// The same pages from StatsHandler on another listener.
 	admin := httptest.NewServer(s.StatsHandler())
