@@ -267,6 +267,7 @@ func (s *Server) ListenAndServe() error {
 	if !s.cfg.KeepFileLimit {
 		raiseFileLimit(s.log)
 	}
+	raiseGOMAXPROCS(s.cfg.KeepGOMAXPROCS, s.log) // procs.go
 	opts := []gnet.Option{
 		gnet.WithNumEventLoop(1),
 		gnet.WithMulticore(false),
