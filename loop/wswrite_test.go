@@ -1,0 +1,141 @@
+package loop
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestWSWriteOrderAcrossPartialWrites: output written raw while gnet holds nothing and
+// handed to gnet once the socket is full stays in order. The client does not read until
+// the server has queued far more than the socket takes (a small receive buffer makes the
+// first writes short), then the server sends more, in batches, while the client reads:
+// each batch goes raw (gnet empty) or behind gnet's buffer, and every message arrives once,
+// in sequence, intact.
+func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
+	const size, first, later = 8 << 10, 64, 64
+	var room []*WSConn
+	joined := make(chan struct{}, 1)
+	cfg := Config{}
+	cfg.WebSocket.MaxQueuedBytes = 64 << 20
+	s, addr := startServer(t, cfg, func(s *Server) {
+		s.Handle("GET /ws", func(c *Ctx) {
+			w, err := c.Upgrade(UpgradeOptions{})
+			if err != nil {
+				return
+			}
+			room = append(room, w)
+			joined <- struct{}{}
+			for {
+				if _, _, err := w.ReadMessage(); err != nil {
+					return
+				}
+			}
+		})
+	})
+	d := &websocket.Dialer{HandshakeTimeout: 10 * time.Second, NetDialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(32 << 10)
+		}
+		return c, err
+	}}
+	conn := wsDial(t, addr, "/ws", d)
+	<-joined
+	onLoop(t, s, func() { // a small send buffer too, so that the socket fills soon
+		require.NoError(t, unix.SetsockoptInt(room[0].cs.gc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10))
+	})
+	msg := func(seq int) *PreparedMessage {
+		p := make([]byte, size)
+		for i := range p {
+			p[i] = byte(seq + i)
+		}
+		binary.LittleEndian.PutUint32(p, uint32(seq))
+		return NewPrepared(true, p)
+	}
+	send := func(from, n int) {
+		for seq := from; seq < from+n; seq += 16 { // batches: one write per batch
+			onLoop(t, s, func() {
+				for k := seq; k < min(seq+16, from+n); k++ {
+					require.Equal(t, 1, Broadcast(msg(k), room))
+				}
+			})
+		}
+	}
+	send(0, first) // 512 KiB queued while the client reads nothing
+	var backlog int
+	onLoop(t, s, func() { backlog = room[0].cs.gc.OutboundBuffered() })
+	require.Positive(t, backlog, "the socket took everything: the test did not reach gnet's buffer")
+	done := make(chan error, 1)
+	go func() {
+		for seq := range first + later {
+			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			kind, p, err := conn.ReadMessage()
+			if err != nil {
+				done <- err
+				return
+			}
+			want := msg(seq).frame
+			if kind != websocket.BinaryMessage || len(p) != size || string(p) != string(want[len(want)-size:]) {
+				done <- io.ErrUnexpectedEOF
+				return
+			}
+		}
+		done <- nil
+	}()
+	send(first, later) // raw while gnet is empty, behind gnet's buffer otherwise
+	require.NoError(t, <-done, "messages lost, duplicated or out of order")
+	var after int
+	onLoop(t, s, func() { after = room[0].cs.gc.OutboundBuffered() })
+	assert.Zero(t, after)
+}
+
+// TestSpareProc: GOMAXPROCS 1 becomes 2 unless kept or set by the environment; other
+// values are left alone.
+func TestSpareProc(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	cases := []struct {
+		name     string
+		keep     bool
+		env      string
+		procs    int
+		from, to int
+	}{
+		{name: "one is raised", procs: 1, from: 1, to: 2},
+		{name: "kept by config", keep: true, procs: 1, from: 1, to: 1},
+		{name: "kept by the environment", env: "1", procs: 1, from: 1, to: 1},
+		{name: "two left alone", procs: 2, from: 2, to: 2},
+		{name: "eight left alone", procs: 8, from: 8, to: 8},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := tc.procs
+			set := func(n int) int {
+				old := cur
+				if n > 0 {
+					cur = n
+				}
+				return old
+			}
+			getenv := func(k string) string {
+				if k == "GOMAXPROCS" {
+					return tc.env
+				}
+				return ""
+			}
+			from, to := spareProc(tc.keep, getenv, set, log)
+			assert.Equal(t, tc.from, from)
+			assert.Equal(t, tc.to, to)
+			assert.Equal(t, tc.to, cur, "GOMAXPROCS after the call")
+		})
+	}
+}
