@@ -267,7 +267,7 @@ func (s *Server) flush(cs *conn) {
 			cs.out = cs.out[:0]
 		} else {
 			s.writeOut(cs, cs.out) // wswrite.go
-			s.lastAt = 0               // a write syscall since: the next task start reads the clock
+			s.lastAt = 0           // a write syscall since: the next task start reads the clock
 			if cap(cs.out) > maxKeptOutput {
 				cs.out = nil
 			} else {

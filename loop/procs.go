@@ -35,4 +35,6 @@ func spareProc(keep bool, getenv func(string) string, gomaxprocs func(int) int, 
 }
 
 // raiseGOMAXPROCS is spareProc for the process.
-func raiseGOMAXPROCS(keep bool, log *slog.Logger) { spareProc(keep, os.Getenv, runtime.GOMAXPROCS, log) }
+func raiseGOMAXPROCS(keep bool, log *slog.Logger) {
+	spareProc(keep, os.Getenv, runtime.GOMAXPROCS, log)
+}
