@@ -266,8 +266,8 @@ func (s *Server) flush(cs *conn) {
 		if !cs.writable() {
 			cs.out = cs.out[:0]
 		} else {
-			s.writeOut(cs, cs.out) // wswrite.go
-			s.lastAt = 0           // a write syscall since: the next task start reads the clock
+			_, _ = cs.gc.Write(cs.out) // gnet copies what the socket does not take
+			s.lastAt = 0               // a write syscall since: the next task start reads the clock
 			if cap(cs.out) > maxKeptOutput {
 				cs.out = nil
 			} else {

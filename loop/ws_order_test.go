@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -15,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestWSWriteOrderAcrossPartialWrites: output written raw while gnet holds nothing and
-// handed to gnet once the socket is full stays in order. The client does not read until
-// the server has queued far more than the socket takes (a small receive buffer makes the
-// first writes short), then the server sends more, in batches, while the client reads:
-// each batch goes raw (gnet empty) or behind gnet's buffer, and every message arrives once,
-// in sequence, intact.
+// TestWSWriteOrderAcrossPartialWrites: broadcast output stays in order across short
+// writes and gnet's buffer. The client does not read until the server has queued far more
+// than the socket takes (small socket buffers make the writes short), then the server
+// sends more, in batches, while the client reads: each batch is written straight to the
+// socket (gnet's buffer empty) or queued behind gnet's buffer, and every message arrives
+// once, in sequence, intact.
 func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
 	const size, first, later = 8 << 10, 64, 64
 	var room []*WSConn
@@ -92,50 +91,9 @@ func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
 		}
 		done <- nil
 	}()
-	send(first, later) // raw while gnet is empty, behind gnet's buffer otherwise
+	send(first, later) // to the socket while gnet is empty, behind gnet's buffer otherwise
 	require.NoError(t, <-done, "messages lost, duplicated or out of order")
 	var after int
 	onLoop(t, s, func() { after = room[0].cs.gc.OutboundBuffered() })
 	assert.Zero(t, after)
-}
-
-// TestSpareProc: GOMAXPROCS 1 becomes 2 unless kept or set by the environment; other
-// values are left alone.
-func TestSpareProc(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	cases := []struct {
-		name     string
-		keep     bool
-		env      string
-		procs    int
-		from, to int
-	}{
-		{name: "one is raised", procs: 1, from: 1, to: 2},
-		{name: "kept by config", keep: true, procs: 1, from: 1, to: 1},
-		{name: "kept by the environment", env: "1", procs: 1, from: 1, to: 1},
-		{name: "two left alone", procs: 2, from: 2, to: 2},
-		{name: "eight left alone", procs: 8, from: 8, to: 8},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cur := tc.procs
-			set := func(n int) int {
-				old := cur
-				if n > 0 {
-					cur = n
-				}
-				return old
-			}
-			getenv := func(k string) string {
-				if k == "GOMAXPROCS" {
-					return tc.env
-				}
-				return ""
-			}
-			from, to := spareProc(tc.keep, getenv, set, log)
-			assert.Equal(t, tc.from, from)
-			assert.Equal(t, tc.to, to)
-			assert.Equal(t, tc.to, cur, "GOMAXPROCS after the call")
-		})
-	}
 }
