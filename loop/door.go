@@ -1,27 +1,29 @@
 package loop
 
 import (
-	"context"
 	"sync"
 
-	"github.com/panjf2000/gnet/v2"
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
+	"golang.org/x/sys/unix"
 
 	"github.com/batonrt/baton/scheduler"
 )
 
 // door is the single way for other goroutines to get a function run on the loop. Posted
-// functions queue under a mutex; the first post of a batch asks gnet to run the batch with
-// one Execute (a lock-free queue push plus an eventfd write), and later posts ride along
-// until the batch starts. Safe for concurrent use.
+// functions queue under a mutex; the first post of a batch wakes the loop by writing one
+// byte to the control socket (our end of the socket pair whose other end is registered
+// with gnet as the control connection, engine.go), and later posts ride along until the
+// batch starts. The loop reads the byte through epoll like any connection's input, and
+// the control connection's OnTraffic runs the batch (runDoor). Unlike gnet's
+// EventLoop.Execute, which wraps its runnable in a new closure and pushes a new node on a
+// lock-free queue at every call, a wake allocates nothing. Safe for concurrent use.
 type door struct {
 	mu        sync.Mutex
-	queue     []func() // guarded by mu
-	el        gnet.EventLoop
-	scheduled bool          // guarded by mu: an Execute is pending
+	queue     []func()      // guarded by mu
+	fd        int           // guarded by mu: the control socket's peer end, -1 until open and after close
+	scheduled bool          // guarded by mu: a byte is on its way to the loop for the pending batch
 	closed    bool          // guarded by mu
 	gone      chan struct{} // closed by close: posted functions will no longer run
-	run       gnet.RunnableFunc
 
 	spare []func() // loop-owned: the drained batch, reused to avoid allocation
 
@@ -31,68 +33,101 @@ type door struct {
 	spareWakes []scheduler.Waker // loop-owned, like spare
 }
 
-func (d *door) init(run gnet.RunnableFunc) {
-	d.run = run
+func (d *door) init() {
+	d.fd = -1
 	d.gone = make(chan struct{})
 }
 
 // post queues fn. It reports false if the door is closed (the loop has stopped or is
-// stopping), in which case fn will never run.
+// stopping) or the loop can no longer be woken, in which case fn will never run.
 func (d *door) post(fn func()) bool {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.closed {
-		d.mu.Unlock()
 		return false
 	}
 	d.queue = append(d.queue, fn)
-	return d.kickUnlock()
-}
-
-// postWake queues wk.Wake() to run on the loop, like post, without allocating. It reports
-// false if the door is closed.
-func (d *door) postWake(wk scheduler.Waker) bool {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.kickLocked() {
+		d.queue[len(d.queue)-1] = nil
+		d.queue = d.queue[:len(d.queue)-1]
 		return false
-	}
-	d.wakes = append(d.wakes, wk)
-	return d.kickUnlock()
-}
-
-// kickUnlock asks gnet to run the queued batch unless that is asked already, and unlocks
-// d.mu, which the caller holds.
-func (d *door) kickUnlock() bool {
-	kick := d.el != nil && !d.scheduled
-	if kick {
-		d.scheduled = true
-	}
-	el := d.el
-	d.mu.Unlock()
-	if kick {
-		if err := el.Execute(context.Background(), d.run); err != nil {
-			// The engine is shutting down; the queued functions will be dropped.
-			return false
-		}
 	}
 	return true
 }
 
-// open sets the loop handle once the loop is reachable and runs anything posted so far.
-func (d *door) open(el gnet.EventLoop) {
+// postWake queues wk.Wake() to run on the loop, like post, without allocating. It reports
+// false if the door is closed or the loop can no longer be woken.
+func (d *door) postWake(wk scheduler.Waker) bool {
 	d.mu.Lock()
-	d.el = el
-	kick := (len(d.queue) > 0 || len(d.wakes) > 0) && !d.scheduled
-	if kick {
-		d.scheduled = true
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
 	}
-	d.mu.Unlock()
-	if kick {
-		_ = el.Execute(context.Background(), d.run)
+	d.wakes = append(d.wakes, wk)
+	if !d.kickLocked() {
+		d.wakes[len(d.wakes)-1] = scheduler.Waker{}
+		d.wakes = d.wakes[:len(d.wakes)-1]
+		return false
+	}
+	return true
+}
+
+// kickLocked wakes the loop for the pending batch unless a wake is on its way already or
+// the door is not open yet (open wakes it then). It reports false if the loop cannot be
+// woken (it has stopped); then the caller takes its entry back: it is the batch's only
+// one, since after open a queued entry always has a wake on its way. d.mu is held.
+//
+// The write happens under d.mu so that the descriptor cannot be closed, and its number
+// reused by another file, between reading d.fd and writing to it: the server closes it
+// only after close, which takes d.mu and clears d.fd.
+func (d *door) kickLocked() bool {
+	if d.scheduled || d.fd < 0 {
+		return true
+	}
+	if !wakeLoop(d.fd) {
+		return false
+	}
+	d.scheduled = true
+	return true
+}
+
+// wakeLoop writes one byte to the control socket's peer end fd (nonblocking). It reports
+// false if the loop has stopped (EPIPE: gnet closed its end as the loop exited).
+//
+// EAGAIN counts as success: the socket's buffer is full, so bytes are already waiting to
+// be read. The control connection stays readable until they are (epoll is level-triggered
+// here), and every read of it runs the door's batch, after the caller has released d.mu,
+// so the entry just queued is taken by that run. (It cannot happen in practice: at most a
+// wake and a pump request, a byte each, are pending at any time.)
+func wakeLoop(fd int) bool {
+	for {
+		_, err := unix.Write(fd, pumpByte[:])
+		switch err {
+		case nil, unix.EAGAIN:
+			return true
+		case unix.EINTR:
+			continue
+		}
+		return false
 	}
 }
 
-// close refuses every later post and drops what is queued. Idempotent.
+// open records the control socket's peer end once the loop is reachable, and wakes the
+// loop for anything posted so far. Loop-confined (OnOpen of the control connection).
+func (d *door) open(fd int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.fd = fd
+	if len(d.queue) > 0 || len(d.wakes) > 0 {
+		d.kickLocked() // the loop is running this very call: the write cannot fail
+	}
+}
+
+// close refuses every later post and drops what is queued. After it returns, the door
+// never writes to the control socket again, so the server may close it. Idempotent.
 func (d *door) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -100,11 +135,13 @@ func (d *door) close() {
 		return
 	}
 	d.closed = true
+	d.fd = -1
 	d.queue, d.wakes = nil, nil
 	close(d.gone)
 }
 
-// take swaps out the queued batch: its functions and its wakers. Loop-confined.
+// take swaps out the queued batch: its functions and its wakers. Posts after it start a
+// new batch and wake the loop again. Loop-confined.
 func (d *door) take() ([]func(), []scheduler.Waker) {
 	d.mu.Lock()
 	batch, wakes := d.queue, d.wakes

@@ -124,7 +124,7 @@ func New(cfg Config) *Server {
 	s.warnConfig()
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.ctlPeer.Store(-1)
-	s.door.init(s.runDoor)
+	s.door.init()
 	s.runTaskFn = s.runTask
 	s.housekeepFn = s.housekeepTick
 	s.pumpFn = func() {}
