@@ -308,3 +308,36 @@ func TestOffloadDoFromHandlerAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(500, roundTrip)
 	assert.LessOrEqual(t, allocs, 1.0)
 }
+
+// TestPostBeforeStartRunsOnceReady: functions posted before ListenAndServe wait in the
+// door (there is no control socket yet) and run in order once the loop is reachable.
+func TestPostBeforeStartRunsOnceReady(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	ran := make(chan int, 3)
+	for i := range 3 {
+		require.NoError(t, s.Post(func() {
+			select {
+			case <-s.Ready():
+			default:
+				t.Error("a posted function ran before the server was ready")
+			}
+			ran <- i
+		}))
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.ListenAndServe() }()
+	for i := range 3 {
+		select {
+		case got := <-ran:
+			assert.Equal(t, i, got)
+		case err := <-errc:
+			t.Fatalf("ListenAndServe: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("function %d posted before start never ran", i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	require.ErrorIs(t, <-errc, ErrServerClosed)
+}
