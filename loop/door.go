@@ -19,11 +19,12 @@ import (
 // lock-free queue at every call, a wake allocates nothing. Safe for concurrent use.
 type door struct {
 	mu        sync.Mutex
-	queue     []func()      // guarded by mu
-	fd        int           // guarded by mu: the control socket's peer end, -1 until open and after close
-	scheduled bool          // guarded by mu: a byte is on its way to the loop for the pending batch
-	closed    bool          // guarded by mu
-	gone      chan struct{} // closed by close: posted functions will no longer run
+	queue     []func()       // guarded by mu
+	fd        int            // guarded by mu: the control socket's peer end, -1 until open and after close
+	scheduled bool           // guarded by mu: a byte is on its way to the loop for the pending batch
+	closed    bool           // guarded by mu
+	gone      chan struct{}  // closed by close: posted functions will no longer run
+	writers   sync.WaitGroup // wakes being written outside mu; close waits for them
 
 	spare []func() // loop-owned: the drained batch, reused to avoid allocation
 
@@ -42,53 +43,68 @@ func (d *door) init() {
 // stopping) or the loop can no longer be woken, in which case fn will never run.
 func (d *door) post(fn func()) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return false
 	}
 	d.queue = append(d.queue, fn)
-	if !d.kickLocked() {
-		d.queue[len(d.queue)-1] = nil
-		d.queue = d.queue[:len(d.queue)-1]
-		return false
-	}
-	return true
+	return d.kickUnlock()
 }
 
 // postWake queues wk.Wake() to run on the loop, like post, without allocating. It reports
 // false if the door is closed or the loop can no longer be woken.
 func (d *door) postWake(wk scheduler.Waker) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return false
 	}
 	d.wakes = append(d.wakes, wk)
-	if !d.kickLocked() {
-		d.wakes[len(d.wakes)-1] = scheduler.Waker{}
-		d.wakes = d.wakes[:len(d.wakes)-1]
-		return false
-	}
-	return true
+	return d.kickUnlock()
 }
 
-// kickLocked wakes the loop for the pending batch unless a wake is on its way already or
-// the door is not open yet (open wakes it then). It reports false if the loop cannot be
-// woken (it has stopped); then the caller takes its entry back: it is the batch's only
-// one, since after open a queued entry always has a wake on its way. d.mu is held.
-//
-// The write happens under d.mu so that the descriptor cannot be closed, and its number
-// reused by another file, between reading d.fd and writing to it: the server closes it
-// only after close, which takes d.mu and clears d.fd.
-func (d *door) kickLocked() bool {
-	if d.scheduled || d.fd < 0 {
-		return true
-	}
-	if !wakeLoop(d.fd) {
+// kick wakes the loop for a turn (the batch, then the pump) unless a wake is on its way
+// already, so that a pump request and a batch share one byte. It reports false if the door
+// is not open yet or closed, or the loop cannot be woken. Any goroutine.
+func (d *door) kick() bool {
+	d.mu.Lock()
+	if d.closed || d.fd < 0 {
+		d.mu.Unlock()
 		return false
 	}
+	return d.kickUnlock()
+}
+
+// kickUnlock wakes the loop for the pending batch unless a wake is on its way already or
+// the door is not open yet (open wakes it then), and unlocks d.mu, which the caller holds.
+// It reports false if the loop cannot be woken (it has stopped: gnet closed its end).
+// Then what was queued stays queued until close drops it, which follows: the loop's exit
+// closes the door (finalStop, or ListenAndServe after gnet returned). A post that rode
+// along meanwhile reported true; its function is dropped too, as one queued just before
+// close is, and waiters learn it from gone.
+//
+// The write happens outside d.mu, so that posters do not queue behind a system call; the
+// descriptor must still not be closed, and its number reused by another file, between
+// reading d.fd and writing to it: writers count themselves in d.writers under d.mu, and
+// close waits for them after marking the door closed, before the server closes the
+// descriptor.
+func (d *door) kickUnlock() bool {
+	if d.scheduled || d.fd < 0 {
+		d.mu.Unlock()
+		return true
+	}
 	d.scheduled = true
-	return true
+	fd := d.fd
+	d.writers.Add(1)
+	d.mu.Unlock()
+	ok := wakeLoop(fd)
+	d.writers.Done()
+	if !ok { // later posts try again (and fail) rather than ride along on a wake that never came
+		d.mu.Lock()
+		d.scheduled = false
+		d.mu.Unlock()
+	}
+	return ok
 }
 
 // wakeLoop writes one byte to the control socket's peer end fd (nonblocking). It reports
@@ -96,9 +112,9 @@ func (d *door) kickLocked() bool {
 //
 // EAGAIN counts as success: the socket's buffer is full, so bytes are already waiting to
 // be read. The control connection stays readable until they are (epoll is level-triggered
-// here), and every read of it runs the door's batch, after the caller has released d.mu,
-// so the entry just queued is taken by that run. (It cannot happen in practice: at most a
-// wake and a pump request, a byte each, are pending at any time.)
+// here) and every read of it runs the door's batch; at least one read comes after this
+// write attempt, hence after the entry just queued, so a run takes it. (It cannot happen
+// in practice: the door writes one byte per batch, and the loop reads them all each turn.)
 func wakeLoop(fd int) bool {
 	for {
 		_, err := unix.Write(fd, pumpByte[:])
@@ -116,28 +132,32 @@ func wakeLoop(fd int) bool {
 // loop for anything posted so far. Loop-confined (OnOpen of the control connection).
 func (d *door) open(fd int) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return
 	}
 	d.fd = fd
 	if len(d.queue) > 0 || len(d.wakes) > 0 {
-		d.kickLocked() // the loop is running this very call: the write cannot fail
+		d.kickUnlock() // the loop is running this very call: the write cannot fail
+		return
 	}
+	d.mu.Unlock()
 }
 
-// close refuses every later post and drops what is queued. After it returns, the door
-// never writes to the control socket again, so the server may close it. Idempotent.
+// close refuses every later post and drops what is queued. When it returns the door
+// writes to the control socket no more, so the server may close it. Idempotent.
 func (d *door) close() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return
 	}
 	d.closed = true
 	d.fd = -1
 	d.queue, d.wakes = nil, nil
 	close(d.gone)
+	d.mu.Unlock()
+	d.writers.Wait() // writes already past the check (a few microseconds at most)
 }
 
 // take swaps out the queued batch: its functions and its wakers. Posts after it start a

@@ -108,8 +108,9 @@ func TestDoorEAGAINKeepsBatch(t *testing.T) {
 	assert.True(t, ran)
 }
 
-// TestDoorEPIPE: once the loop's end is closed (the loop stopped) a post reports false
-// and leaves nothing queued; so does a post after close, which also stops every write.
+// TestDoorEPIPE: once the loop's end is closed (the loop stopped) a post that has to wake
+// the loop reports false, and so does every later one; close then drops what is queued,
+// refuses later posts and closes gone.
 func TestDoorEPIPE(t *testing.T) {
 	peer, loopEnd := testPair(t)
 	var d door
@@ -119,18 +120,39 @@ func TestDoorEPIPE(t *testing.T) {
 	*loopEnd = -1
 	assert.False(t, d.post(func() {}))
 	assert.False(t, d.postWake(scheduler.Waker{}))
-	batch, wakes := d.take()
-	assert.Empty(t, batch)
-	assert.Empty(t, wakes)
+	assert.False(t, d.kick())
 
 	d.close()
 	d.close() // idempotent
 	assert.False(t, d.post(func() {}))
+	batch, wakes := d.take()
+	assert.Empty(t, batch)
+	assert.Empty(t, wakes)
 	select {
 	case <-d.gone:
 	default:
 		t.Fatal("gone not closed")
 	}
+}
+
+// TestDoorKickSharesTheByte: a pump request (kick) and a batch share one byte, whichever
+// comes first; a kick before open reports false (the caller posts instead).
+func TestDoorKickSharesTheByte(t *testing.T) {
+	peer, loopEnd := testPair(t)
+	var d door
+	d.init()
+	assert.False(t, d.kick(), "not open yet")
+	d.open(*peer)
+	assert.Zero(t, pending(t, *loopEnd), "nothing queued: open does not wake")
+	require.True(t, d.kick())
+	require.True(t, d.post(func() {}))
+	require.True(t, d.kick())
+	assert.Equal(t, 1, pending(t, *loopEnd))
+	batch, _ := d.take()
+	assert.Len(t, batch, 1)
+	require.True(t, d.post(func() {}))
+	require.True(t, d.kick())
+	assert.Equal(t, 1, pending(t, *loopEnd))
 }
 
 // TestDoorCloseDropsQueued: close drops what is queued (reported through gone) and

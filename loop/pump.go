@@ -1,14 +1,10 @@
 package loop
 
-import (
-	"runtime/debug"
-
-	"golang.org/x/sys/unix"
-)
+import "runtime/debug"
 
 // The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose); the control
-// connection's OnTraffic runs the door's batches; each callback brackets itself with busyStart/busyEnd (the loop's utilisation)
-// and ends by pumping: ready tasks run one slice each, then the output they produced is
+// connection's OnTraffic runs the door's batches; each callback brackets itself with
+// busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one slice each, then the output they produced is
 // written, one write per connection. Tasks made ready meanwhile wait for the next turn,
 // requested through the control socket so the loop polls I/O in between.
 
@@ -71,25 +67,22 @@ func (s *Server) pump() {
 	s.checkDrained()
 }
 
-// postPump arranges another pump after the loop has polled I/O: it writes a byte to the
-// control socket, whose OnTraffic runs the door's batch and then the pump. The byte goes
-// through epoll with every other connection, so a task that yields in a loop gets one
-// slice per turn and cannot starve I/O (TestYieldingTaskDoesNotStarveIO); connections
-// that became readable while the last slices ran are ahead of the byte in epoll's ready
-// list, so their new requests are served before ready tasks get another slice. It writes
-// directly rather than through the door (which writes the same byte) to skip the door's
-// mutex: pumpPosted already keeps it to one byte per turn. Loop-confined.
+// postPump arranges another pump after the loop has polled I/O: it wakes the loop through
+// the door (one byte to the control socket, shared with a batch of posted functions if
+// one is pending), and the control connection's OnTraffic runs the door's batch and then
+// the pump. The byte goes through epoll with every other connection, so a task that
+// yields in a loop gets one slice per turn and cannot starve I/O
+// (TestYieldingTaskDoesNotStarveIO); connections that became readable while the last
+// slices ran are usually ahead of the byte in epoll's ready list, so their new requests
+// are served before ready tasks get another slice. Loop-confined.
 func (s *Server) postPump() {
 	if s.pumpPosted {
 		return
 	}
 	s.pumpPosted = true
-	if fd := s.ctlPeer.Load(); fd >= 0 {
-		if _, err := unix.Write(int(fd), pumpByte[:]); err == nil {
-			return
-		}
+	if !s.door.kick() {
+		s.door.post(s.pumpFn) // the door is not open yet: open wakes the loop for it
 	}
-	s.door.post(s.pumpFn) // no control socket (before the loop is reachable): fall back
 }
 
 var pumpByte = [1]byte{1}
