@@ -4,9 +4,10 @@ import "runtime/debug"
 
 // The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose); the control
 // connection's OnTraffic runs the door's batches; each callback brackets itself with
-// busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one slice each, then the output they produced is
-// written, one write per connection. Tasks made ready meanwhile wait for the next turn,
-// requested through the control socket so the loop polls I/O in between.
+// busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one
+// slice each, then the output they produced is written, one write per connection. Tasks
+// made ready meanwhile wait for the next turn, requested through the control socket so
+// the loop polls I/O in between.
 
 // runDoor runs the door's batch of posted functions, then the pump. It runs in the control
 // connection's OnTraffic (inside its busyStart/busyEnd) whenever the control socket was
