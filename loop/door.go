@@ -144,18 +144,17 @@ func (d *door) open(fd int) {
 	d.mu.Unlock()
 }
 
-// close refuses every later post and drops what is queued. When it returns the door
-// writes to the control socket no more, so the server may close it. Idempotent.
+// close refuses every later post and drops what is queued. When it returns (every call,
+// not only the first) the door writes to the control socket no more, so the server may
+// close it. Idempotent.
 func (d *door) close() {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return
+	if !d.closed {
+		d.closed = true
+		d.fd = -1
+		d.queue, d.wakes = nil, nil
+		close(d.gone)
 	}
-	d.closed = true
-	d.fd = -1
-	d.queue, d.wakes = nil, nil
-	close(d.gone)
 	d.mu.Unlock()
 	d.writers.Wait() // writes already past the check (a few microseconds at most)
 }
