@@ -140,7 +140,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 	s.shardRef = &Shard{srv: s}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.ctlPeer.Store(-1)
-	s.door.init(s.runDoor)
+	s.door.init()
 	s.runTaskFn = s.runTask
 	s.housekeepFn = s.housekeepTick
 	s.pumpFn = func() {}
