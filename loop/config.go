@@ -135,10 +135,11 @@ type Config struct {
 	// warning when the hard limit is below 10,000.
 	KeepFileLimit bool
 
-	// KeepGOMAXPROCS leaves GOMAXPROCS at 1 when it is 1. By default ListenAndServe raises
-	// it to 2 when it is 1 and the GOMAXPROCS environment variable is not set: the loop
-	// waits for I/O in a system call, and a second P lets the runtime's timers and other
-	// goroutines run meanwhile without taking the loop's P away (procs.go says why).
+	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default ListenAndServe raises it to
+	// Shards+1 when it is at most Shards (1 with one loop on one CPU) and the GOMAXPROCS
+	// environment variable is not set: each loop waits for I/O in a system call, and a
+	// spare P lets the runtime's timers and other goroutines run meanwhile without taking
+	// a loop's P away (procs.go says why).
 	KeepGOMAXPROCS bool
 
 	// Offload configures the pool that runs blocking work off the loop (offload.Do with a

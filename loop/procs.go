@@ -6,9 +6,10 @@ import (
 	"runtime"
 )
 
-// spareProc gives the Go runtime a second P when it has only one (GOMAXPROCS 1: a process
-// limited to one CPU by its affinity or its container's quota), unless keep is set or the
-// GOMAXPROCS environment variable chose the number.
+// spareProc gives the Go runtime one P more than the process has event loops when it has
+// no more Ps than loops (GOMAXPROCS 1 with one loop: a process limited to one CPU by its
+// affinity or its container's quota; or Config.Shards at or above GOMAXPROCS), unless keep
+// is set or the GOMAXPROCS environment variable chose the number.
 //
 // Why: the loop goroutine waits for I/O inside gnet's epoll_wait, a blocking system call
 // the runtime sees as such, so while the loop is idle its P sits in a system call. With
@@ -24,17 +25,19 @@ import (
 // turns off the runtime's own updates of GOMAXPROCS (when a container's quota changes).
 // docs/websocket.md has the measurements (ws-broadcast). It returns the GOMAXPROCS it
 // found and the one it left.
-func spareProc(keep bool, getenv func(string) string, gomaxprocs func(int) int, log *slog.Logger) (from, to int) {
+func spareProc(keep bool, loops int, getenv func(string) string, gomaxprocs func(int) int, log *slog.Logger) (from, to int) {
 	from = gomaxprocs(0)
-	if keep || from != 1 || getenv("GOMAXPROCS") != "" {
+	if keep || from > loops || getenv("GOMAXPROCS") != "" {
 		return from, from
 	}
-	gomaxprocs(2)
-	log.Info("loop: raised GOMAXPROCS from 1 to 2 so that the runtime keeps a P while the loop waits in epoll_wait (Config.KeepGOMAXPROCS or the GOMAXPROCS variable keeps 1)")
-	return from, 2
+	to = loops + 1
+	gomaxprocs(to)
+	log.Info("loop: raised GOMAXPROCS so that the runtime keeps a P while the event loops wait in epoll_wait (Config.KeepGOMAXPROCS or the GOMAXPROCS variable keeps it)",
+		"from", from, "to", to, "loops", loops)
+	return from, to
 }
 
-// raiseGOMAXPROCS is spareProc for the process.
-func raiseGOMAXPROCS(keep bool, log *slog.Logger) {
-	spareProc(keep, os.Getenv, runtime.GOMAXPROCS, log)
+// raiseGOMAXPROCS is spareProc for the process, which runs loops event loops (shards).
+func raiseGOMAXPROCS(keep bool, loops int, log *slog.Logger) {
+	spareProc(keep, loops, os.Getenv, runtime.GOMAXPROCS, log)
 }

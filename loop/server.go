@@ -329,7 +329,7 @@ func (s *Server) serveLoop() error {
 	if !s.cfg.KeepFileLimit {
 		raiseFileLimit(s.log)
 	}
-	raiseGOMAXPROCS(s.cfg.KeepGOMAXPROCS, s.log) // procs.go
+	raiseGOMAXPROCS(s.cfg.KeepGOMAXPROCS, s.Shards(), s.log) // procs.go
 	opts := []gnet.Option{
 		gnet.WithNumEventLoop(1),
 		gnet.WithMulticore(false),
