@@ -1,22 +1,19 @@
 package loop
 
-import (
-	"context"
-	"runtime/debug"
+import "runtime/debug"
 
-	"golang.org/x/sys/unix"
-)
+// The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose); the control
+// connection's OnTraffic runs the door's batches; each callback brackets itself with
+// busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one
+// slice each, then the output they produced is written, one write per connection. Tasks
+// made ready meanwhile wait for the next turn, requested through the control socket so
+// the loop polls I/O in between.
 
-// The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose) and runs the door's
-// batches; each callback brackets itself with busyStart/busyEnd (the loop's utilisation)
-// and ends by pumping: ready tasks run one slice each, then the output they produced is
-// written, one write per connection. Tasks made ready meanwhile wait for the next turn,
-// requested through the control socket so the loop polls I/O in between.
-
-// runDoor runs on the loop for each batch of posted functions.
-func (s *Server) runDoor(context.Context) error {
-	s.busyStart()
-	defer s.busyEnd()
+// runDoor runs the door's batch of posted functions, then the pump. It runs in the control
+// connection's OnTraffic (inside its busyStart/busyEnd) whenever the control socket was
+// readable: a post started a batch, or postPump asked for a turn. An error stops the
+// engine.
+func (s *Server) runDoor() error {
 	batch, wakes := s.door.take()
 	for _, fn := range batch {
 		s.safely(fn)
@@ -71,23 +68,22 @@ func (s *Server) pump() {
 	s.checkDrained()
 }
 
-// postPump arranges another pump after the loop has polled I/O. It writes a byte to the
-// control socket rather than posting through the door: gnet runs posted functions in a loop
-// that drains its queue before polling again, so a pump that re-posted itself there would
-// starve every connection (found by TestYieldingTaskDoesNotStarveIO). A readable control
-// socket goes through epoll with all the other connections; its handler then posts the
-// pump, which runs after that epoll batch's I/O.
+// postPump arranges another pump after the loop has polled I/O: it wakes the loop through
+// the door (one byte to the control socket, shared with a batch of posted functions if
+// one is pending), and the control connection's OnTraffic runs the door's batch and then
+// the pump. The byte goes through epoll with every other connection, so a task that
+// yields in a loop gets one slice per turn and cannot starve I/O
+// (TestYieldingTaskDoesNotStarveIO); connections that became readable while the last
+// slices ran are usually ahead of the byte in epoll's ready list, so their new requests
+// are served before ready tasks get another slice. Loop-confined.
 func (s *Server) postPump() {
 	if s.pumpPosted {
 		return
 	}
 	s.pumpPosted = true
-	if fd := s.ctlPeer.Load(); fd >= 0 {
-		if _, err := unix.Write(int(fd), pumpByte[:]); err == nil {
-			return
-		}
+	if !s.door.kick() {
+		s.door.post(s.pumpFn) // the door is not open yet: open wakes the loop for it
 	}
-	s.door.post(s.pumpFn) // no control socket (before the loop is reachable): fall back
 }
 
 var pumpByte = [1]byte{1}
