@@ -3,7 +3,6 @@ package loop
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -76,7 +75,7 @@ func (r *chainRig) pumpUntil(t *testing.T, n int) []*http.Response {
 			return resps
 		}
 		require.False(t, time.Now().After(deadline), "timed out waiting for %d responses; got %q", n, r.fc.out.String())
-		_ = r.s.runDoor(context.Background())
+		_ = r.s.runDoor()
 		time.Sleep(time.Millisecond) // a goroutine's work (HandleHTTP) finishes meanwhile
 	}
 }
