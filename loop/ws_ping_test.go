@@ -33,11 +33,11 @@ func (c *slowConn) Read(p []byte) (int, error) {
 func TestWSPingBehindBacklogSlowReader(t *testing.T) {
 	const (
 		msgBytes = 4 << 10
-		pong     = 250 * time.Millisecond
+		pong     = 500 * time.Millisecond
 	)
 	wrote := make(chan error, 1)
 	s, addr := startServer(t, Config{WebSocket: WSConfig{
-		PingInterval: 20 * time.Millisecond, PongTimeout: pong, MaxQueuedBytes: 3 << 20}},
+		PingInterval: 20 * time.Millisecond, PongTimeout: pong, MaxQueuedBytes: 6 << 20}},
 		func(s *Server) {
 			s.Handle("GET /ws", func(c *Ctx) {
 				w, err := c.Upgrade(UpgradeOptions{})
