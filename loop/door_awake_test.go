@@ -70,7 +70,7 @@ func TestPostWhileAwakeRunsAtCallbackEnd(t *testing.T) {
 }
 
 // TestPostNoLostWakes: goroutines post while the loop is busy (serving requests that
-// offload, running posted functions that spin) and while it is idle (each poster waits
+// offload or yield, running posted functions that spin) and while it is idle (each poster waits
 // for its function now and then); every posted function runs, in each goroutine's order,
 // and some ran at the end of a callback rather than from a byte. A lost wake leaves a
 // poster or a client waiting: both give up after 20 s.
@@ -84,16 +84,23 @@ func TestPostNoLostWakes(t *testing.T) {
 			}
 			c.String(200, "ok")
 		})
+		s.Handle("GET /y", func(c *Ctx) { // keeps a turn on its way (pumpPosted) while posts come in
+			for range 3 {
+				c.Yield()
+			}
+			c.String(200, "ok")
+		})
 	})
 	const posters, each, clients = 8, 300, 4
 	stop := make(chan struct{})
 	var served atomic.Int64
 	var cwg sync.WaitGroup
-	for range clients {
+	for c := range clients {
 		nc, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = nc.Close() })
 		br := bufio.NewReader(nc)
+		path := []string{"/", "/y"}[c%2]
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
@@ -104,7 +111,7 @@ func TestPostNoLostWakes(t *testing.T) {
 				default:
 				}
 				_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
-				if _, err := fmt.Fprint(nc, "GET / HTTP/1.1\r\nHost: t\r\n\r\n"); !assert.NoError(t, err) {
+				if _, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path); !assert.NoError(t, err) {
 					return
 				}
 				resp, err := http.ReadResponse(br, nil)

@@ -3,7 +3,8 @@ package loop
 import "runtime/debug"
 
 // The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose); the control
-// connection's OnTraffic runs the door's batches; each callback brackets itself with
+// connection's OnTraffic runs the door's batches (or the end of the callback during which
+// they were posted does, afterCallback); each callback brackets itself with
 // busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one
 // slice each, then the output they produced is written, one write per connection. Tasks
 // made ready meanwhile wait for the next turn, requested through the control socket so
