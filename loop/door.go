@@ -2,7 +2,6 @@ package loop
 
 import (
 	"sync"
-	"sync/atomic"
 
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
 	"golang.org/x/sys/unix"
@@ -33,10 +32,6 @@ type door struct {
 	// resume posts one without allocating a function for it.
 	wakes      []scheduler.Waker // guarded by mu
 	spareWakes []scheduler.Waker // loop-owned, like spare
-
-	awake   atomic.Bool // stored by the loop only: it is inside a callback and will check waiting at its end
-	waiting atomic.Bool // stored under mu: entries were queued since the last take (set before a poster loads awake)
-	inline  uint64      // loop-owned: batches run at the end of a callback (tests check the path is taken)
 }
 
 func (d *door) init() {
@@ -69,54 +64,35 @@ func (d *door) postWake(wk scheduler.Waker) bool {
 }
 
 // kick wakes the loop for a turn (the batch, then the pump) unless a wake is on its way
-// already, so that a pump request and a batch share one byte. Unlike a post it writes the
-// byte even while the loop is awake: the turn it asks for must go through epoll. It
-// reports false if the door is not open yet or closed, or the loop cannot be woken.
-// Loop-confined (postPump).
+// already, so that a pump request and a batch share one byte. It reports false if the door
+// is not open yet or closed, or the loop cannot be woken. Any goroutine.
 func (d *door) kick() bool {
 	d.mu.Lock()
 	if d.closed || d.fd < 0 {
 		d.mu.Unlock()
 		return false
 	}
-	if d.scheduled {
-		d.mu.Unlock()
-		return true
-	}
-	return d.wakeUnlock()
+	return d.kickUnlock()
 }
 
-// kickUnlock makes sure the loop will run the pending batch, and unlocks d.mu, which the
-// caller (a post) holds. Nothing is written if a wake is on its way already, if the door
-// is not open yet (open wakes the loop then), or if the loop is awake: it finds the batch
-// through waiting at the end of its callback. It reports false if the loop cannot be woken
-// (see wakeUnlock).
-func (d *door) kickUnlock() bool {
-	if d.scheduled || d.fd < 0 {
-		d.mu.Unlock()
-		return true
-	}
-	d.waiting.Store(true) // before loading awake: the loop stores awake=false before loading waiting
-	if d.awake.Load() {
-		d.mu.Unlock()
-		return true
-	}
-	return d.wakeUnlock()
-}
-
-// wakeUnlock writes the byte for the pending batch and unlocks d.mu, which the caller holds
-// with the door open and no wake on its way. It reports false if the loop cannot be woken
-// (it has stopped: gnet closed its end). Then what was queued stays queued until close
-// drops it, which follows: the loop's exit closes the door (finalStop, or ListenAndServe
-// after gnet returned). A post that rode along meanwhile reported true; its function is
-// dropped too, as one queued just before close is, and waiters learn it from gone.
+// kickUnlock wakes the loop for the pending batch unless a wake is on its way already or
+// the door is not open yet (open wakes it then), and unlocks d.mu, which the caller holds.
+// It reports false if the loop cannot be woken (it has stopped: gnet closed its end).
+// Then what was queued stays queued until close drops it, which follows: the loop's exit
+// closes the door (finalStop, or ListenAndServe after gnet returned). A post that rode
+// along meanwhile reported true; its function is dropped too, as one queued just before
+// close is, and waiters learn it from gone.
 //
 // The write happens outside d.mu, so that posters do not queue behind a system call; the
 // descriptor must still not be closed, and its number reused by another file, between
 // reading d.fd and writing to it: writers count themselves in d.writers under d.mu, and
 // close waits for them after marking the door closed, before the server closes the
 // descriptor.
-func (d *door) wakeUnlock() bool {
+func (d *door) kickUnlock() bool {
+	if d.scheduled || d.fd < 0 {
+		d.mu.Unlock()
+		return true
+	}
 	d.scheduled = true
 	fd := d.fd
 	d.writers.Add(1)
@@ -161,8 +137,8 @@ func (d *door) open(fd int) {
 		return
 	}
 	d.fd = fd
-	if (len(d.queue) > 0 || len(d.wakes) > 0) && !d.scheduled {
-		d.wakeUnlock() // the loop is running this very call: the write cannot fail
+	if len(d.queue) > 0 || len(d.wakes) > 0 {
+		d.kickUnlock() // the loop is running this very call: the write cannot fail
 		return
 	}
 	d.mu.Unlock()
@@ -177,7 +153,6 @@ func (d *door) close() {
 		d.closed = true
 		d.fd = -1
 		d.queue, d.wakes = nil, nil
-		d.waiting.Store(false)
 		close(d.gone)
 	}
 	d.mu.Unlock()
@@ -191,7 +166,6 @@ func (d *door) take() ([]func(), []scheduler.Waker) {
 	batch, wakes := d.queue, d.wakes
 	d.queue, d.wakes = d.spare[:0], d.spareWakes[:0]
 	d.scheduled = false
-	d.waiting.Store(false)
 	d.mu.Unlock()
 	return batch, wakes
 }

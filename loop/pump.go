@@ -3,8 +3,7 @@ package loop
 import "runtime/debug"
 
 // The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose); the control
-// connection's OnTraffic runs the door's batches (or the end of the callback during which
-// they were posted does, afterCallback); each callback brackets itself with
+// connection's OnTraffic runs the door's batches; each callback brackets itself with
 // busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one
 // slice each, then the output they produced is written, one write per connection. Tasks
 // made ready meanwhile wait for the next turn, requested through the control socket so
@@ -130,15 +129,7 @@ func (s *Server) finalStop() {
 // between and idle (in epoll) outside. busyStart also takes the turn's clock reading,
 // which connection deadlines and request arrival times use (they need no finer grain),
 // so a read that brings many pipelined requests costs one clock read, not one each.
-// Brackets may nest (busyDepth); only the outermost pair counts. While the loop is inside
-// one, the door is awake: posts write no byte, and the outermost busyEnd runs what they
-// queued (afterCallback), since gnet goes back to epoll_wait only after it returns.
 func (s *Server) busyStart() {
-	s.busyDepth++
-	if s.busyDepth > 1 {
-		return
-	}
-	s.door.awake.Store(true)
 	if s.turnAt == 0 {
 		s.turnAt = s.nanotime()
 		s.lastAt = s.turnAt
@@ -146,14 +137,6 @@ func (s *Server) busyStart() {
 }
 
 func (s *Server) busyEnd() {
-	s.busyDepth--
-	if s.busyDepth > 0 {
-		return
-	}
-	s.door.awake.Store(false) // then load waiting: the door's Dekker pair (door.go)
-	if s.door.waiting.Load() {
-		s.afterCallback()
-	}
 	if s.turnAt != 0 {
 		if s.acct.on {
 			s.acct.loop.Switched(s.sched.Switches()) // this period's switches count in its second
@@ -164,39 +147,5 @@ func (s *Server) busyEnd() {
 			}
 		}
 		s.turnAt = 0
-	}
-}
-
-// afterCallback runs, at the end of the outermost callback, a batch that was posted while
-// the loop was awake and so brought no byte: its functions, its wakers, then the pump, as
-// runDoor does, saving the byte's write and read. If a turn is already on its way through
-// epoll (pumpPosted) the batch waits for it, so that a task yielding in a loop still gets
-// one slice per turn (TestYieldingTaskDoesNotStarveIO); when no turn is pending no task
-// is ready except those this batch wakes. A stopping loop takes the byte's path too: only
-// runDoor, in the control connection's OnTraffic, can stop the engine. Posts made from
-// here on find the door not awake and write their byte.
-func (s *Server) afterCallback() {
-	if s.pumpPosted {
-		return // the batch rides along with the turn on its way
-	}
-	if s.life.load() >= stateStopping {
-		s.postPump()
-		return
-	}
-	s.door.inline++
-	batch, wakes := s.door.take()
-	for _, fn := range batch {
-		s.safely(fn)
-	}
-	for _, wk := range wakes {
-		wk.WakeAt(s.turnAt)
-	}
-	s.door.recycle(batch, wakes)
-	s.flushDirty()
-	if s.life.load() < stateStopping {
-		s.pump()
-	}
-	if s.life.load() >= stateStopping {
-		s.postPump()
 	}
 }

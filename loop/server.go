@@ -98,7 +98,6 @@ type Server struct {
 	panicLog   *accounting.LogLimiter
 	refusalLog *accounting.LogLimiter
 	pumpPosted bool
-	busyDepth  int   // nesting of busyStart/busyEnd brackets (pump.go)
 	turnAt     int64 // clock reading at the start of the current callback, 0 outside one
 	lastAt     int64 // latest clock reading in the current callback, 0 when stale (see start)
 	housekeep  *scheduler.Timer
