@@ -21,12 +21,20 @@ func (s *Server) runDoor() error {
 	for _, wk := range wakes {
 		wk.WakeAt(s.turnAt) // ready since the turn began: no clock read per wake
 	}
+	// A batch of wakes only (offloaded calls' resumes, the usual case) leaves the turn's
+	// reading fresh: the pump's first slice starts at it, so Run reads no clock of its own.
+	// Posted functions or a write since make it stale (the flush zeroes lastAt).
+	fresh := len(batch) == 0
 	s.door.recycle(batch, wakes)
 	s.flushDirty() // responses the batch finished (multi-thread handlers) leave before the pump's tasks hold the loop
 	s.pumpPosted = false
 	st := s.life.load()
 	if st < stateStopping {
-		s.pump()
+		at := int64(0)
+		if fresh && s.turnAt != 0 && s.lastAt == s.turnAt {
+			at = s.turnAt
+		}
+		s.pumpAt(at)
 		st = s.life.load()
 	}
 	if st >= stateStopping {
@@ -54,12 +62,22 @@ func (s *Server) safely(fn func()) {
 // pump runs ready tasks and then writes what they produced. It runs after every gnet
 // callback and door batch. Tasks made ready while it runs wait for the next turn, so the
 // loop polls I/O between batches.
-func (s *Server) pump() {
+func (s *Server) pump() { s.pumpAt(0) }
+
+// pumpAt is pump with the loop's clock reading at, or 0 to have Run read the clock: at
+// must be a reading taken in this callback after which nothing but wakes at or before it
+// ran (scheduler.RunAt).
+func (s *Server) pumpAt(at int64) {
 	if s.acct.on {
 		_, ready := s.sched.Len()
 		s.acct.loop.ReadyDepth(ready)
 	}
-	more := s.sched.Run()
+	var more bool
+	if at != 0 {
+		more = s.sched.RunAt(at)
+	} else {
+		more = s.sched.Run()
+	}
 	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
 	s.flushDirty()
 	if more {
