@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/batonrt/baton v0.0.0
 	github.com/chromedp/chromedp v0.14.2
+	github.com/gorilla/websocket v1.5.3
 	github.com/stretchr/testify v1.11.1
 )
 

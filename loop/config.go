@@ -135,6 +135,13 @@ type Config struct {
 	// warning when the hard limit is below 10,000.
 	KeepFileLimit bool
 
+	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default ListenAndServe raises it to
+	// Shards+1 when it is at most Shards (1 with one loop on one CPU) and the GOMAXPROCS
+	// environment variable is not set: each loop waits for I/O in a system call, and a
+	// spare P lets the runtime's timers and other goroutines run meanwhile without taking
+	// a loop's P away (procs.go says why).
+	KeepGOMAXPROCS bool
+
 	// Offload configures the pool that runs blocking work off the loop (offload.Do with a
 	// Ctx): tokens, lanes, predictor. Its zero value gives the offload package's defaults.
 	Offload offload.Config
@@ -199,6 +206,16 @@ type Config struct {
 	// Default slog.Default().
 	Logger *slog.Logger
 
+	// Shards is how many independent event loops the server runs in this process, each on
+	// its own goroutine (and OS thread with LockOSThread) with its own scheduler, tasks,
+	// connections, rooms, accounting and admission (RequestConcurrency and MaxQueueLength
+	// apply per shard). Each shard listens on Addr with its own SO_REUSEPORT socket and
+	// the kernel spreads connections over them; a connection stays on its shard. The
+	// offload pool, the logger and the route table are shared (see docs/design.md,
+	// "Shards"). It works in both modes (MultiThread runs each shard's handlers in
+	// goroutines of their own). Zero means 1; at most MaxShards.
+	Shards int
+
 	// Health sets the limits of /healthz and /readyz (Server.HealthHandler,
 	// Server.HandleHealth; docs/health.md). Its zero value gives the documented defaults.
 	Health HealthConfig
@@ -233,6 +250,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
 	c.WebSocket = c.WebSocket.withDefaults()
 	return c
 }
@@ -258,6 +278,9 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("loop: Config.%s must not be negative, got %d", f.name, f.v)
 		}
+	}
+	if c.Shards < 0 || c.Shards > MaxShards {
+		return fmt.Errorf("loop: Config.Shards (%d) must be between 1 and %d (0 means 1)", c.Shards, MaxShards)
 	}
 	if c.RequireSingleThread && c.MultiThread {
 		return fmt.Errorf("loop: Config.MultiThread is set but Config.RequireSingleThread says the handlers rely on single-thread mode")

@@ -292,82 +292,100 @@ func (s *Server) inputBound(cs *conn) bool {
 // input runs out or the connection is to close; then it writes the gathered output.
 func (s *Server) serve(cs *conn) {
 	cs.serving = true
-	for cs.accepting() && cs.ctx == nil && s.life.load() < stateStopping {
-		if cs.gc.OutboundBuffered()+len(cs.out) >= s.cfg.MaxOutputBytes {
-			cs.blocked = true // the sweep resumes it once the client has read
-			break
-		}
-		buf, _ := cs.gc.Peek(-1)
-		if len(buf) == 0 {
-			if cs.deadlineKind != deadlineIdle {
-				s.setIdle(cs)
-			}
-			break
-		}
-		if cs.pending == nil {
-			if cs.deadlineKind != deadlineHeader && s.cfg.ReadHeaderTimeout > 0 {
-				cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
-			}
-			n, err := cs.parser.ParseHead(buf, &cs.req)
-			if err != nil {
-				if errors.Is(err, httpcodec.ErrNeedMore) {
-					break
-				}
-				s.rejectRequest(cs, err)
-				break
-			}
-			c := s.acquireCtx(cs)
-			c.arena = cs.req.CopyTo(&c.req, c.arena[:0])
-			_, _ = cs.gc.Discard(n)
-			if !c.req.Chunked && c.req.ContentLength <= 0 {
-				s.dispatch(cs, c) // runs the handler's first slice at once
-				continue
-			}
-			// Route before reading the body: a request that will be refused (404, 405,
-			// draining) must not be told to send its body first (Expect: 100-continue).
-			if !s.routeRequest(cs, c) {
-				// Answered at once; the unread body makes the rest of the input untrustworthy.
-				cs.closeAfterResponse()
-				_, _ = cs.gc.Discard(-1)
-				break
-			}
-			if c.route.streamBody { // HandleHTTP: the handler reads the body as it arrives
-				s.startStream(cs, c)
-				break
-			}
-			cs.pending = c
-			cs.body.Init(&c.req, s.cfg.Limits)
-			if s.cfg.ReadHeaderTimeout > 0 {
-				cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
-			}
-			if c.req.Expect100 && len(buf) == n {
-				cs.out = httpcodec.AppendContinue(cs.out)
-				s.flush(cs)
-			}
+	for {
+		c, more := s.serveStep(cs)
+		if c != nil {
+			s.dispatch(cs, c) // runs the handler's first slice at once
 			continue
 		}
-		c := cs.pending
-		consumed, out, done, err := cs.body.Decode(buf, c.body)
-		c.body = out
-		_, _ = cs.gc.Discard(consumed)
-		if consumed > 0 && s.cfg.ReadHeaderTimeout > 0 {
-			// A body may take long; it must only keep moving.
-			cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
-		}
-		if err != nil {
-			cs.pending = nil
-			s.releaseCtx(c)
-			s.rejectRequest(cs, err)
+		if !more {
 			break
 		}
-		if !done {
-			break
-		}
-		cs.pending = nil
-		s.admit(cs, c)
 	}
 	cs.serving = false
 	s.flush(cs)
+}
+
+// serveStep is one step of serve: it parses the next buffered request head of cs (or body
+// bytes of its pending request) and handles what it can without running a handler. It
+// returns a parsed request without a body, for the caller to dispatch (serve, or a
+// finished task serving the next request on its coroutine: chainNext), or nil with more
+// reporting whether serve should step again. Loop-confined.
+func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
+	if !cs.accepting() || cs.ctx != nil || s.life.load() >= stateStopping {
+		return nil, false
+	}
+	if cs.gc.OutboundBuffered()+len(cs.out) >= s.cfg.MaxOutputBytes {
+		cs.blocked = true // the sweep resumes it once the client has read
+		return nil, false
+	}
+	buf, _ := cs.gc.Peek(-1)
+	if len(buf) == 0 {
+		if cs.deadlineKind != deadlineIdle {
+			s.setIdle(cs)
+		}
+		return nil, false
+	}
+	if cs.pending == nil {
+		if cs.deadlineKind != deadlineHeader && s.cfg.ReadHeaderTimeout > 0 {
+			cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
+		}
+		n, err := cs.parser.ParseHead(buf, &cs.req)
+		if err != nil {
+			if !errors.Is(err, httpcodec.ErrNeedMore) {
+				s.rejectRequest(cs, err)
+			}
+			return nil, false
+		}
+		c := s.acquireCtx(cs)
+		c.arena = cs.req.CopyTo(&c.req, c.arena[:0])
+		_, _ = cs.gc.Discard(n)
+		if !c.req.Chunked && c.req.ContentLength <= 0 {
+			return c, true
+		}
+		// Route before reading the body: a request that will be refused (404, 405,
+		// draining) must not be told to send its body first (Expect: 100-continue).
+		if !s.routeRequest(cs, c) {
+			// Answered at once; the unread body makes the rest of the input untrustworthy.
+			cs.closeAfterResponse()
+			_, _ = cs.gc.Discard(-1)
+			return nil, false
+		}
+		if c.route.streamBody { // HandleHTTP: the handler reads the body as it arrives
+			s.startStream(cs, c)
+			return nil, false
+		}
+		cs.pending = c
+		cs.body.Init(&c.req, s.cfg.Limits)
+		if s.cfg.ReadHeaderTimeout > 0 {
+			cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
+		}
+		if c.req.Expect100 && len(buf) == n {
+			cs.out = httpcodec.AppendContinue(cs.out)
+			s.flush(cs)
+		}
+		return nil, true
+	}
+	c := cs.pending
+	consumed, out, done, err := cs.body.Decode(buf, c.body)
+	c.body = out
+	_, _ = cs.gc.Discard(consumed)
+	if consumed > 0 && s.cfg.ReadHeaderTimeout > 0 {
+		// A body may take long; it must only keep moving.
+		cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
+	}
+	if err != nil {
+		cs.pending = nil
+		s.releaseCtx(c)
+		s.rejectRequest(cs, err)
+		return nil, false
+	}
+	if !done {
+		return nil, false
+	}
+	cs.pending = nil
+	s.admit(cs, c)
+	return nil, true
 }
 
 // rejectRequest answers a request that could not be parsed and closes the connection

@@ -58,6 +58,10 @@ func (s *Server) dispatch(cs *conn, c *Ctx) {
 	s.mode.start(c, true)
 }
 
+// drainRetryAfter is the Retry-After of the 503 refusing a request while draining, in
+// seconds: a replacement process (or another one behind the proxy) serves it by then.
+const drainRetryAfter = "1"
+
 // routeRequest matches c to a route. A request that cannot run (draining: 503; no route:
 // 404; wrong method: 405) is answered at once and routeRequest reports false. It runs
 // before a request's body is read, so that a client sending "Expect: 100-continue" is not
@@ -70,7 +74,9 @@ func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 	if s.life.draining() {
 		s.drain.report.RejectedDuring++
 		cs.closeAfterResponse()
-		s.inlineResponse(cs, c, 503, "", "")
+		// Retry-After: the request was not run, so any client (a POST's too) may send it
+		// again; a proxy in front retries idempotent ones on another process at once.
+		s.inlineResponse(cs, c, 503, "Retry-After", drainRetryAfter)
 		return false
 	}
 	r, pattern, res, allow := s.router.Lookup(unsafeString(c.req.Method), unsafeString(c.req.Path), &c.params)

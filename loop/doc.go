@@ -59,6 +59,18 @@
 // Server.HealthHandler and Server.HandleHealth answer /healthz and /readyz from the loop's
 // own view; NewLimiter is a keyed token-bucket rate limiter (docs/health.md).
 //
+// # Shards: more than one core
+//
+// Config.Shards = N runs N independent loops in one process, each a whole server of its
+// own (scheduler, connections, admission, accounting, rooms) on its own goroutine, all
+// listening on Config.Addr with SO_REUSEPORT so the kernel spreads connections over them.
+// Handle and the other registration methods apply to every shard; ListenAndServe,
+// Shutdown, the health checks, Snapshot and the stats pages cover them all. A handler's
+// state stays lock-free when it is per shard (Ctx.Shard says which shard runs it, and
+// Ctx.Server returns that shard's Server, to give to NewRoom, NewFuture and Go); shards
+// talk through Server.Shard(i).Post, and Server.ShardFor maps a key (a room id) to a shard.
+// The offload pool is shared (docs/design.md, "Shards").
+//
 // # Ecosystem
 //
 // Server.HandleHTTP mounts net/http handlers (run off the loop); Config.OnRequestDone and

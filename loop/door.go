@@ -1,27 +1,30 @@
 package loop
 
 import (
-	"context"
 	"sync"
 
-	"github.com/panjf2000/gnet/v2"
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
+	"golang.org/x/sys/unix"
 
 	"github.com/batonrt/baton/scheduler"
 )
 
 // door is the single way for other goroutines to get a function run on the loop. Posted
-// functions queue under a mutex; the first post of a batch asks gnet to run the batch with
-// one Execute (a lock-free queue push plus an eventfd write), and later posts ride along
-// until the batch starts. Safe for concurrent use.
+// functions queue under a mutex; the first post of a batch wakes the loop by writing one
+// byte to the control socket (our end of the socket pair whose other end is registered
+// with gnet as the control connection, engine.go), and later posts ride along until the
+// batch starts. The loop reads the byte through epoll like any connection's input, and
+// the control connection's OnTraffic runs the batch (runDoor). Unlike gnet's
+// EventLoop.Execute, which wraps its runnable in a new closure and pushes a new node on a
+// lock-free queue at every call, a wake allocates nothing. Safe for concurrent use.
 type door struct {
 	mu        sync.Mutex
-	queue     []func() // guarded by mu
-	el        gnet.EventLoop
-	scheduled bool          // guarded by mu: an Execute is pending
-	closed    bool          // guarded by mu
-	gone      chan struct{} // closed by close: posted functions will no longer run
-	run       gnet.RunnableFunc
+	queue     []func()       // guarded by mu
+	fd        int            // guarded by mu: the control socket's peer end, -1 until open and after close
+	scheduled bool           // guarded by mu: a byte is on its way to the loop for the pending batch
+	closed    bool           // guarded by mu
+	gone      chan struct{}  // closed by close: posted functions will no longer run
+	writers   sync.WaitGroup // wakes being written outside mu; close waits for them
 
 	spare []func() // loop-owned: the drained batch, reused to avoid allocation
 
@@ -31,13 +34,13 @@ type door struct {
 	spareWakes []scheduler.Waker // loop-owned, like spare
 }
 
-func (d *door) init(run gnet.RunnableFunc) {
-	d.run = run
+func (d *door) init() {
+	d.fd = -1
 	d.gone = make(chan struct{})
 }
 
 // post queues fn. It reports false if the door is closed (the loop has stopped or is
-// stopping), in which case fn will never run.
+// stopping) or the loop can no longer be woken, in which case fn will never run.
 func (d *door) post(fn func()) bool {
 	d.mu.Lock()
 	if d.closed {
@@ -49,7 +52,7 @@ func (d *door) post(fn func()) bool {
 }
 
 // postWake queues wk.Wake() to run on the loop, like post, without allocating. It reports
-// false if the door is closed.
+// false if the door is closed or the loop can no longer be woken.
 func (d *door) postWake(wk scheduler.Waker) bool {
 	d.mu.Lock()
 	if d.closed {
@@ -60,51 +63,104 @@ func (d *door) postWake(wk scheduler.Waker) bool {
 	return d.kickUnlock()
 }
 
-// kickUnlock asks gnet to run the queued batch unless that is asked already, and unlocks
-// d.mu, which the caller holds.
+// kick wakes the loop for a turn (the batch, then the pump) unless a wake is on its way
+// already, so that a pump request and a batch share one byte. It reports false if the door
+// is not open yet or closed, or the loop cannot be woken. Any goroutine.
+func (d *door) kick() bool {
+	d.mu.Lock()
+	if d.closed || d.fd < 0 {
+		d.mu.Unlock()
+		return false
+	}
+	return d.kickUnlock()
+}
+
+// kickUnlock wakes the loop for the pending batch unless a wake is on its way already or
+// the door is not open yet (open wakes it then), and unlocks d.mu, which the caller holds.
+// It reports false if the loop cannot be woken (it has stopped: gnet closed its end).
+// Then what was queued stays queued until close drops it, which follows: the loop's exit
+// closes the door (finalStop, or ListenAndServe after gnet returned). A post that rode
+// along meanwhile reported true; its function is dropped too, as one queued just before
+// close is, and waiters learn it from gone.
+//
+// The write happens outside d.mu, so that posters do not queue behind a system call; the
+// descriptor must still not be closed, and its number reused by another file, between
+// reading d.fd and writing to it: writers count themselves in d.writers under d.mu, and
+// close waits for them after marking the door closed, before the server closes the
+// descriptor.
 func (d *door) kickUnlock() bool {
-	kick := d.el != nil && !d.scheduled
-	if kick {
-		d.scheduled = true
+	if d.scheduled || d.fd < 0 {
+		d.mu.Unlock()
+		return true
 	}
-	el := d.el
+	d.scheduled = true
+	fd := d.fd
+	d.writers.Add(1)
 	d.mu.Unlock()
-	if kick {
-		if err := el.Execute(context.Background(), d.run); err != nil {
-			// The engine is shutting down; the queued functions will be dropped.
-			return false
+	ok := wakeLoop(fd)
+	d.writers.Done()
+	if !ok { // later posts try again (and fail) rather than ride along on a wake that never came
+		d.mu.Lock()
+		d.scheduled = false
+		d.mu.Unlock()
+	}
+	return ok
+}
+
+// wakeLoop writes one byte to the control socket's peer end fd (nonblocking). It reports
+// false if the loop has stopped (EPIPE: gnet closed its end as the loop exited).
+//
+// EAGAIN counts as success: the socket's buffer is full, so bytes are already waiting to
+// be read. The control connection stays readable until they are (epoll is level-triggered
+// here) and every read of it runs the door's batch; at least one read comes after this
+// write attempt, hence after the entry just queued, so a run takes it. (It cannot happen
+// in practice: the door writes one byte per batch, and the loop reads them all each turn.)
+func wakeLoop(fd int) bool {
+	for {
+		_, err := unix.Write(fd, pumpByte[:])
+		switch err {
+		case nil, unix.EAGAIN:
+			return true
+		case unix.EINTR:
+			continue
 		}
-	}
-	return true
-}
-
-// open sets the loop handle once the loop is reachable and runs anything posted so far.
-func (d *door) open(el gnet.EventLoop) {
-	d.mu.Lock()
-	d.el = el
-	kick := (len(d.queue) > 0 || len(d.wakes) > 0) && !d.scheduled
-	if kick {
-		d.scheduled = true
-	}
-	d.mu.Unlock()
-	if kick {
-		_ = el.Execute(context.Background(), d.run)
+		return false
 	}
 }
 
-// close refuses every later post and drops what is queued. Idempotent.
-func (d *door) close() {
+// open records the control socket's peer end once the loop is reachable, and wakes the
+// loop for anything posted so far. Loop-confined (OnOpen of the control connection).
+func (d *door) open(fd int) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return
 	}
-	d.closed = true
-	d.queue, d.wakes = nil, nil
-	close(d.gone)
+	d.fd = fd
+	if len(d.queue) > 0 || len(d.wakes) > 0 {
+		d.kickUnlock() // the loop is running this very call: the write cannot fail
+		return
+	}
+	d.mu.Unlock()
 }
 
-// take swaps out the queued batch: its functions and its wakers. Loop-confined.
+// close refuses every later post and drops what is queued. When it returns (every call,
+// not only the first) the door writes to the control socket no more, so the server may
+// close it. Idempotent.
+func (d *door) close() {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		d.fd = -1
+		d.queue, d.wakes = nil, nil
+		close(d.gone)
+	}
+	d.mu.Unlock()
+	d.writers.Wait() // writes already past the check (a few microseconds at most)
+}
+
+// take swaps out the queued batch: its functions and its wakers. Posts after it start a
+// new batch and wake the loop again. Loop-confined.
 func (d *door) take() ([]func(), []scheduler.Waker) {
 	d.mu.Lock()
 	batch, wakes := d.queue, d.wakes

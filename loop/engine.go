@@ -25,8 +25,8 @@ func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 }
 
 // OnTick runs on gnet's ticker goroutine, after the event loop exists. Its first call
-// registers one end of a socket pair with the loop; the loop handle of that connection is
-// what the door posts through (gnet offers no engine-level Execute).
+// registers one end of a socket pair with the loop as the control connection: a byte
+// written to the other end (s.ctlPeer) wakes the loop to run the door's batch and pump.
 func (e *events) OnTick() (time.Duration, gnet.Action) {
 	s := (*Server)(e)
 	s.tickOnce.Do(func() {
@@ -83,7 +83,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.startWatchdog()
 		s.startHealth()
 		close(s.ready)
-		s.door.open(gc.EventLoop())
+		s.door.open(int(s.ctlPeer.Load()))
 		s.guard.start(*s.eng.Load()) // accept once the loop is reachable
 		return nil, gnet.None
 	}
@@ -110,12 +110,11 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	s.busyStart()
 	defer s.busyEnd()
 	cs, ok := gc.Context().(*conn)
-	if !ok { // the control connection: a pump was requested
+	if !ok { // the control connection: the door's batch or a pump was requested (door.go)
 		_, _ = gc.Discard(-1)
-		// Pump through the door: gnet runs posted functions after every I/O event of the
-		// current epoll batch, so connections that became readable while the last slice ran
-		// are served (their new requests run at once) before ready tasks get another slice.
-		s.door.post(s.pumpFn)
+		if s.runDoor() != nil {
+			return gnet.Shutdown
+		}
 		return gnet.None
 	}
 	s.noteRead(cs)

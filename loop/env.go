@@ -26,6 +26,7 @@ const (
 //	BATON_MAX_QUEUE_LENGTH     MaxQueueLength               integer >= 0
 //	BATON_USE_SINGLE_THREAD    !MultiThread                 boolean; false with Config.RequireSingleThread is an error
 //	BATON_LOCK_OS_THREAD       LockOSThread                 boolean
+//	BATON_SHARDS               Shards                       integer 1..MaxShards
 //	BATON_READ_HEADER_TIMEOUT  ReadHeaderTimeout            duration ("10s"); negative: none
 //	BATON_IDLE_TIMEOUT         IdleTimeout                  duration; negative: none
 //	BATON_HANDLER_TIMEOUT      HandlerTimeout               duration >= 0 (0: none)
@@ -72,6 +73,7 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 		cfg.MultiThread = !single
 	}
 	e.bool("LOCK_OS_THREAD", &cfg.LockOSThread)
+	e.int("SHARDS", 1, &cfg.Shards)
 	e.duration("READ_HEADER_TIMEOUT", true, &cfg.ReadHeaderTimeout)
 	e.duration("IDLE_TIMEOUT", true, &cfg.IdleTimeout)
 	e.duration("HANDLER_TIMEOUT", false, &cfg.HandlerTimeout)

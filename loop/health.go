@@ -185,6 +185,11 @@ type HealthReport struct {
 	// HeldForMs is how long the loop has been held so far, in milliseconds: by this task's
 	// slice, or by it and what ran before it without the loop turning.
 	HeldForMs float64 `json:"held_for_ms,omitempty"`
+	// StalledShards lists the shards whose loop is held (Config.Shards > 1); Task, Room,
+	// TaskID and HeldForMs are then the first one's.
+	StalledShards []int `json:"stalled_shards,omitempty"`
+	// Shards is each shard's report, in shard order (Config.Shards > 1 only).
+	Shards []HealthReport `json:"shards,omitempty"`
 }
 
 // ReadyReport is the body of /readyz.
@@ -204,6 +209,11 @@ type ReadyReport struct {
 	Draining         bool    `json:"draining"`
 	UtilisationSecs  int     `json:"utilisation_window_s"`
 	LagSampleEveryMs float64 `json:"lag_sample_every_ms"`
+	// FailingShards lists the shards failing a check (Config.Shards > 1): Failing is the
+	// union of their checks, the figures are the worst shard's.
+	FailingShards []int `json:"failing_shards,omitempty"`
+	// Shards is each shard's report, in shard order (Config.Shards > 1 only).
+	Shards []ReadyReport `json:"shards,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -220,8 +230,17 @@ func (s *Server) overdue() time.Duration {
 
 // Healthz evaluates /healthz: whether the loop turns, or what holds it. It reads what the
 // loop and the scheduler publish and never waits for the loop, so it answers while the
-// loop is held. Any goroutine.
+// loop is held. With Config.Shards > 1 it fails while any shard's loop is held, naming
+// the shards. Any goroutine.
 func (s *Server) Healthz() HealthReport {
+	if s.shards != nil {
+		return s.shards.healthz() // shard_stats.go
+	}
+	return s.healthzOne()
+}
+
+// healthzOne is Healthz for this shard alone.
+func (s *Server) healthzOne() HealthReport {
 	switch st := s.life.load(); {
 	case st < stateServing:
 		return HealthReport{Status: "starting"}
@@ -259,8 +278,17 @@ func (s *Server) Healthz() HealthReport {
 }
 
 // Readyz evaluates /readyz: whether the server should be sent traffic. Like Healthz it
-// never waits for the loop. Any goroutine.
+// never waits for the loop. With Config.Shards > 1 it fails while any shard fails a
+// check. Any goroutine.
 func (s *Server) Readyz() ReadyReport {
+	if s.shards != nil {
+		return s.shards.readyz() // shard_stats.go
+	}
+	return s.readyzOne()
+}
+
+// readyzOne is Readyz for this shard alone.
+func (s *Server) readyzOne() ReadyReport {
 	cfg := &s.health.cfg
 	r := ReadyReport{Failing: []string{}, MaxLoopLagMs: -1, MaxUtilisation: -1, MaxOffloadQueue: -1, Utilisation: -1,
 		UtilisationSecs: int(healthUtilWindow / time.Second), LagSampleEveryMs: ms(healthSampleEvery)}

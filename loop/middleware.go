@@ -16,12 +16,19 @@ func chain(h HandlerFunc, mw []Middleware) HandlerFunc {
 }
 
 // Use adds middleware for the routes registered after it, in order: the first added runs
-// outermost. Call it before ListenAndServe, from one goroutine.
+// outermost. With Config.Shards > 1 it applies to every shard. Call it before
+// ListenAndServe, from one goroutine.
 func (s *Server) Use(mw ...Middleware) {
 	if s.life.load() != stateNew {
 		panic("loop: Use called after ListenAndServe")
 	}
-	s.middleware = append(s.middleware, mw...)
+	if s.shards == nil {
+		s.middleware = append(s.middleware, mw...)
+		return
+	}
+	for _, sh := range s.shards.all { // every shard's routes get it
+		sh.middleware = append(sh.middleware, mw...)
+	}
 }
 
 // Group returns a route group: its routes' paths start with prefix (e.g. "/api/v1") and
@@ -55,5 +62,5 @@ func (g *Group) Handle(pattern string, h HandlerFunc, opts ...RouteOption) {
 		method, path = pattern[:i+1], strings.TrimLeft(pattern[i+1:], " ")
 	}
 	mw := append(append([]Middleware{}, g.srv.middleware...), g.mw...)
-	g.srv.handle(method+g.prefix+path, h, mw, opts)
+	g.srv.handleAll(method+g.prefix+path, h, mw, opts)
 }

@@ -33,6 +33,9 @@ type loopMode struct{ s *Server }
 // them in step.
 func (m loopMode) start(c *Ctx, first bool) {
 	s := m.s
+	if s.chaining.picking {
+		first = false // a task cannot run another from inside a chain: queue it
+	}
 	switch {
 	case first && s.acct.on && s.turnAt != 0:
 		if s.lastAt == 0 {
@@ -58,7 +61,14 @@ func (s *Server) runTask(t *scheduler.Task) {
 	} else {
 		c.route.h(c)
 	}
-	s.finishRequest(c)
+	cs := c.conn
+	s.finishRequest(c) // c may be released from here on
+	if cs.serving && cs.accepting() && cs.gc.InboundBuffered() > 0 {
+		// Started by serve (dispatch), in its first slice, and more input is buffered:
+		// the connection's next request runs on this coroutine (chain.go). accepting
+		// first: a closed connection's gnet.Conn must not be touched.
+		s.chainFrom(t, cs)
+	}
 }
 
 func (m loopMode) flush(c *Ctx) error {

@@ -1,22 +1,19 @@
 package loop
 
-import (
-	"context"
-	"runtime/debug"
+import "runtime/debug"
 
-	"golang.org/x/sys/unix"
-)
+// The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose); the control
+// connection's OnTraffic runs the door's batches; each callback brackets itself with
+// busyStart/busyEnd (the loop's utilisation) and ends by pumping: ready tasks run one
+// slice each, then the output they produced is written, one write per connection. Tasks
+// made ready meanwhile wait for the next turn, requested through the control socket so
+// the loop polls I/O in between.
 
-// The loop turn. gnet calls back for I/O (OnTraffic, OnOpen, OnClose) and runs the door's
-// batches; each callback brackets itself with busyStart/busyEnd (the loop's utilisation)
-// and ends by pumping: ready tasks run one slice each, then the output they produced is
-// written, one write per connection. Tasks made ready meanwhile wait for the next turn,
-// requested through the control socket so the loop polls I/O in between.
-
-// runDoor runs on the loop for each batch of posted functions.
-func (s *Server) runDoor(context.Context) error {
-	s.busyStart()
-	defer s.busyEnd()
+// runDoor runs the door's batch of posted functions, then the pump. It runs in the control
+// connection's OnTraffic (inside its busyStart/busyEnd) whenever the control socket was
+// readable: a post started a batch, or postPump asked for a turn. An error stops the
+// engine.
+func (s *Server) runDoor() error {
 	batch, wakes := s.door.take()
 	for _, fn := range batch {
 		s.safely(fn)
@@ -24,12 +21,20 @@ func (s *Server) runDoor(context.Context) error {
 	for _, wk := range wakes {
 		wk.WakeAt(s.turnAt) // ready since the turn began: no clock read per wake
 	}
+	// A batch of wakes only (offloaded calls' resumes, the usual case) leaves the turn's
+	// reading fresh: the pump's first slice starts at it, so Run reads no clock of its own.
+	// Posted functions or a write since make it stale (the flush zeroes lastAt).
+	fresh := len(batch) == 0
 	s.door.recycle(batch, wakes)
 	s.flushDirty() // responses the batch finished (multi-thread handlers) leave before the pump's tasks hold the loop
 	s.pumpPosted = false
 	st := s.life.load()
 	if st < stateStopping {
-		s.pump()
+		at := int64(0)
+		if fresh && s.turnAt != 0 && s.lastAt == s.turnAt {
+			at = s.turnAt
+		}
+		s.pumpAt(at)
 		st = s.life.load()
 	}
 	if st >= stateStopping {
@@ -57,12 +62,22 @@ func (s *Server) safely(fn func()) {
 // pump runs ready tasks and then writes what they produced. It runs after every gnet
 // callback and door batch. Tasks made ready while it runs wait for the next turn, so the
 // loop polls I/O between batches.
-func (s *Server) pump() {
+func (s *Server) pump() { s.pumpAt(0) }
+
+// pumpAt is pump with the loop's clock reading at, or 0 to have Run read the clock: at
+// must be a reading taken in this callback after which nothing but wakes at or before it
+// ran (scheduler.RunAt).
+func (s *Server) pumpAt(at int64) {
 	if s.acct.on {
 		_, ready := s.sched.Len()
 		s.acct.loop.ReadyDepth(ready)
 	}
-	more := s.sched.Run()
+	var more bool
+	if at != 0 {
+		more = s.sched.RunAt(at)
+	} else {
+		more = s.sched.Run()
+	}
 	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
 	s.flushDirty()
 	if more {
@@ -71,23 +86,22 @@ func (s *Server) pump() {
 	s.checkDrained()
 }
 
-// postPump arranges another pump after the loop has polled I/O. It writes a byte to the
-// control socket rather than posting through the door: gnet runs posted functions in a loop
-// that drains its queue before polling again, so a pump that re-posted itself there would
-// starve every connection (found by TestYieldingTaskDoesNotStarveIO). A readable control
-// socket goes through epoll with all the other connections; its handler then posts the
-// pump, which runs after that epoll batch's I/O.
+// postPump arranges another pump after the loop has polled I/O: it wakes the loop through
+// the door (one byte to the control socket, shared with a batch of posted functions if
+// one is pending), and the control connection's OnTraffic runs the door's batch and then
+// the pump. The byte goes through epoll with every other connection, so a task that
+// yields in a loop gets one slice per turn and cannot starve I/O
+// (TestYieldingTaskDoesNotStarveIO); connections that became readable while the last
+// slices ran are usually ahead of the byte in epoll's ready list, so their new requests
+// are served before ready tasks get another slice. Loop-confined.
 func (s *Server) postPump() {
 	if s.pumpPosted {
 		return
 	}
 	s.pumpPosted = true
-	if fd := s.ctlPeer.Load(); fd >= 0 {
-		if _, err := unix.Write(int(fd), pumpByte[:]); err == nil {
-			return
-		}
+	if !s.door.kick() {
+		s.door.post(s.pumpFn) // the door is not open yet: open wakes the loop for it
 	}
-	s.door.post(s.pumpFn) // no control socket (before the loop is reachable): fall back
 }
 
 var pumpByte = [1]byte{1}

@@ -49,10 +49,14 @@ type Server struct {
 	router router.Router[*route] // written by Handle before ListenAndServe, read-only after
 
 	runTaskFn   func(*scheduler.Task)
+	chaining    chainState // request tasks serving their connection's next request (chain.go)
 	housekeepFn func()
 	pumpFn      func()
 	sweepEvery  time.Duration
 	middleware  []Middleware // added by Use before ListenAndServe
+	shards      *shardSet    // every shard of the server, nil with Config.Shards == 1 (shard.go)
+	shardIdx    int          // this Server's index in shards
+	shardRef    *Shard       // what Server.Shard returns for this shard
 
 	// Safe for concurrent use.
 	life      lifecycle
@@ -114,6 +118,19 @@ func New(cfg Config) *Server {
 		panic(err)
 	}
 	cfg = cfg.withDefaults()
+	var s *Server
+	if cfg.Shards > 1 {
+		s = newShards(cfg) // shard.go
+	} else {
+		s = newServer(cfg, nil)
+	}
+	s.warnConfig()
+	return s
+}
+
+// newServer returns one loop's Server for cfg (with defaults applied), using pool as its
+// offload pool, or a pool of its own when pool is nil.
+func newServer(cfg Config, pool *offload.Pool) *Server {
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -121,10 +138,10 @@ func New(cfg Config) *Server {
 		done:    make(chan struct{}),
 		pending: map[*TaskHandle]struct{}{},
 	}
-	s.warnConfig()
+	s.shardRef = &Shard{srv: s}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.ctlPeer.Store(-1)
-	s.door.init(s.runDoor)
+	s.door.init()
 	s.runTaskFn = s.runTask
 	s.housekeepFn = s.housekeepTick
 	s.pumpFn = func() {}
@@ -151,7 +168,10 @@ func New(cfg Config) *Server {
 		LockedOSThread: cfg.LockOSThread,
 	})
 	s.epoch = s.sched.Epoch() // one clock for the server, the scheduler and accounting
-	s.pool = offload.New(cfg.Offload)
+	s.pool = pool
+	if s.pool == nil {
+		s.pool = offload.New(cfg.Offload)
+	}
 	s.initAccounting()
 	s.initHealth()
 	s.date.Update(time.Now())
@@ -190,10 +210,23 @@ func sweepInterval(cfg Config) time.Duration {
 // path segment (read it with Ctx.PathValue) and a final "{name...}" matches the rest of the
 // path. Without a method the route matches every method; GET routes also serve HEAD.
 // The middleware added with Use so far wraps h. Options such as Exempt change how the
-// route is served. It panics on a malformed or duplicate pattern, or after ListenAndServe
-// was called. Call it before ListenAndServe, from one goroutine.
+// route is served. With Config.Shards > 1 the route is registered on every shard: h
+// runs on whichever shard the connection landed on (Ctx.Shard tells which). It panics on a
+// malformed or duplicate pattern, or after ListenAndServe was called. Call it before
+// ListenAndServe, from one goroutine.
 func (s *Server) Handle(pattern string, h HandlerFunc, opts ...RouteOption) {
-	s.handle(pattern, h, s.middleware, opts)
+	s.handleAll(pattern, h, s.middleware, opts)
+}
+
+// handleAll registers the route on every shard (on s alone without shards).
+func (s *Server) handleAll(pattern string, h HandlerFunc, mw []Middleware, opts []RouteOption) {
+	if s.shards == nil {
+		s.handle(pattern, h, mw, opts)
+		return
+	}
+	for _, sh := range s.shards.all {
+		sh.handle(pattern, h, mw, opts)
+	}
 }
 
 func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []RouteOption) {
@@ -223,8 +256,9 @@ func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []R
 // Post runs fn on the loop goroutine soon, after the functions posted before it. It is the
 // one door for other goroutines into the loop: fn may touch loop-owned state, resolve
 // Futures and start tasks. fn must not block. Functions posted before the server is ready
-// run once it is. Post returns ErrServerClosed if the loop will not run fn.
-// Safe for concurrent use.
+// run once it is. Post returns ErrServerClosed if the loop will not run fn. With
+// Config.Shards > 1, fn runs on this Server's shard: shard 0 for the Server New returned
+// (Shard(i).Post reaches another). Safe for concurrent use.
 func (s *Server) Post(fn func()) error {
 	if fn == nil {
 		panic("loop: Post(nil)")
@@ -241,22 +275,51 @@ func (s *Server) postInternal(fn func()) {
 }
 
 // Ready returns a channel closed once the server accepts connections and runs posted
-// functions, or once it has stopped without getting there. Safe for concurrent use.
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+// functions (every shard's, with Config.Shards > 1), or once it has stopped without getting
+// there. Safe for concurrent use.
+func (s *Server) Ready() <-chan struct{} {
+	if s.shards != nil {
+		return s.shards.ready
+	}
+	return s.ready
+}
 
 // Done returns a channel closed when ListenAndServe has returned, or when a server that
 // never started was shut down. Safe for concurrent use.
-func (s *Server) Done() <-chan struct{} { return s.done }
+func (s *Server) Done() <-chan struct{} {
+	if s.shards != nil {
+		return s.shards.done
+	}
+	return s.done
+}
 
 // Addr returns the address the server listens on, or nil before it is ready. With port 0
-// in Config.Addr it reports the port the kernel chose. Safe for concurrent use.
-func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
+// in Config.Addr it reports the port the kernel chose (every shard listens on it). Safe
+// for concurrent use.
+func (s *Server) Addr() *net.TCPAddr {
+	if s.shards != nil {
+		return s.shards.all[0].addr.Load()
+	}
+	return s.addr.Load()
+}
 
 // ListenAndServe listens on Config.Addr and serves until Shutdown or Close, then returns
 // ErrServerClosed. Any other error means the server could not start, or its event loop
 // stopped without a Shutdown (wrapping ErrEngineStopped): restart it. It blocks; call it
 // once, from any goroutine. After a Shutdown or Close it returns ErrServerClosed at once.
+// With Config.Shards > 1 it serves every shard and returns when all have stopped; a shard
+// that stops by itself makes the others drain (for at most 10 s), and the error
+// names it.
 func (s *Server) ListenAndServe() error {
+	if s.shards != nil {
+		return s.shards.listenAndServe()
+	}
+	return s.serveLoop()
+}
+
+// serveLoop is ListenAndServe for one loop. It listens on Config.Addr unless its acceptor is
+// already listening (shards: shardSet.listen).
+func (s *Server) serveLoop() error {
 	if !s.life.move(stateNew, stateStarting) {
 		if s.life.load() >= stateStopping {
 			<-s.done
@@ -268,6 +331,7 @@ func (s *Server) ListenAndServe() error {
 	if !s.cfg.KeepFileLimit {
 		raiseFileLimit(s.log)
 	}
+	raiseGOMAXPROCS(s.cfg.KeepGOMAXPROCS, s.Shards(), s.log) // procs.go
 	opts := []gnet.Option{
 		gnet.WithNumEventLoop(1),
 		gnet.WithMulticore(false),
@@ -279,7 +343,10 @@ func (s *Server) ListenAndServe() error {
 		gnet.WithLogger(gnetLogger{s.log}),
 		gnet.WithLoadBalancing(gnet.LeastConnections), // Engine.Register runs on the acceptor goroutine; RoundRobin's next() is not safe for that
 	}
-	err := s.guard.listen(s.cfg.Addr, s.log) // we accept, not gnet (accept_guard.go)
+	var err error
+	if s.guard.acc.Load() == nil {
+		err = s.guard.listen(s.cfg.Addr, s.log) // we accept, not gnet (accept_guard.go)
+	}
 	if err == nil {
 		err = gnet.Run((*events)(s), s.guard.gnetAddr(), opts...) // was "tcp://"+s.cfg.Addr
 	}
@@ -298,13 +365,9 @@ func (s *Server) ListenAndServe() error {
 	if w := s.acct.watchdog; w != nil {
 		w.Stop()
 	}
-	poolCtx := s.shutdownContext()
-	if poolCtx == nil { // stopped by itself: bound the wait for offloaded functions
-		var cancel context.CancelFunc
-		poolCtx, cancel = context.WithTimeout(context.Background(), offloadCloseTimeout)
-		defer cancel()
+	if s.shards == nil { // shards share one pool: shardSet.listenAndServe closes it
+		s.closePoolAfterStop()
 	}
-	s.closePool(poolCtx)
 	if fd := s.ctlPeer.Swap(-1); fd >= 0 {
 		_ = unix.Close(int(fd))
 	}
@@ -321,6 +384,19 @@ func (s *Server) ListenAndServe() error {
 	return ErrServerClosed
 }
 
+// closePoolAfterStop closes the offload pool once the loop has stopped, waiting for
+// offloaded functions until the first Shutdown's context ends, or for offloadCloseTimeout
+// when the server stopped by itself.
+func (s *Server) closePoolAfterStop() {
+	poolCtx := s.shutdownContext()
+	if poolCtx == nil { // stopped by itself: bound the wait for offloaded functions
+		var cancel context.CancelFunc
+		poolCtx, cancel = context.WithTimeout(context.Background(), offloadCloseTimeout)
+		defer cancel()
+	}
+	s.closePool(poolCtx)
+}
+
 // releaseReady closes ready if the server never became ready, releasing its waiters.
 func (s *Server) releaseReady() {
 	select {
@@ -332,14 +408,24 @@ func (s *Server) releaseReady() {
 
 // Shutdown stops the server gracefully: requests already being handled finish and get
 // their responses, idle connections close, requests arriving meanwhile get 503 with
-// "Connection: close", the drain signal (Server.Draining) is set and the OnDrain hooks
+// "Retry-After: 1" and "Connection: close" (they did not run), the drain signal (Server.Draining) is set and the OnDrain hooks
 // run; once nothing is in flight the loop stops. If ctx ends first, the remaining tasks are
 // unwound (their deferred functions run, their connections close) and Shutdown returns
 // ctx.Err() once the loop has stopped; offloaded functions still running are waited for
 // only until ctx ends. It returns nil if the drain completed, also when the server was
 // never started. Every call waits for the stop; later calls return nil. A Shutdown during
-// start begins the drain as soon as the loop is up. Safe for concurrent use.
+// start begins the drain as soon as the loop is up. With Config.Shards > 1 every shard
+// drains at once under ctx, and Shutdown returns when all have stopped. Safe for
+// concurrent use.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.shards != nil {
+		return s.shards.shutdown(ctx)
+	}
+	return s.shutdownOne(ctx)
+}
+
+// shutdownOne is Shutdown for one loop.
+func (s *Server) shutdownOne(ctx context.Context) error {
 	s.setShutdownContext(ctx)
 	for {
 		switch st := s.life.load(); st {
@@ -350,7 +436,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.door.close()
 			s.endPending()
 			s.cancel()
-			s.closePool(ctx)
+			if s.shards == nil {
+				s.closePool(ctx)
+			}
 			s.releaseReady()
 			close(s.done)
 			return nil
@@ -408,9 +496,13 @@ func (s *Server) shutdownContext() context.Context {
 	return s.drainCtx
 }
 
-// DrainReport returns what the last graceful shutdown drained. It waits until Done is
+// DrainReport returns what the last graceful shutdown drained: the sum over the shards
+// with Config.Shards > 1 (Shard(i).DrainReport has each one's). It waits until Done is
 // closed. Safe for concurrent use.
 func (s *Server) DrainReport() DrainReport {
+	if s.shards != nil {
+		return s.shards.drainReport()
+	}
 	<-s.done
 	return s.drain.report
 }

@@ -41,6 +41,9 @@ type Snapshot struct {
 	// sums the rest, so listed rooms plus Other are every room. ViewRooms.
 	Rooms      accounting.RoomsSnapshot
 	WebSockets WebSocketsSnapshot // ViewWebSockets
+	// Shards holds each shard's own sections, in shard order, with Config.Shards > 1 (nil
+	// otherwise); the fields above are then the totals (docs/accounting.md, "Shards").
+	Shards []Snapshot
 }
 
 // WebSocketsSnapshot is the websockets page's totals and per-route figures (without its
@@ -100,8 +103,17 @@ const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission | ViewRoom
 //
 // Safe for concurrent use, but not on the loop goroutine (a handler in single-thread mode,
 // a function given to Post): it would wait for itself. A handler that wants the figures
-// calls it from a goroutine of its own, or mounts HandleStats.
+// calls it from a goroutine of its own, or mounts HandleStats. With Config.Shards > 1
+// every shard is asked at once, and Snapshot.Shards holds each one's sections.
 func (s *Server) Snapshot(ctx context.Context, v View) (Snapshot, error) {
+	if s.shards != nil {
+		return s.shards.snapshot(ctx, v) // shard_stats.go
+	}
+	return s.snapshotOne(ctx, v)
+}
+
+// snapshotOne is Snapshot for this shard alone.
+func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 	var snap Snapshot
 	var routes *accounting.RoutesCopy // the loop's copy of the routes, read below
 	if v&onLoopViews != 0 {

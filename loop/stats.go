@@ -361,6 +361,10 @@ func (s *Server) HandleStats(prefix string) {
 	if s.cfg.NoAccounting {
 		panic("loop: HandleStats with Config.NoAccounting")
 	}
+	if s.shards != nil { // every page shows the totals and each shard (shard_stats.go)
+		s.shards.handleStats(prefix)
+		return
+	}
 	for _, kind := range statsKinds {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
@@ -473,8 +477,12 @@ func (s *Server) admissionSnapshot() AdmissionSnapshot {
 // /admission. Snapshots are taken on the loop through Post; rendering happens on the
 // net/http goroutine. A path ending in / serves the live dashboard and one ending in
 // /events its event stream (mount the handler on a prefix such as "/debug/baton/").
+// With Config.Shards > 1 every page shows the totals and each shard's figures.
 // Safe for concurrent use.
 func (s *Server) StatsHandler() http.Handler {
+	if s.shards != nil {
+		return s.shards.statsHandler() // shard_stats.go
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/websockets") {
 			s.serveWSStatsHTTP(w, r) // ws_stats.go

@@ -75,8 +75,9 @@ type WSConn struct {
 	writers []scheduler.Waker // tasks parked on backpressure
 	watched bool              // a drain watch is armed for the writers
 
-	lastIn int64 // loop clock of the last bytes from the client
-	pingAt int64 // loop clock of the unanswered ping, 0 when none
+	lastIn  int64  // loop clock of the last bytes from the client
+	pingAt  int64  // loop clock of the unanswered ping, 0 when none; moved up by output progress
+	pingAck uint64 // bytes the client acknowledged, at the last sweep while a ping is unanswered
 
 	mark int64 // the reader task's on-loop time when it took the last message; -1 when none
 
@@ -728,6 +729,16 @@ func (w *WSConn) sweep(now int64) {
 	if cfg.PingInterval <= 0 {
 		return
 	}
+	if w.pingAt != 0 {
+		// The ping may be queued behind a backlog the client is still reading (in gnet's
+		// buffer and the kernel's send queue), so its pong comes late: output the client
+		// acknowledged since the last sweep shows it is alive, and the pong timeout
+		// restarts. A client that reads nothing acknowledges nothing: the pong timeout (or
+		// the stall timeout) still ends it.
+		if acked := bytesAcked(cs.gc.Fd()); acked != w.pingAck {
+			w.pingAt, w.pingAck = now, acked
+		}
+	}
 	switch {
 	case w.pingAt != 0 && now-w.pingAt >= int64(cfg.PongTimeout):
 		s.ws.pingTimeouts++
@@ -737,7 +748,7 @@ func (w *WSConn) sweep(now int64) {
 			w.c.Task.cancel(ErrPingTimeout)
 		}
 	case w.pingAt == 0 && now-w.lastIn >= int64(cfg.PingInterval):
-		w.pingAt = now
+		w.pingAt, w.pingAck = now, bytesAcked(cs.gc.Fd())
 		cs.out, _ = httpcodec.AppendWSFrame(cs.out, httpcodec.WSPing, true, nil)
 		s.markDirty(cs)
 	}

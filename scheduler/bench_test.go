@@ -59,6 +59,35 @@ func BenchmarkParkResumeAt(b *testing.B) {
 	})
 }
 
+// BenchmarkParkResumeRunAt is BenchmarkParkResumeAt with Run given the same reading
+// (RunAt), as the loop's door does when its batch held only wakes: with accounting on the
+// round trip reads the clock once, at the end of the slice. The reading is taken once,
+// outside the loop, standing for the turn's (the loop reads it once per turn, whatever the
+// number of wakes in the batch).
+func BenchmarkParkResumeRunAt(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		var wk Waker
+		s.Go(func(t *Task) {
+			for {
+				wk = t.Waker()
+				if t.Park(ReasonOther) != nil {
+					return
+				}
+			}
+		})
+		s.Run()
+		turn := s.Now()
+		b.ReportAllocs()
+		c0 := processCPU()
+		for b.Loop() {
+			wk.WakeAt(turn)
+			s.RunAt(turn)
+		}
+		b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
+	})
+}
+
 // processCPU returns the CPU time the process has used, in nanoseconds. On a machine
 // shared with other work it leaves out the time spent waiting for a core, so "cpu-ns/op"
 // is steadier than ns/op there.

@@ -31,11 +31,16 @@
 // A task moves through these states ([State]):
 //
 //	Spawn                      -> Ready
-//	Ready   -> Running         Run picked it from the ready queue
+//	Ready   -> Running         Run picked it from the ready queue; SpawnNow, SpawnNowAt or a
+//	                           chain (Task.Chain) ran it at once
 //	Running -> Parked          Park, Sleep, Future.Await, Event.Wait (and their Timeout forms)
 //	Running -> Ready           Yield
 //	Running -> Done            its function returned, panicked or called runtime.Goexit
 //	Parked  -> Ready           Wake, Cancel, its Sleep timer or deadline, Future.Resolve, Event.Set
+//
+// A chain: a task whose function returns after calling [Task.Chain] is Done as any other,
+// and the task its chain function names is spawned and runs at once on the same coroutine,
+// with no switch back to the loop in between (one switch pair serves the whole chain).
 //
 // # Panics and runtime.Goexit
 //
@@ -64,6 +69,7 @@
 // # Accounting
 //
 // Every switch updates the task's [Stats] (raw counters, no allocation, no lock) using the
-// monotonic clock, one read per switch edge, and calls [Hooks] if set.
+// monotonic clock, one read per switch edge, and calls [Hooks] if set. In a chain
+// ([Task.Chain]) the one reading that ends a task's slice also starts the next task's.
 // [Scheduler.Running] lets a watchdog on another goroutine see the slice in progress.
 package scheduler

@@ -151,6 +151,9 @@ type Scheduler struct {
 	closed bool
 	nextID uint64
 
+	givenNow  int64 // RunAt's reading, for the Run it calls
+	haveGiven bool  // givenNow is set
+
 	rhead, rtail *Task // ready queue (FIFO)
 	nready       int
 	lhead, ltail *Task // live tasks, oldest first
@@ -303,6 +306,14 @@ func (s *Scheduler) newTaskAt(fn func(t *Task), arg any, now int64) *Task {
 		t.sleep.idx = -1
 		t.sleep.task = t
 	}
+	s.initTask(t, fn, arg, now)
+	return t
+}
+
+// initTask makes t, a struct out of every list (new, from the idle pool, or a task that
+// chain reuses), a Ready task spawned at now that runs fn(arg), in no queue yet. The
+// scheduler is open and fn is not nil.
+func (s *Scheduler) initTask(t *Task, fn func(t *Task), arg any, now int64) {
 	s.nextID++
 	t.id = s.nextID
 	t.fn, t.arg = fn, arg
@@ -322,7 +333,6 @@ func (s *Scheduler) newTaskAt(fn func(t *Task), arg any, now int64) *Task {
 	s.spawned++
 
 	t.spawnAt, t.readyAt = now, now
-	return t
 }
 
 // SpawnNow creates a task like Spawn and runs its first slice at once, ahead of the tasks
@@ -400,6 +410,8 @@ func (s *Scheduler) Go(fn func(t *Task)) *Task { return s.Spawn(fn, nil) }
 // Loop only: it panics if called from inside a task, re-entrantly, or from a goroutine other
 // than the first one that called it.
 func (s *Scheduler) Run() (more bool) {
+	now, haveNow := s.givenNow, s.haveGiven // RunAt's reading, if any
+	s.haveGiven = false
 	if s.cur != nil {
 		panic(fmt.Sprintf("scheduler: Run called from inside task %d: only the loop goroutine may run tasks", s.cur.id))
 	}
@@ -411,9 +423,10 @@ func (s *Scheduler) Run() (more bool) {
 		return false
 	}
 	s.inRun = true
-	now, haveNow := int64(0), false
 	if len(s.heap) > 0 {
-		now, haveNow = s.clock(), true
+		if !haveNow {
+			now, haveNow = s.clock(), true
+		}
 		if s.fireDue(now) {
 			now = s.clock() // callbacks ran: the reading is stale
 		}
@@ -440,13 +453,29 @@ func (s *Scheduler) Run() (more bool) {
 	return s.nready > 0
 }
 
+// RunAt is Run given now, a reading of the scheduler's clock (Now, or a Waker.WakeAt
+// reading) that the caller took on the loop since the last slice ran, so that Run reads
+// the clock for neither timers nor accounting before the first slice: the loop passes the
+// reading its turn began with when nothing but wakes ran since. Ready tasks' queue delay
+// is measured to now and the first slice starts at now, so a reading older than the work
+// done since moves that work into the first slice's figures; timers due after now fire at
+// a later Run. Loop only, like Run.
+func (s *Scheduler) RunAt(now int64) (more bool) {
+	s.givenNow, s.haveGiven = now, true
+	return s.Run()
+}
+
 // resume runs one slice of t, which is Ready and out of the queue. now is the current clock
-// reading (if accounting); it returns the reading at the end of the slice.
+// reading (if accounting); it returns the reading at the end of the slice. When t's
+// function returns having called Task.Chain, the slice may go on with further tasks on the
+// same coroutine (see chain): resume then accounts for the last of them.
 func (s *Scheduler) resume(t *Task, now int64) int64 {
 	if t.resume == nil {
 		t.resume, t.stop = iter.Pull(t.body)
 		s.coroutines++
 	}
+	// startSlice, inlined by hand (the compiler does not): a call here costs every
+	// SpawnNow and every slice Run runs. Keep the two in step.
 	t.state = Running
 	s.cur = t
 	t.st.Rounds++
@@ -479,6 +508,14 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 	t.resume() // switch into the task until it parks, yields or returns
 
 	s.cur = nil
+	if t.ended {
+		// A chain ended with no task to follow: the last task's slice was accounted for
+		// on its coroutine, before the chain looked for a successor.
+		t.ended = false
+		s.recycle(t)
+		return t.sliceEnd
+	}
+	// stopSlice, inlined by hand as startSlice above. Keep the two in step.
 	s.switches++
 	if s.acct {
 		s.runStart.Store(0)
@@ -533,6 +570,105 @@ func (s *Scheduler) resume(t *Task, now int64) int64 {
 	return now
 }
 
+// startSlice makes t, Ready and out of the queue, the running task and accounts for the
+// start of its slice at the clock reading now. resume has a copy inlined by hand.
+func (s *Scheduler) startSlice(t *Task, now int64) {
+	t.state = Running
+	s.cur = t
+	t.st.Rounds++
+	if s.acct {
+		wait := now - t.readyAt
+		t.lastWait = wait
+		t.st.QueueDelay += time.Duration(wait)
+		if !t.started {
+			t.st.FirstRunDelay = time.Duration(now - t.spawnAt)
+		}
+		t.sliceStart = now
+		s.waits[s.nwaits] = wait
+		if s.pubID != t.id {
+			s.pubID = t.id
+			s.runID.Store(int64(t.id))
+		}
+		s.runStart.Store(now + 1) // stored after runID; nonzero while a slice runs
+	}
+	t.started = true
+	if h := s.hooks.OnRun; h != nil {
+		h(t)
+	}
+	if t.gid != s.lastG || t.gid == 0 {
+		s.lastG = t.gid
+		if h := s.hooks.OnCoroutine; h != nil {
+			h(t)
+		}
+	}
+}
+
+// stopSlice accounts for the end of t's slice, reading the clock (if accounting), and
+// returns the reading (0 without accounting). resume has a copy inlined by hand.
+func (s *Scheduler) stopSlice(t *Task) (now int64) {
+	s.switches++
+	if !s.acct {
+		return 0
+	}
+	s.runStart.Store(0)
+	now = s.clock()
+	d := now - t.sliceStart
+	t.lastRun, t.sliceEnd = d, now
+	t.st.OnLoop += time.Duration(d)
+	if time.Duration(d) > t.st.MaxSlice {
+		t.st.MaxSlice = time.Duration(d)
+	}
+	sl := &s.slices // its Count is nwaits, set when flushed
+	sl.Total += time.Duration(d)
+	sl.Max = max(sl.Max, time.Duration(d))
+	if d > s.slowSlice {
+		t.st.SlowSlices++
+		t.st.SlowTime += time.Duration(d)
+		sl.Slow++
+		sl.SlowTotal += time.Duration(d)
+	}
+	if s.nwaits++; s.nwaits == sliceBatch {
+		s.FlushSlices()
+	}
+	return now
+}
+
+// chain runs on the coroutine of t, whose function has just returned after calling
+// Task.Chain: it accounts for the end of t's slice as resume would (t is Done, OnStop is
+// called and t leaves the live tasks), then asks the chain function for a task to follow.
+// If it names one, t's struct (and coroutine) becomes that task, Ready since the reading
+// the chain function gave and Running from the end of t's slice (or from that reading if
+// later), and chain reports true: the coroutine calls the new task's function without a
+// switch to the loop. Otherwise t is marked ended for resume to recycle once the
+// coroutine has switched back.
+func (s *Scheduler) chain(t *Task) bool {
+	pick, arg := t.chain, t.chainArg
+	t.chain, t.chainArg = nil, nil
+	if s.closed || t.killed || t.goexited {
+		return false
+	}
+	s.cur = nil
+	end := s.stopSlice(t)
+	if h := s.hooks.OnStop; h != nil {
+		h(t, Done, ReasonOther)
+	}
+	s.unlink(t)
+	fn, next, ready := pick(arg)
+	if fn == nil || s.closed {
+		t.ended = true
+		return false
+	}
+	if !s.acct {
+		ready, end = 0, 0
+	}
+	s.initTask(t, fn, next, ready)
+	if h := s.hooks.OnReady; h != nil {
+		h(t)
+	}
+	s.startSlice(t, max(end, ready))
+	return true
+}
+
 // FlushSlices hands the slice figures gathered since the last call to Hooks.OnSlices (if
 // any slice ran). The loop calls it before reading its loop-wide figures. Loop-confined.
 func (s *Scheduler) FlushSlices() {
@@ -559,6 +695,13 @@ func (s *Scheduler) pushReady(t *Task) {
 
 // finish removes a Done task from the live list and recycles its struct and coroutine.
 func (s *Scheduler) finish(t *Task) {
+	s.unlink(t)
+	s.recycle(t)
+}
+
+// unlink removes a Done task from the live list, counts it completed and clears what
+// refers to its function.
+func (s *Scheduler) unlink(t *Task) {
 	if t.lprev != nil {
 		t.lprev.lnext = t.lnext
 	} else {
@@ -573,6 +716,11 @@ func (s *Scheduler) finish(t *Task) {
 	s.nlive--
 	s.completed++
 	t.fn, t.arg, t.err, t.wakeErr, t.label = nil, nil, nil, nil, ""
+}
+
+// recycle puts an unlinked task's struct, with its coroutine, in the idle pool, or stops
+// the coroutine when the pool is full.
+func (s *Scheduler) recycle(t *Task) {
 	if s.nfree >= s.maxIdle {
 		t.stopCoroutine()
 		return

@@ -128,6 +128,12 @@ type Task struct {
 	// timed: the task's sleep timer ends the current park with ErrTimeout (ParkTimeout and
 	// the other timed waits), not with nil (Sleep).
 	timed bool
+	// ended: a chain (see Task.Chain) accounted for the task's end and found no task to
+	// follow; resume only recycles the struct.
+	ended bool
+
+	chain    ChainFunc // set by Chain: what runs after the function returns
+	chainArg any
 
 	// The coroutine serving this task. It stays attached to the Task struct while the
 	// struct sits in the idle pool, so one coroutine serves many tasks in turn.
@@ -458,6 +464,9 @@ func (t *Task) body(yield func(struct{}) bool) {
 	for {
 		t.call()
 		t.state = Done
+		if t.chain != nil && t.s.chain(t) {
+			continue // t is the next task now, running: no switch to the loop
+		}
 		if !yield(struct{}{}) {
 			return
 		}
@@ -472,6 +481,7 @@ func (t *Task) call() {
 		if ok {
 			return
 		}
+		t.chain, t.chainArg = nil, nil // a chain follows only a function that returned
 		switch v := recover(); {
 		case v == nil:
 			// The goroutine is in runtime.Goexit (called by the function, or by one of its
@@ -504,6 +514,38 @@ func (t *Task) goexit() {
 	// After this switch the Task belongs to the loop again (and may serve another task):
 	// nothing below may touch it.
 	yield(struct{}{})
+}
+
+// ChainFunc picks the task that follows a finished one on its coroutine (see Task.Chain).
+// It receives the arg given to Chain and returns the next task's function and arg and the
+// clock reading (nanoseconds since Epoch) since which that task counts as ready, or a nil
+// function for none. It runs on the loop (on the finished task's coroutine, with no task
+// running: Scheduler.Current is nil) and may do what loop-confined code may, except run
+// tasks (SpawnNow, Run) or park; a panic in it reaches the caller of the SpawnNow or Run
+// that ran the finished task, as a panic in the loop's own code would.
+type ChainFunc func(arg any) (fn func(t *Task), next any, ready int64)
+
+// Chain asks that, once t's function has returned, pick(arg) choose a task to run next on
+// the same coroutine at once, without a switch back to the loop: a loop that serves a
+// batch of short requests pays the coroutine switch once per batch rather than once per
+// request. Call it as the last thing the function does; the latest call counts, and a
+// function that panics or calls runtime.Goexit chains nothing.
+//
+// When the function returns, t ends as it would otherwise (its slice ends with a clock
+// reading, Hooks.OnStop reports it Done, it leaves the live tasks and the *Task may not
+// be used any more); then pick runs. The task it names is spawned as by SpawnNowAt: a new
+// task (new id, its own Stats), Ready since the reading pick returned and Running from the
+// end of t's slice (or from that reading, if later), so the time pick took counts as the
+// new task's time on the loop. The new task runs on t's struct and coroutine, so its *Task
+// may equal t. If it returns having called Chain in its turn, the chain goes on. The
+// SpawnNow, SpawnNowAt or Run call that resumed t returns once a task of the chain parks
+// or yields, or a function returns without a successor, with the clock reading at the end
+// of that last slice.
+//
+// Task only.
+func (t *Task) Chain(pick ChainFunc, arg any) {
+	t.mustRun("Chain")
+	t.chain, t.chainArg = pick, arg
 }
 
 // unwindError is the panic value Close uses to unwind parked tasks.

@@ -51,3 +51,59 @@ func TestWakeAtUsesGivenReading(t *testing.T) {
 	require.Equal(t, 3, parks)
 	assert.False(t, Waker{}.WakeAt(at), "the zero Waker wakes nothing")
 }
+
+// TestRunAtStartsAtGivenReading: RunAt measures queue delay to the given reading and
+// starts the first slice there (a reading older than the work done since moves that work
+// into the slice), and fires no timer due after the reading; Run afterwards reads the
+// clock again.
+func TestRunAtStartsAtGivenReading(t *testing.T) {
+	s := newSync(t, Config{})
+	var wk Waker
+	parks := 0
+	task := s.Go(func(t *Task) {
+		for {
+			wk = t.Waker()
+			parks++
+			if t.Park(ReasonOther) != nil {
+				return
+			}
+		}
+	})
+	s.Run()
+	require.Equal(t, 1, parks)
+
+	const gap = 2 * time.Millisecond
+	before := task.Stats() // parked: its queue delay is settled
+	woke := s.Now()
+	require.True(t, wk.WakeAt(woke))
+	for s.Now()-woke < int64(gap) { // time passes between the wake and the run
+	}
+	s.RunAt(woke)
+	require.Equal(t, 2, parks)
+	after := task.Stats()
+	assert.Equal(t, before.QueueDelay, after.QueueDelay, "ready at the reading, running from it: no queue delay")
+	assert.GreaterOrEqual(t, after.OnLoop-before.OnLoop, gap, "the slice starts at the given reading")
+
+	// Run (no reading given) measures from its own: the same gap now shows as queue delay.
+	before = task.Stats()
+	woke = s.Now()
+	require.True(t, wk.WakeAt(woke))
+	for s.Now()-woke < int64(gap) {
+	}
+	s.Run()
+	require.Equal(t, 3, parks)
+	after = task.Stats()
+	assert.GreaterOrEqual(t, after.QueueDelay-before.QueueDelay, gap)
+	assert.Less(t, after.OnLoop-before.OnLoop, gap)
+
+	// A timer due after the given reading waits for a later Run.
+	fired := false
+	s.AfterFunc(time.Millisecond, func() { fired = true })
+	at := s.Now()
+	for s.Now()-at < int64(2*time.Millisecond) {
+	}
+	s.RunAt(at)
+	assert.False(t, fired, "due after the given reading")
+	s.Run()
+	assert.True(t, fired)
+}

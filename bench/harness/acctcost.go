@@ -107,10 +107,10 @@ func (r *runner) measureAccountingCost(ctx context.Context, p Params) (*Accounti
 		}
 		if i%AcctRoundsPerProcess == 0 {
 			stop()
-			if on, err = startChild(servers.Baton, r.opts.CPUServer, r.taskset, logFile); err != nil {
+			if on, err = startChild(servers.Baton, r.opts.CPUServer, r.taskset, r.opts.Shards, logFile); err != nil {
 				return nil, err
 			}
-			if off, err = startChild(servers.BatonNoAccounting, r.opts.CPUServer, r.taskset, logFile); err != nil {
+			if off, err = startChild(servers.BatonNoAccounting, r.opts.CPUServer, r.taskset, r.opts.Shards, logFile); err != nil {
 				return nil, err
 			}
 			for _, s := range []*server{on, off} { // warm both up

@@ -25,6 +25,9 @@ import (
 const (
 	EnvServe = "BATON_BENCH_SERVE" // target name
 	EnvAddr  = "BATON_BENCH_ADDR"  // listen address, default 127.0.0.1:0
+	// EnvShards is baton's Config.Shards for the built-in baton targets (servers.Options),
+	// unset or 1: one loop.
+	EnvShards = "BATON_BENCH_SHARDS"
 )
 
 // MaybeServeChild serves a built-in target and exits the process if EnvServe is set: the
@@ -40,12 +43,21 @@ func MaybeServeChild() {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
+	var opt servers.Options
+	if v := os.Getenv(EnvShards); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "baton-bench server: %s=%q is not a positive number\n", EnvShards, v)
+			os.Exit(1)
+		}
+		opt.Shards = n
+	}
 	stop := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		close(stop)
 	}()
-	if err := servers.ServeChild(target, addr, os.Stdout, stop); err != nil {
+	if err := servers.ServeChildWith(target, addr, opt, os.Stdout, stop); err != nil {
 		fmt.Fprintln(os.Stderr, "baton-bench server:", err)
 		os.Exit(1)
 	}
@@ -66,14 +78,15 @@ type server struct {
 }
 
 // startChild runs a built-in target in a child process (this binary re-executed), pinned to
-// cpus with taskset when cpus is not empty.
-func startChild(target, cpus, taskset string, logw io.Writer) (*server, error) {
+// cpus with taskset when cpus is not empty, with shards loops for a baton target (0 or 1:
+// one).
+func startChild(target, cpus, taskset string, shards int, logw io.Writer) (*server, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := pinned(cpus, taskset, exe)
-	cmd.Env = append(os.Environ(), EnvServe+"="+target, EnvAddr+"=127.0.0.1:0")
+	cmd.Env = append(os.Environ(), EnvServe+"="+target, EnvAddr+"=127.0.0.1:0", EnvShards+"="+strconv.Itoa(max(shards, 1)))
 	s, err := launch(cmd, logw, func(line string) (string, bool) {
 		a, ok := strings.CutPrefix(line, servers.ListenPrefix)
 		return strings.TrimSpace(a), ok

@@ -53,6 +53,7 @@ type OptionsRecord struct {
 	CPUClient   string   `json:"cpu_client,omitempty"`  // taskset CPU list of the load generator
 	Out         string   `json:"out"`                   // output directory
 	PinnedApart bool     `json:"pinned_apart"`          // server and client were pinned to CPU sets
+	Shards      int      `json:"shards"`                // baton's Config.Shards (built-in baton targets)
 }
 
 // ScenarioResult is one scenario: its phases, or why it was skipped.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type Options struct {
 	// CPUServer and CPUClient are taskset CPU lists ("0", "1-3") for the server processes
 	// and for this process; empty: no pinning.
 	CPUServer, CPUClient string
+	// Shards is baton's Config.Shards for the built-in baton targets (0 or 1: one loop).
+	// With more, only the scenarios in servers.ShardedRoutes may run.
+	Shards int
 	// Plots turns the PNG latency plots on.
 	Plots bool
 	// Stdout receives the tables and the summary; Log the progress lines. nil: discarded.
@@ -135,6 +139,13 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 	if len(opts.Targets) == 0 {
 		return nil, errors.New("no targets")
 	}
+	if opts.Shards > 1 {
+		for _, sc := range scenarios {
+			if !slices.Contains(servers.ShardedRoutes, sc.Name) {
+				return nil, fmt.Errorf("-shards %d: scenario %s is not served by baton with shards (only %s)", opts.Shards, sc.Name, strings.Join(servers.ShardedRoutes, ", "))
+			}
+		}
+	}
 	for _, t := range opts.Targets {
 		if !t.Builtin {
 			if err := loopbackOnly(ctx, t.Host); err != nil {
@@ -161,7 +172,7 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 		Scenarios: names(scenarios), Quick: opts.Params.Quick, DurationS: opts.Params.Duration.Seconds(),
 		WarmupS: opts.Params.Warmup.Seconds(), Conns: opts.Params.Conns, Rate: opts.Params.Rate,
 		Pipeline: max(opts.Params.Pipeline, 1), IdleConns: opts.Params.IdleConns, BurstConns: opts.Params.BurstConns,
-		CPUServer: opts.CPUServer, CPUClient: opts.CPUClient, Out: opts.Out,
+		CPUServer: opts.CPUServer, CPUClient: opts.CPUClient, Out: opts.Out, Shards: max(opts.Shards, 1),
 	}
 	for _, t := range opts.Targets {
 		r.res.Options.Targets = append(r.res.Options.Targets, t.Name)
@@ -348,7 +359,7 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	host := t.Host
 	switch {
 	case t.Builtin:
-		srv, err = startChild(t.Name, r.opts.CPUServer, r.taskset, logFile)
+		srv, err = startChild(t.Name, r.opts.CPUServer, r.taskset, r.opts.Shards, logFile)
 	case t.proc != nil:
 		srv, err = startProcess(t.proc, r.opts.CPUServer, r.taskset, logFile)
 	case t.Command != "":

@@ -34,9 +34,12 @@ func busy(c *loop.Ctx, status int) {
 // startBaton serves the routes on baton: every handler is a task on the loop, so the game
 // state and the hog totals are plain values shared without locks. noAccounting turns
 // accounting off.
-func startBaton(addr string, logger *slog.Logger, noAccounting bool) (*Running, error) {
-	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger, NoAccounting: noAccounting,
+func startBaton(addr string, logger *slog.Logger, noAccounting bool, shards int) (*Running, error) {
+	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger, NoAccounting: noAccounting, Shards: shards,
 		PreciseTimers: os.Getenv(EnvPreciseTimers) == "1"})
+	if shards > 1 {
+		return startBatonShards(srv, noAccounting) // shards_baton.go: plaintext and rooms only
+	}
 	g := newGame()
 	var hogs HogStats
 

@@ -235,14 +235,31 @@ func (r *Running) Close() error { return r.close() }
 // Start starts target ("baton", "nethttp" or "baton-noacct") on addr ("127.0.0.1:0" picks a port) in this
 // process and returns once it accepts connections. logger may be nil.
 func Start(target, addr string, logger *slog.Logger) (*Running, error) {
+	return StartWith(target, addr, logger, Options{})
+}
+
+// Options change how a built-in target runs. The zero value is Start's.
+type Options struct {
+	// Shards is baton's Config.Shards (0 or 1: one loop). With more, the baton targets
+	// serve only the plaintext and rooms scenarios' routes (ShardedRoutes); the net/http
+	// baseline ignores it (it uses every core already).
+	Shards int
+}
+
+// ShardedRoutes names the scenarios whose routes a baton target serves with
+// Options.Shards > 1: the others keep one loop's state in plain values.
+var ShardedRoutes = []string{"plaintext", "rooms"}
+
+// StartWith is Start with options.
+func StartWith(target, addr string, logger *slog.Logger, opt Options) (*Running, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	switch target {
 	case Baton:
-		return startBaton(addr, logger, false)
+		return startBaton(addr, logger, false, opt.Shards)
 	case BatonNoAccounting:
-		return startBaton(addr, logger, true)
+		return startBaton(addr, logger, true, opt.Shards)
 	case NetHTTP:
 		return startNetHTTP(addr, logger)
 	}
@@ -257,11 +274,16 @@ const ListenPrefix = "baton-bench listening on "
 // file limit, starts the server, prints ListenPrefix and the address on out, and serves
 // until SIGTERM, SIGINT or stop is closed.
 func ServeChild(target, addr string, out io.Writer, stop <-chan struct{}) error {
+	return ServeChildWith(target, addr, Options{}, out, stop)
+}
+
+// ServeChildWith is ServeChild with options.
+func ServeChildWith(target, addr string, opt Options, out io.Writer, stop <-chan struct{}) error {
 	if err := RaiseFileLimit(); err != nil {
 		fmt.Fprintln(os.Stderr, "baton-bench server:", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := Start(target, addr, logger)
+	srv, err := StartWith(target, addr, logger, opt)
 	if err != nil {
 		return err
 	}

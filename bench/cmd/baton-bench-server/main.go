@@ -20,8 +20,9 @@ import (
 func main() {
 	target := flag.String("target", servers.Baton, "server to run: baton or nethttp")
 	addr := flag.String("addr", "127.0.0.1:8081", "listen address (port 0 picks one)")
+	shards := flag.Int("shards", 1, "baton's Config.Shards: event loops (more than 1: plaintext and rooms routes only)")
 	flag.Parse()
-	if err := servers.ServeChild(*target, *addr, os.Stdout, nil); err != nil {
+	if err := servers.ServeChildWith(*target, *addr, servers.Options{Shards: *shards}, os.Stdout, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "baton-bench-server:", err)
 		os.Exit(1)
 	}

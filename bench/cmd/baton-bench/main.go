@@ -83,6 +83,7 @@ func main() {
 		gameServer  = fs.String("gameserver", "", "path of a built examples/gameserver binary for the game scenario (empty: built with\nthe go toolchain from examples/gameserver above the working directory)")
 		acctRounds  = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
 		acctBurst   = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
+		shards      = fs.Int("shards", 1, "baton's Config.Shards for the built-in baton targets: event loops in the server process\n(more than 1: scenarios plaintext and rooms only)")
 		cpuServer   = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
 		cpuClient   = fs.String("cpu-client", "", "CPU list to pin the load generator to with taskset, e.g. 1 (empty: not pinned)")
 		quick       = fs.Bool("quick", false, "the short suite: short windows and warm-ups (what make bench runs)")
@@ -158,6 +159,7 @@ func main() {
 		Out:       *out,
 		CPUServer: *cpuServer,
 		CPUClient: *cpuClient,
+		Shards:    *shards,
 		Plots:     *plots,
 		Stdout:    os.Stdout,
 		Log:       os.Stderr,

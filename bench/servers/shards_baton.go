@@ -1,0 +1,150 @@
+package servers
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/batonrt/baton/loop"
+)
+
+// startBatonShards serves the plaintext and rooms routes on srv, a baton server with
+// Config.Shards > 1. The other scenarios' baton routes share plain values between all
+// their handlers, which is right for one loop only, so they are not served here.
+func startBatonShards(srv *loop.Server, noAccounting bool) (*Running, error) {
+	srv.Handle("GET /plaintext", func(c *loop.Ctx) {
+		c.String(200, Hello)
+	})
+	registerRoomsBatonShards(srv)
+	if !noAccounting {
+		srv.HandleStats("/debug/baton") // totals over the shards plus each shard's figures
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case <-srv.Ready():
+	case err := <-errc:
+		return nil, err
+	}
+	return &Running{addr: srv.Addr().String(), close: func() error {
+		err := srv.Close()
+		<-errc
+		return err
+	}}, nil
+}
+
+// registerRoomsBatonShards is registerRoomsBaton for a server with shards: room i runs on
+// shard ShardFor(its name), made by a setup task of that shard (over one period, as with
+// one loop); a room's simulation state is touched by its ticks only, on its shard. The
+// rooms are found through a sync.Map, because an input may arrive on any shard
+// (Room.Input is safe from any goroutine); the setup is guarded by a mutex and the tick
+// recorder has its own.
+func registerRoomsBatonShards(srv *loop.Server) {
+	var (
+		mu    sync.Mutex // guards setup and started
+		setup RoomSetup
+		began bool
+		rooms sync.Map // room name → *loop.Room[Input]
+		rec   = newTickRecorder()
+	)
+	srv.Handle("POST /rooms/setup", func(c *loop.Ctx) {
+		var s RoomSetup
+		if err := json.Unmarshal(c.Body(), &s); err != nil {
+			c.String(400, "bad setup: "+err.Error()+"\n")
+			return
+		}
+		if err := s.Validate(); err != nil {
+			c.String(400, err.Error()+"\n")
+			return
+		}
+		mu.Lock()
+		if began {
+			mu.Unlock()
+			c.String(409, "rooms already set up\n")
+			return
+		}
+		setup, began = s, true
+		mu.Unlock()
+		n := s.Rooms
+		if s.HeavyIters > 0 {
+			n++
+		}
+		for j := range srv.Shards() {
+			sh := srv.Shard(j).Server()
+			sh.Go("rooms-setup", func(t *loop.Task) {
+				start := time.Now()
+				for i := range n {
+					name, iters, heavy := roomName(i), s.Iters, false
+					if i == s.Rooms {
+						name, iters, heavy = HeavyRoomName, s.HeavyIters, true
+					}
+					if srv.ShardFor(name) != j {
+						continue
+					}
+					if d := stagger(i, n) - time.Since(start); d > 0 {
+						if t.Sleep(d) != nil {
+							return
+						}
+					}
+					state := NewRoomState(uint64(i))
+					var lastN uint64
+					r, err := loop.NewRoom(sh, loop.RoomConfig[Input]{
+						Name: name, Period: RoomPeriod, Budget: RoomBudget,
+						InputQueue: RoomInputQueue, InputFull: loop.RefuseInput,
+						Tick: func(_ *loop.Room[Input], tk *loop.Tick[Input]) {
+							now := time.Now()
+							late := now.Sub(tk.Deadline)
+							applied := 0
+							tk.DrainInputs(func(in Input) {
+								state.Apply(in)
+								applied++
+							})
+							state.SimStep(iters)
+							var skipped uint64
+							if lastN > 0 && tk.N > lastN+1 {
+								skipped = tk.N - lastN - 1
+							}
+							lastN = tk.N
+							rec.tick(heavy, max(late, 0), time.Since(now), skipped, applied)
+						},
+					})
+					if err != nil {
+						return // draining or stopped
+					}
+					rooms.Store(name, r)
+				}
+			})
+		}
+		rec.reset()
+		c.String(200, "ok")
+	})
+	srv.Handle("POST /rooms/{id}/input", func(c *loop.Ctx) {
+		in, ok := ParseInput(c.Body())
+		if !ok {
+			c.String(400, "bad input\n")
+			return
+		}
+		v, ok := rooms.Load(c.PathValue("id"))
+		if !ok {
+			c.String(404, "unknown room\n")
+			return
+		}
+		err := v.(*loop.Room[Input]).Input(in)
+		rec.input(err == nil)
+		if err != nil {
+			busy(c, 429)
+			return
+		}
+		c.String(200, "ok")
+	})
+	srv.Handle("POST /rooms/reset", func(c *loop.Ctx) {
+		rec.reset()
+		c.String(200, "ok")
+	})
+	srv.Handle("GET /rooms/stats", func(c *loop.Ctx) {
+		mu.Lock()
+		s := setup
+		mu.Unlock()
+		c.JSON(200, rec.stats(s.Rooms, s.HeavyIters > 0))
+	})
+}

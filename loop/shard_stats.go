@@ -1,0 +1,672 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonrt/baton/accounting"
+)
+
+// The figures of a server with shards: every page and Snapshot shows the totals in the
+// usual format, then each shard's own. Counters and times add up; percentiles cannot be
+// merged from percentiles, so a total's percentiles are the worst shard's (an upper
+// bound), while its histogram buckets, counts, sums and maxima are exact. docs/accounting.md,
+// "Shards", lists how each figure is combined.
+
+// eachShard runs fn for every shard at once and waits for all; fn gets the shard's index.
+func (set *shardSet) eachShard(fn func(i int, sh *Server)) {
+	var wg sync.WaitGroup
+	for i, sh := range set.all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i, sh)
+		}()
+	}
+	wg.Wait()
+}
+
+// askShards runs fn on every shard's loop (askLoop, all at once) and returns the results in
+// shard order, or the first error.
+func askShards[T any](ctx context.Context, set *shardSet, fn func(sh *Server) T) ([]T, error) {
+	out := make([]T, len(set.all))
+	errs := make([]error, len(set.all))
+	set.eachShard(func(i int, sh *Server) {
+		out[i], errs[i] = askLoop(ctx, sh, statsWait, func() T { return fn(sh) })
+	})
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// snapshot is Snapshot with shards: each shard's sections, taken on its own loop at once,
+// and their totals.
+func (set *shardSet) snapshot(ctx context.Context, v View) (Snapshot, error) {
+	per := make([]Snapshot, len(set.all))
+	errs := make([]error, len(set.all))
+	set.eachShard(func(i int, sh *Server) { per[i], errs[i] = sh.snapshotOne(ctx, v) })
+	for _, err := range errs {
+		if err != nil {
+			return Snapshot{}, err
+		}
+	}
+	total := Snapshot{Shards: per}
+	for i := range per {
+		p := &per[i]
+		if p.Taken.After(total.Taken) {
+			total.Taken = p.Taken
+		}
+	}
+	loops := make([]accounting.LoopSnapshot, len(per))
+	routes := make([][]accounting.RouteSnapshot, len(per))
+	tasks := make([]accounting.TasksSnapshot, len(per))
+	offs := make([]OffloadSnapshot, len(per))
+	adms := make([]AdmissionSnapshot, len(per))
+	rooms := make([]accounting.RoomsSnapshot, len(per))
+	wss := make([]WebSocketsSnapshot, len(per))
+	for i := range per {
+		loops[i], routes[i], tasks[i], offs[i] = per[i].Loop, per[i].Routes, per[i].Tasks, per[i].Offload
+		adms[i], rooms[i], wss[i] = per[i].Admission, per[i].Rooms, per[i].WebSockets
+	}
+	if v&ViewLoop != 0 {
+		total.Loop = sumLoops(loops)
+	}
+	if v&ViewRoutes != 0 {
+		total.Routes = sumRoutes(routes)
+	}
+	if v&ViewTasks != 0 {
+		total.Tasks = sumTasks(tasks)
+	}
+	if v&ViewOffload != 0 {
+		total.Offload = sumOffload(offs)
+	}
+	if v&ViewAdmission != 0 {
+		total.Admission = sumAdmission(adms)
+	}
+	if v&ViewRooms != 0 {
+		total.Rooms = sumRooms(rooms, accounting.DefaultTopRooms)
+	}
+	if v&ViewWebSockets != 0 {
+		total.WebSockets = sumWebSockets(wss)
+	}
+	return total, nil
+}
+
+// sumSummary combines two distributions: counts, sums, maxima and buckets exactly, the
+// percentiles as the larger of the two (an upper bound of the merged percentile).
+func sumSummary(a, b accounting.Summary) accounting.Summary {
+	a.Count += b.Count
+	a.Sum += b.Sum
+	a.P50, a.P90, a.P99, a.P999 = max(a.P50, b.P50), max(a.P90, b.P90), max(a.P99, b.P99), max(a.P999, b.P999)
+	a.Max = max(a.Max, b.Max)
+	for i := range a.Buckets {
+		a.Buckets[i] += b.Buckets[i]
+	}
+	return a
+}
+
+func sumPair(a, b accounting.SummaryPair) accounting.SummaryPair {
+	return accounting.SummaryPair{Cumulative: sumSummary(a.Cumulative, b.Cumulative), Recent: sumSummary(a.Recent, b.Recent)}
+}
+
+// sumLoops adds the loops up: busy time, slices, switches and tasks add; utilisation is
+// busy over elapsed summed, so the mean over the shards; lag is combined by sumSummary;
+// uptime and the ready-queue depths are the largest.
+func sumLoops(ls []accounting.LoopSnapshot) accounting.LoopSnapshot {
+	var t accounting.LoopSnapshot
+	for i, l := range ls {
+		if i == 0 {
+			t.ArrivalClock = l.ArrivalClock
+		}
+		t.Uptime = max(t.Uptime, l.Uptime)
+		t.BusyTotal += l.BusyTotal
+		for w := range t.Utilisation {
+			t.Utilisation[w].Length = l.Utilisation[w].Length
+			t.Utilisation[w].Busy += l.Utilisation[w].Busy
+			t.Utilisation[w].Elapsed += l.Utilisation[w].Elapsed
+		}
+		t.Lag = sumSummary(t.Lag, l.Lag)
+		t.Slices.Count += l.Slices.Count
+		t.Slices.Total += l.Slices.Total
+		t.Slices.Max = max(t.Slices.Max, l.Slices.Max)
+		t.Slices.Slow += l.Slices.Slow
+		t.Slices.SlowTotal += l.Slices.SlowTotal
+		t.ReadyDepth = max(t.ReadyDepth, l.ReadyDepth)
+		t.ReadyDepthMax = max(t.ReadyDepthMax, l.ReadyDepthMax)
+		t.Switches += l.Switches
+		t.SwitchRate.Switches += l.SwitchRate.Switches
+		t.SwitchRate.Elapsed = max(t.SwitchRate.Elapsed, l.SwitchRate.Elapsed)
+		t.TasksStarted += l.TasksStarted
+		t.TasksDone += l.TasksDone
+		t.ArrivalBounded += l.ArrivalBounded
+		t.ArrivalHidden += l.ArrivalHidden
+		if st := l.Stalls; st != nil {
+			if t.Stalls == nil {
+				t.Stalls = &accounting.StallStats{Threshold: st.Threshold}
+			}
+			t.Stalls.Count += st.Count
+			t.Stalls.Logged += st.Logged
+			t.Stalls.Suppressed += st.Suppressed
+			t.Stalls.Starved += st.Starved
+			t.Stalls.Durations = sumSummary(t.Stalls.Durations, st.Durations)
+			if st.InProgress && (!t.Stalls.InProgress || st.CurrentElapsed > t.Stalls.CurrentElapsed) {
+				t.Stalls.InProgress, t.Stalls.CurrentTask, t.Stalls.CurrentElapsed = true, st.CurrentTask, st.CurrentElapsed
+			}
+		}
+	}
+	return t
+}
+
+// sumRoutes merges the routes of every shard by route key (every shard has the same
+// routes), sorted by key like one shard's.
+func sumRoutes(per [][]accounting.RouteSnapshot) []accounting.RouteSnapshot {
+	var out []accounting.RouteSnapshot
+	at := map[string]int{}
+	for _, rs := range per {
+		for _, r := range rs {
+			i, ok := at[r.Route]
+			if !ok {
+				at[r.Route] = len(out)
+				out = append(out, r)
+				continue
+			}
+			t := &out[i]
+			t.Count += r.Count
+			t.Errors += r.Errors
+			t.ClientErrors += r.ClientErrors
+			t.InFlight += r.InFlight
+			t.Recent.Count += r.Recent.Count
+			t.Recent.Errors += r.Recent.Errors
+			t.Recent.ClientErrors += r.Recent.ClientErrors
+			t.Recent.Span = max(t.Recent.Span, r.Recent.Span)
+			t.Latency = sumPair(t.Latency, r.Latency)
+			t.OnLoop = sumPair(t.OnLoop, r.OnLoop)
+			t.QueueDelay = sumPair(t.QueueDelay, r.QueueDelay)
+			t.Parked = sumPair(t.Parked, r.Parked)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Route < out[j].Route })
+	return out
+}
+
+// sumTasks lists every shard's live tasks (busiest first) and finished ones.
+func sumTasks(per []accounting.TasksSnapshot) accounting.TasksSnapshot {
+	var t accounting.TasksSnapshot
+	for _, p := range per {
+		t.Live = append(t.Live, p.Live...)
+		t.Finished = append(t.Finished, p.Finished...)
+		t.FinishedTotal += p.FinishedTotal
+	}
+	accounting.SortTasks(t.Live)
+	return t
+}
+
+// sumOffload is the one shared pool and every shard's gates, by name.
+func sumOffload(per []OffloadSnapshot) OffloadSnapshot {
+	var t OffloadSnapshot
+	for i, p := range per {
+		if i == 0 {
+			t.Pool = p.Pool
+		}
+		t.Gates = append(t.Gates, p.Gates...)
+	}
+	sort.SliceStable(t.Gates, func(i, j int) bool { return t.Gates[i].Name < t.Gates[j].Name })
+	return t
+}
+
+// sumAdmission adds the shards' admission figures (limits are per shard, so they add
+// too); the mean service time is the mean weighted by admissions, Retry-After the largest.
+func sumAdmission(per []AdmissionSnapshot) AdmissionSnapshot {
+	var t AdmissionSnapshot
+	var weighted float64
+	for _, p := range per {
+		t.Limit += p.Limit
+		t.QueueLimit += p.QueueLimit
+		t.Active += p.Active
+		t.Queued += p.Queued
+		t.AdmittedTotal += p.AdmittedTotal
+		t.QueuedTotal += p.QueuedTotal
+		t.RefusedTotal += p.RefusedTotal
+		weighted += p.MeanServiceSeconds * float64(p.AdmittedTotal)
+		t.RetryAfterSeconds = max(t.RetryAfterSeconds, p.RetryAfterSeconds)
+		t.InFlight += p.InFlight
+		t.Parsed += p.Parsed
+		t.PanicsTotal += p.PanicsTotal
+		t.Accept.Accepted += p.Accept.Accepted
+		t.Accept.ResourceErrors += p.Accept.ResourceErrors
+		t.Accept.Shed += p.Accept.Shed
+		t.Accept.OtherErrors += p.Accept.OtherErrors
+		t.Accept.RegisterErrored += p.Accept.RegisterErrored
+	}
+	if t.AdmittedTotal > 0 {
+		t.MeanServiceSeconds = weighted / float64(t.AdmittedTotal)
+	}
+	return t
+}
+
+// sumRooms ranks every shard's listed rooms together, keeps the top n and sums the rest,
+// with every shard's "other" row, into one "other" row. A room's shares are of its own
+// shard's loop.
+func sumRooms(per []accounting.RoomsSnapshot, n int) accounting.RoomsSnapshot {
+	var t accounting.RoomsSnapshot
+	var all []accounting.RoomSnapshot
+	var other *accounting.RoomSnapshot
+	addOther := func(r *accounting.RoomSnapshot) {
+		if other == nil {
+			other = &accounting.RoomSnapshot{Name: "other"}
+		}
+		other.Ticks += r.Ticks
+		other.Overruns += r.Overruns
+		other.Skipped += r.Skipped
+		other.CaughtUp += r.CaughtUp
+		other.Panics += r.Panics
+		for _, s := range []struct{ dst, src *accounting.Summary }{{&other.TickDuration, &r.TickDuration}, {&other.TickWall, &r.TickWall}, {&other.TickLateness, &r.TickLateness}} {
+			s.dst.Count += s.src.Count
+			s.dst.Sum += s.src.Sum
+			s.dst.Max = max(s.dst.Max, s.src.Max)
+		}
+		for w := range other.Share {
+			other.Share[w] += r.Share[w]
+		}
+		other.LoopTime += r.LoopTime
+		other.Inputs += r.Inputs
+		other.Dropped += r.Dropped
+		other.Refused += r.Refused
+		other.Queued += r.Queued
+		other.Members += r.Members
+		other.Rooms += r.Rooms
+	}
+	for _, p := range per {
+		t.Total += p.Total
+		all = append(all, p.Rooms...)
+		if p.Other != nil {
+			addOther(p.Other)
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := &all[i], &all[j]
+		if a.Share[1] != b.Share[1] {
+			return a.Share[1] > b.Share[1]
+		}
+		if a.Share[2] != b.Share[2] {
+			return a.Share[2] > b.Share[2]
+		}
+		return a.Name < b.Name
+	})
+	if len(all) > n {
+		for i := n; i < len(all); i++ {
+			addOther(&all[i])
+		}
+		all = all[:n]
+	}
+	t.Rooms, t.Other = all, other
+	return t
+}
+
+// sumWebSockets adds the shards' WebSocket figures, routes merged by pattern.
+func sumWebSockets(per []WebSocketsSnapshot) WebSocketsSnapshot {
+	var t WebSocketsSnapshot
+	at := map[string]int{}
+	for _, p := range per {
+		t.Open += p.Open
+		t.Upgrades += p.Upgrades
+		t.SlowConsumerCloses += p.SlowConsumerCloses
+		t.StallCloses += p.StallCloses
+		t.PingTimeouts += p.PingTimeouts
+		t.ProtocolErrors += p.ProtocolErrors
+		t.InputOverflows += p.InputOverflows
+		t.CallbackPanics += p.CallbackPanics
+		t.QueuedBytes += p.QueuedBytes
+		for _, r := range p.Routes {
+			i, ok := at[r.Route]
+			if !ok {
+				at[r.Route] = len(t.Routes)
+				t.Routes = append(t.Routes, r)
+				continue
+			}
+			d := &t.Routes[i]
+			d.Open += r.Open
+			d.Upgrades += r.Upgrades
+			d.MessagesIn += r.MessagesIn
+			d.BytesIn += r.BytesIn
+			d.MessagesOut += r.MessagesOut
+			d.BytesOut += r.BytesOut
+			d.QueuedBytes += r.QueuedBytes
+			d.SlowConsumerCloses += r.SlowConsumerCloses
+			d.PingTimeouts += r.PingTimeouts
+			d.PeerCloses += r.PeerCloses
+		}
+	}
+	sort.Slice(t.Routes, func(i, j int) bool { return t.Routes[i].Route < t.Routes[j].Route })
+	return t
+}
+
+// sumWSDocs adds the shards' websockets pages: counters and routes add (a route's
+// on-loop time per message: counts add, the mean is weighted, percentiles are the worst
+// shard's), connections are listed up to the page's bound.
+func sumWSDocs(per []wsStatsDoc) wsStatsDoc {
+	var t wsStatsDoc
+	at := map[string]int{}
+	for i, p := range per {
+		if i == 0 {
+			t.Config, t.MaxConnectionsListed = p.Config, p.MaxConnectionsListed
+		}
+		t.Open += p.Open
+		t.UpgradesTotal += p.UpgradesTotal
+		t.SlowConsumerCloses += p.SlowConsumerCloses
+		t.StallCloses += p.StallCloses
+		t.PingTimeouts += p.PingTimeouts
+		t.ProtocolErrors += p.ProtocolErrors
+		t.InputOverflows += p.InputOverflows
+		t.CallbackPanics += p.CallbackPanics
+		t.QueuedBytes += p.QueuedBytes
+		for _, r := range p.Routes {
+			j, ok := at[r.Route]
+			if !ok {
+				at[r.Route] = len(t.Routes)
+				t.Routes = append(t.Routes, r)
+				continue
+			}
+			d := &t.Routes[j]
+			d.Open += r.Open
+			d.Upgrades += r.Upgrades
+			d.MessagesIn += r.MessagesIn
+			d.BytesIn += r.BytesIn
+			d.MessagesOut += r.MessagesOut
+			d.BytesOut += r.BytesOut
+			d.QueuedBytes += r.QueuedBytes
+			d.SlowConsumerCloses += r.SlowConsumerCloses
+			d.PingTimeouts += r.PingTimeouts
+			d.PeerCloses += r.PeerCloses
+			if n := d.OnLoop.Count + r.OnLoop.Count; n > 0 {
+				d.OnLoop.Mean = (d.OnLoop.Mean*float64(d.OnLoop.Count) + r.OnLoop.Mean*float64(r.OnLoop.Count)) / float64(n)
+			}
+			d.OnLoop.Count += r.OnLoop.Count
+			d.OnLoop.P50, d.OnLoop.P99 = max(d.OnLoop.P50, r.OnLoop.P50), max(d.OnLoop.P99, r.OnLoop.P99)
+			d.OnLoop.Max = max(d.OnLoop.Max, r.OnLoop.Max)
+		}
+		room := max(t.MaxConnectionsListed-len(t.Connections), 0)
+		t.Connections = append(t.Connections, p.Connections[:min(room, len(p.Connections))]...)
+	}
+	t.ConnectionsShown = len(t.Connections)
+	sort.Slice(t.Routes, func(i, j int) bool { return t.Routes[i].Route < t.Routes[j].Route })
+	return t
+}
+
+// healthz is Healthz with shards: stalled while any shard's loop is held (naming them),
+// else starting or stopped while any shard is, else ok.
+func (set *shardSet) healthz() HealthReport {
+	r := HealthReport{Status: "ok", Shards: make([]HealthReport, len(set.all))}
+	for i, sh := range set.all {
+		h := sh.healthzOne()
+		r.Shards[i] = h
+		switch {
+		case h.Status == "stalled":
+			if r.Status != "stalled" {
+				r.Status, r.Task, r.Room, r.TaskID, r.HeldForMs = h.Status, h.Task, h.Room, h.TaskID, h.HeldForMs
+			}
+			r.StalledShards = append(r.StalledShards, i)
+		case h.Status != "ok" && r.Status == "ok":
+			r.Status = h.Status
+		}
+	}
+	return r
+}
+
+// readyz is Readyz with shards: ready only while every shard is; the figures are the
+// worst shard's and Failing the union of the shards' failing checks.
+func (set *shardSet) readyz() ReadyReport {
+	var r ReadyReport
+	r.Shards = make([]ReadyReport, len(set.all))
+	for i, sh := range set.all {
+		p := sh.readyzOne()
+		r.Shards[i] = p
+		if i == 0 {
+			r = ReadyReport{Failing: []string{}, MaxLoopLagMs: p.MaxLoopLagMs, MaxUtilisation: p.MaxUtilisation,
+				MaxOffloadQueue: p.MaxOffloadQueue, Utilisation: p.Utilisation, OffloadQueue: p.OffloadQueue,
+				UtilisationSecs: p.UtilisationSecs, LagSampleEveryMs: p.LagSampleEveryMs, Shards: r.Shards}
+		}
+		r.LoopLagMs = max(r.LoopLagMs, p.LoopLagMs)
+		r.Utilisation = max(r.Utilisation, p.Utilisation)
+		r.Draining = r.Draining || p.Draining
+		for _, f := range p.Failing {
+			if !slices.Contains(r.Failing, f) {
+				r.Failing = append(r.Failing, f)
+			}
+		}
+		if len(p.Failing) > 0 {
+			r.FailingShards = append(r.FailingShards, i)
+		}
+	}
+	r.Status = "ready"
+	if len(r.Failing) > 0 {
+		r.Status = "not_ready"
+	}
+	return r
+}
+
+// shardPageKinds are the stats pages a server with shards answers from every shard.
+var shardPageKinds = append(slices.Clone(statsKinds), "rooms", "websockets")
+
+// handleStats is HandleStats with shards: every shard answers every page with the totals
+// and each shard's figures (gathered from each shard's loop, off the loop of the shard
+// that serves the request), and each shard has its own dashboard hub, whose frames come
+// from Snapshot and so cover every shard.
+func (set *shardSet) handleStats(prefix string) {
+	root := set.all[0]
+	for _, kind := range shardPageKinds {
+		root.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { set.servePage(c, kind) }, Exempt())
+	}
+	for _, sh := range set.all {
+		sh.handle("GET "+prefix+"/", func(c *Ctx) { c.Bytes(200, "text/html; charset=utf-8", dashboardHTML) }, sh.middleware, []RouteOption{Exempt()})
+		sh.handle("GET "+prefix+"/events", sh.serveDashEvents, sh.middleware, []RouteOption{Exempt()})
+	}
+}
+
+// servePage answers a stats page on the loop of c's shard: the page is gathered and
+// rendered off the loop while c's task parks.
+func (set *shardSet) servePage(c *Ctx, kind string) {
+	q := url.Values{}
+	for _, k := range []string{"format", "stacks", "top"} {
+		if v := c.Query(k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	ctx := c.Context()
+	var code int
+	var ctype string
+	var body []byte
+	c.srv.mode.offLoop(c, func() { code, ctype, body = set.page(ctx, kind, q) })
+	c.Bytes(code, ctype, body)
+}
+
+// statsHandler is StatsHandler with shards.
+func (set *shardSet) statsHandler() http.Handler {
+	root := set.all[0]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if root.cfg.NoAccounting && !strings.HasSuffix(r.URL.Path, "/rooms") {
+			http.NotFound(w, r)
+			return
+		}
+		for _, kind := range shardPageKinds {
+			if strings.HasSuffix(r.URL.Path, "/"+kind) || r.URL.Path == kind {
+				code, ctype, body := set.page(r.Context(), kind, r.URL.Query())
+				w.Header().Set("Content-Type", ctype)
+				w.WriteHeader(code)
+				_, _ = w.Write(body)
+				return
+			}
+		}
+		if !root.serveDashboardHTTP(w, r) { // a path ending in / or /events
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// page gathers the page kind from every shard and renders the totals, then each shard's
+// page: in JSON the totals' object gets a "shards" array of the shards' objects, each with
+// its "shard" index; in text each shard's view follows the totals under a header line.
+func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code int, ctype string, body []byte) {
+	text := q.Get("format") == "text" && kind != "offload" && kind != "admission"
+	var total []byte
+	per := make([][]byte, len(set.all))
+	var err error
+	switch kind {
+	case "rooms":
+		top, ok := roomsTop(q.Get("top"))
+		if !ok {
+			return http.StatusBadRequest, "text/plain; charset=utf-8", []byte("400 Bad Request: top must be a non-negative integer\n")
+		}
+		var snaps []accounting.RoomsSnapshot
+		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.RoomsSnapshot { return sh.snapshotRooms(top) }); err == nil {
+			write := accounting.WriteRoomsJSON
+			if text {
+				write = accounting.WriteRoomsText
+			}
+			total, per, err = renderEach(sumRooms(snaps, top), snaps, func(b *bytes.Buffer, v accounting.RoomsSnapshot) error { return write(b, v) })
+		}
+	case "websockets":
+		var docs []wsStatsDoc
+		if docs, err = askShards(ctx, set, func(sh *Server) wsStatsDoc { return sh.wsSnapshot() }); err == nil {
+			total, per, err = renderEach(sumWSDocs(docs), docs, func(b *bytes.Buffer, v wsStatsDoc) error {
+				out, err := renderWSStats(v, text)
+				b.Write(out)
+				return err
+			})
+		}
+	case "tasks":
+		var snaps []accounting.TasksSnapshot
+		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.TasksSnapshot { return sh.snapshotTasks() }); err == nil {
+			if q.Get("stacks") == "1" {
+				for _, s := range snaps {
+					addStacks(s.Live)
+				}
+			}
+			write := accounting.WriteTasksJSON
+			if text {
+				write = accounting.WriteTasksText
+			}
+			total, per, err = renderEach(sumTasks(snaps), snaps, func(b *bytes.Buffer, v accounting.TasksSnapshot) error { return write(b, v) })
+		}
+	case "routes":
+		now := time.Now()
+		var copies []*accounting.RoutesCopy
+		if copies, err = askShards(ctx, set, func(sh *Server) *accounting.RoutesCopy { return sh.takeRoutes(now) }); err == nil {
+			rs := make([][]accounting.RouteSnapshot, len(copies))
+			for i, c := range copies {
+				rs[i] = readRoutes(c)
+			}
+			write := accounting.WriteRoutesJSON
+			if text {
+				write = accounting.WriteRoutesText
+			}
+			total, per, err = renderEach(sumRoutes(rs), rs, func(b *bytes.Buffer, v []accounting.RouteSnapshot) error { return write(b, v) })
+		}
+	case "loop":
+		var snaps []accounting.LoopSnapshot
+		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.LoopSnapshot { return sh.snapshotLoop() }); err == nil {
+			write := accounting.WriteLoopJSON
+			if text {
+				write = accounting.WriteLoopText
+			}
+			total, per, err = renderEach(sumLoops(snaps), snaps, func(b *bytes.Buffer, v accounting.LoopSnapshot) error { return write(b, v) })
+		}
+	case "admission":
+		var snaps []AdmissionSnapshot
+		if snaps, err = askShards(ctx, set, func(sh *Server) AdmissionSnapshot { return sh.admissionSnapshot() }); err == nil {
+			total, per, err = renderEach(sumAdmission(snaps), snaps, func(b *bytes.Buffer, v AdmissionSnapshot) error { return json.NewEncoder(b).Encode(v) })
+		}
+	case "offload":
+		snaps := make([]OffloadSnapshot, len(set.all))
+		for i, sh := range set.all {
+			snaps[i] = sh.snapshotOffload()
+		}
+		total, per, err = renderEach(sumOffload(snaps), snaps, func(b *bytes.Buffer, v OffloadSnapshot) error { return json.NewEncoder(b).Encode(v) })
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return http.StatusServiceUnavailable, "text/plain; charset=utf-8", []byte("request cancelled\n")
+	default:
+		return http.StatusServiceUnavailable, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
+	}
+	if text {
+		var b bytes.Buffer
+		b.WriteString("== total over " + fmt.Sprint(len(per)) + " shards ==\n")
+		b.Write(total)
+		for i, p := range per {
+			fmt.Fprintf(&b, "\n== shard %d ==\n", i)
+			b.Write(p)
+		}
+		return http.StatusOK, "text/plain; charset=utf-8", b.Bytes()
+	}
+	out, err := spliceShards(total, per)
+	if err != nil {
+		return http.StatusInternalServerError, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
+	}
+	return http.StatusOK, "application/json", out
+}
+
+// renderEach renders the total and every shard's value with write.
+func renderEach[T any](total T, per []T, write func(*bytes.Buffer, T) error) ([]byte, [][]byte, error) {
+	var b bytes.Buffer
+	if err := write(&b, total); err != nil {
+		return nil, nil, err
+	}
+	t := slices.Clone(b.Bytes())
+	out := make([][]byte, len(per))
+	for i, v := range per {
+		b.Reset()
+		if err := write(&b, v); err != nil {
+			return nil, nil, err
+		}
+		out[i] = slices.Clone(b.Bytes())
+	}
+	return t, out, nil
+}
+
+// spliceShards adds to the JSON object total a "shards" array of the JSON objects per,
+// each given a leading "shard" member with its index.
+func spliceShards(total []byte, per [][]byte) ([]byte, error) {
+	t := bytes.TrimSpace(total)
+	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
+		return nil, fmt.Errorf("loop: stats page is not a JSON object")
+	}
+	out := append([]byte(nil), bytes.TrimRight(t[:len(t)-1], " \n\t")...)
+	if out[len(out)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(out, `"shards":[`...)
+	for i, p := range per {
+		p = bytes.TrimSpace(p)
+		if len(p) < 2 || p[0] != '{' {
+			return nil, fmt.Errorf("loop: shard %d's stats page is not a JSON object", i)
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = fmt.Appendf(out, `{"shard":%d`, i)
+		if inner := bytes.TrimSpace(p[1 : len(p)-1]); len(inner) > 0 {
+			out = append(out, ',')
+			out = append(out, inner...)
+		}
+		out = append(out, '}')
+	}
+	out = append(out, "]}\n"...)
+	if !json.Valid(out) {
+		return nil, fmt.Errorf("loop: stats page with shards is not valid JSON")
+	}
+	return out, nil
+}
