@@ -7,8 +7,8 @@ import (
 	"github.com/batonrt/baton/scheduler"
 )
 
-// newAlarm makes the scheduler's alarm (scheduler.Config.NewAlarm) with
-// Config.PreciseTimers: a timerfd on Linux, so
+// newAlarm makes the scheduler's alarm (scheduler.Config.NewAlarm) unless
+// Config.RuntimeTimers: a timerfd on Linux, so
 // that a timer due while the loop is idle (a room's next tick, a Sleep) fires within
 // microseconds of its deadline rather than up to a millisecond after it, as Go's runtime
 // timers do (docs/rooms.md, "The alarm"). Off Linux it is a runtime timer. A variable so
@@ -22,19 +22,19 @@ var newAlarm = func(fire func()) scheduler.Alarm { return alarm.New(fire) }
 // for BenchmarkTickLateness.
 var timerSlack = 500 * time.Microsecond
 
-// alarmFor is scheduler.Config.NewAlarm for cfg: newAlarm with Config.PreciseTimers, else
-// nil (the scheduler's runtime timer).
+// alarmFor is scheduler.Config.NewAlarm for cfg: newAlarm, or nil (the scheduler's runtime
+// timer) with Config.RuntimeTimers.
 func alarmFor(cfg Config) func(fire func()) scheduler.Alarm {
-	if !cfg.PreciseTimers {
+	if cfg.RuntimeTimers {
 		return nil
 	}
 	return newAlarm
 }
 
-// slackFor is scheduler.Config.TimerSlack for cfg: timerSlack with Config.PreciseTimers,
-// else 0 (the runtime timer's millisecond rounding coalesces by itself).
+// slackFor is scheduler.Config.TimerSlack for cfg: timerSlack, or 0 with
+// Config.RuntimeTimers (the runtime timer's millisecond rounding coalesces by itself).
 func slackFor(cfg Config) time.Duration {
-	if !cfg.PreciseTimers {
+	if cfg.RuntimeTimers {
 		return 0
 	}
 	return timerSlack

@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkTickLateness measures how late room ticks start on an otherwise idle loop, with
-// the scheduler's alarm as Config.PreciseTimers makes it (alarm=timerfd: newAlarm,
+// the scheduler's alarm as the loop makes it by default (alarm=timerfd: newAlarm,
 // timerSlack) and with the runtime timer (alarm=runtime: time.AfterFunc, no slack). One op is
 // one tick; the ticks are empty. Cases: one room at 500 Hz (a lone timer), and 250 rooms at
 // 20 Hz staggered over the period (the bench harness's rooms scenario at -quick, without
@@ -72,7 +72,7 @@ func benchTickLateness(b *testing.B, rooms int, period time.Duration, precise bo
 	if !precise {
 		timerSlack = 0
 	}
-	s, _ := startServer(b, Config{StallThreshold: -1, PreciseTimers: true}, nil)
+	s, _ := startServer(b, Config{StallThreshold: -1}, nil)
 	late := make([]time.Duration, 0, b.N)
 	done := make(chan struct{})
 	recording := false // loop-confined

@@ -5,17 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // TestPreciseTimersRoomTicks runs a room and a sleeping task on a loop whose timers wake it
-// from the timerfd alarm (Config.PreciseTimers): the ticks come on their absolute
+// from the timerfd alarm (the default; Config.RuntimeTimers turns it off): the ticks come on their absolute
 // deadlines, none before it, the sleeps end, and the server's stop leaves no goroutine of
 // the alarm behind (TestMain's goleak check).
 func TestPreciseTimersRoomTicks(t *testing.T) {
 	const period = 10 * time.Millisecond
 	const ticks = 50
-	s, _ := startServer(t, Config{PreciseTimers: true}, nil)
+	s, _ := startServer(t, Config{}, nil)
 
 	slept := make(chan time.Duration, 1)
 	s.Go("sleeper", func(tk *Task) {
@@ -66,4 +67,13 @@ func TestPreciseTimersRoomTicks(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		require.FailNow(t, "the sleeping task was not woken")
 	}
+}
+
+// TestAlarmDefault: the timerfd alarm (with its slack) is the default; RuntimeTimers leaves
+// the scheduler its runtime timer and no slack.
+func TestAlarmDefault(t *testing.T) {
+	assert.NotNil(t, alarmFor(Config{}), "default: the loop's alarm")
+	assert.Equal(t, timerSlack, slackFor(Config{}))
+	assert.Nil(t, alarmFor(Config{RuntimeTimers: true}), "RuntimeTimers: the scheduler's runtime timer")
+	assert.Zero(t, slackFor(Config{RuntimeTimers: true}))
 }

@@ -160,12 +160,12 @@ type Config struct {
 	// docs/accounting.md. Default false.
 	OSClock bool
 
-	// PreciseTimers wakes the idle loop for its timers (room ticks, Sleep, Every, Go's
-	// deadlines) from a Linux timerfd, with a 500 µs slack that lets timers due together
-	// share one wake-up, instead of from a runtime timer, which fires up to about 1 ms late
-	// in an idle process. Off Linux it changes nothing. Default false until measured on a
-	// quiet machine: on a loaded one it skipped more ticks (docs/rooms.md, "The alarm").
-	PreciseTimers bool
+	// RuntimeTimers wakes the idle loop for its timers (room ticks, Sleep, Every, Go's
+	// deadlines) from a Go runtime timer, which fires up to about 1 ms late in an idle
+	// process, instead of the default: on Linux a timerfd, with a 500 µs slack that lets
+	// timers due together share one wake-up (docs/rooms.md, "The alarm"). Off Linux the
+	// runtime timer is used either way. Default false.
+	RuntimeTimers bool
 
 	// StallThreshold is how long one task slice may hold the loop before the stall
 	// detector logs it (task id, route, time so far and the task's stack) and counts it.

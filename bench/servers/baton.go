@@ -36,7 +36,7 @@ func busy(c *loop.Ctx, status int) {
 // accounting off.
 func startBaton(addr string, logger *slog.Logger, noAccounting bool, shards int) (*Running, error) {
 	srv := loop.New(loop.Config{Addr: addr, IdleTimeout: IdleTimeout, Logger: logger, NoAccounting: noAccounting, Shards: shards,
-		PreciseTimers: os.Getenv(EnvPreciseTimers) == "1"})
+		RuntimeTimers: os.Getenv(EnvRuntimeTimers) == "1"})
 	if shards > 1 {
 		return startBatonShards(srv, noAccounting) // shards_baton.go: plaintext and rooms only
 	}
@@ -166,7 +166,7 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool, shards int)
 	}}, nil
 }
 
-// EnvPreciseTimers, set to 1 in the environment of the bench server, turns on
-// loop.Config.PreciseTimers in its baton targets (to compare it with the runtime timer:
-// docs/rooms.md, "The alarm").
-const EnvPreciseTimers = "BATON_PRECISE_TIMERS"
+// EnvRuntimeTimers, set to 1 in the environment of the bench server, turns on
+// loop.Config.RuntimeTimers in its baton targets (to compare the runtime timer with the
+// default timerfd alarm: docs/rooms.md, "The alarm").
+const EnvRuntimeTimers = "BATON_RUNTIME_TIMERS"
