@@ -192,7 +192,10 @@ func TestFinishedRingKeepsSlowRequests(t *testing.T) {
 		switch f.Route {
 		case "GET /slow":
 			slow++
-			if f.Rounds != 2 || f.Parked[accounting.ParkSleep] < 4*time.Millisecond || f.Status != 200 {
+			// The 5 ms sleep shows as parked time, but a slice that the OS preempts between
+			// the Sleep's clock reading and the park (a loaded CI machine) moves that gap
+			// into the slice's on-loop time: the two together cover the sleep.
+			if f.Rounds != 2 || f.Parked[accounting.ParkSleep]+f.OnLoop < 4*time.Millisecond || f.Status != 200 {
 				t.Errorf("slow request's figures: %+v", f)
 			}
 		case "GET /fast":
