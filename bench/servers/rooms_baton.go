@@ -49,28 +49,7 @@ func registerRoomsBaton(srv *loop.Server) {
 				if i == s.Rooms {
 					name, iters, heavy = HeavyRoomName, s.HeavyIters, true
 				}
-				state := NewRoomState(uint64(i))
-				var lastN uint64
-				r, err := loop.NewRoom(srv, loop.RoomConfig[Input]{
-					Name: name, Period: RoomPeriod, Budget: RoomBudget,
-					InputQueue: RoomInputQueue, InputFull: loop.RefuseInput,
-					Tick: func(_ *loop.Room[Input], tk *loop.Tick[Input]) {
-						now := time.Now()
-						late := now.Sub(tk.Deadline)
-						applied := 0
-						tk.DrainInputs(func(in Input) {
-							state.Apply(in)
-							applied++
-						})
-						state.SimStep(iters)
-						var skipped uint64
-						if lastN > 0 && tk.N > lastN+1 {
-							skipped = tk.N - lastN - 1
-						}
-						lastN = tk.N
-						rec.tick(heavy, max(late, 0), time.Since(now), skipped, applied)
-					},
-				})
+				r, err := loop.NewRoom(srv, benchRoomConfig(i, name, iters, heavy, rec))
 				if err != nil {
 					return // draining or stopped
 				}
@@ -106,4 +85,32 @@ func registerRoomsBaton(srv *loop.Server) {
 	srv.Handle("GET /rooms/stats", func(c *loop.Ctx) {
 		c.JSON(200, rec.stats(setup.Rooms, setup.HeavyIters > 0))
 	})
+}
+
+// benchRoomConfig is the configuration of bench room i (named name): its own simulation
+// state, a tick that applies the queued inputs, runs iters passes of the simulation and
+// records the tick's lateness, duration, skipped deadlines and inputs in rec.
+func benchRoomConfig(i int, name string, iters int, heavy bool, rec *tickRecorder) loop.RoomConfig[Input] {
+	state := NewRoomState(uint64(i))
+	var lastN uint64
+	return loop.RoomConfig[Input]{
+		Name: name, Period: RoomPeriod, Budget: RoomBudget,
+		InputQueue: RoomInputQueue, InputFull: loop.RefuseInput,
+		Tick: func(_ *loop.Room[Input], tk *loop.Tick[Input]) {
+			now := time.Now()
+			late := now.Sub(tk.Deadline)
+			applied := 0
+			tk.DrainInputs(func(in Input) {
+				state.Apply(in)
+				applied++
+			})
+			state.SimStep(iters)
+			var skipped uint64
+			if lastN > 0 && tk.N > lastN+1 {
+				skipped = tk.N - lastN - 1
+			}
+			lastN = tk.N
+			rec.tick(heavy, max(late, 0), time.Since(now), skipped, applied)
+		},
+	}
 }

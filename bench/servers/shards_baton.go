@@ -86,28 +86,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 							return
 						}
 					}
-					state := NewRoomState(uint64(i))
-					var lastN uint64
-					r, err := loop.NewRoom(sh, loop.RoomConfig[Input]{
-						Name: name, Period: RoomPeriod, Budget: RoomBudget,
-						InputQueue: RoomInputQueue, InputFull: loop.RefuseInput,
-						Tick: func(_ *loop.Room[Input], tk *loop.Tick[Input]) {
-							now := time.Now()
-							late := now.Sub(tk.Deadline)
-							applied := 0
-							tk.DrainInputs(func(in Input) {
-								state.Apply(in)
-								applied++
-							})
-							state.SimStep(iters)
-							var skipped uint64
-							if lastN > 0 && tk.N > lastN+1 {
-								skipped = tk.N - lastN - 1
-							}
-							lastN = tk.N
-							rec.tick(heavy, max(late, 0), time.Since(now), skipped, applied)
-						},
-					})
+					r, err := loop.NewRoom(sh, benchRoomConfig(i, name, iters, heavy, rec))
 					if err != nil {
 						return // draining or stopped
 					}
