@@ -98,23 +98,11 @@ func registerRoomsBatonShards(srv *loop.Server) {
 		c.String(200, "ok")
 	})
 	srv.Handle("POST /rooms/{id}/input", func(c *loop.Ctx) {
-		in, ok := ParseInput(c.Body())
-		if !ok {
-			c.String(400, "bad input\n")
-			return
+		var r *loop.Room[Input]
+		if v, ok := rooms.Load(c.PathValue("id")); ok {
+			r = v.(*loop.Room[Input])
 		}
-		v, ok := rooms.Load(c.PathValue("id"))
-		if !ok {
-			c.String(404, "unknown room\n")
-			return
-		}
-		err := v.(*loop.Room[Input]).Input(in)
-		rec.input(err == nil)
-		if err != nil {
-			busy(c, 429)
-			return
-		}
-		c.String(200, "ok")
+		roomInput(c, r, rec)
 	})
 	srv.Handle("POST /rooms/reset", func(c *loop.Ctx) {
 		rec.reset()
