@@ -34,11 +34,10 @@ func goroutineID() uint64 {
 // goroutine id is checked exactly and the range updated.
 func (s *Scheduler) checkLoop() {
 	var marker byte
-	sp := uintptr(unsafe.Pointer(&marker))
-	if sp >= s.spLo && sp <= s.spHi {
-		return
+	// sp in [spLo, spLo+spSpan], written so that checkLoop is cheap enough to be inlined.
+	if sp := uintptr(unsafe.Pointer(&marker)); sp-s.spLo > s.spSpan {
+		s.checkLoopSlow(sp)
 	}
-	s.checkLoopSlow(sp)
 }
 
 // maxFrameSpread bounds the range of confirmed frame addresses; it stays well below the
@@ -52,9 +51,9 @@ func (s *Scheduler) checkLoopSlow(sp uintptr) {
 	} else if g != s.loopGID {
 		panic(fmt.Sprintf("scheduler: Run called from goroutine %d, but the loop is goroutine %d: only the loop goroutine may run tasks", g, s.loopGID))
 	}
-	lo, hi := min(s.spLo, sp), max(s.spHi, sp)
-	if s.spHi == 0 || hi-lo > maxFrameSpread {
+	lo, hi := min(s.spLo, sp), max(s.spLo+s.spSpan, sp)
+	if s.spLo == 0 || hi-lo > maxFrameSpread {
 		lo, hi = sp, sp
 	}
-	s.spLo, s.spHi = lo, hi
+	s.spLo, s.spSpan = lo, hi-lo
 }

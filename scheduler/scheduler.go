@@ -151,9 +151,6 @@ type Scheduler struct {
 	closed bool
 	nextID uint64
 
-	givenNow  int64 // RunAt's reading, for the Run it calls
-	haveGiven bool  // givenNow is set
-
 	rhead, rtail *Task // ready queue (FIFO)
 	nready       int
 	lhead, ltail *Task // live tasks, oldest first
@@ -171,8 +168,8 @@ type Scheduler struct {
 	fireFn   func()
 	timerCB  func()
 
-	loopGID    uint64 // goroutine id of the loop (0 until the first Run)
-	spLo, spHi uintptr
+	loopGID      uint64  // goroutine id of the loop (0 until the first Run)
+	spLo, spSpan uintptr // confirmed frame addresses: [spLo, spLo+spSpan] (spLo 0: none)
 
 	spawned, completed, panics, switches, coroutines uint64
 	goexits, leaked                                  uint64
@@ -413,9 +410,21 @@ func (s *Scheduler) Go(fn func(t *Task)) *Task { return s.Spawn(fn, nil) }
 //
 // Loop only: it panics if called from inside a task, re-entrantly, or from a goroutine other
 // than the first one that called it.
-func (s *Scheduler) Run() (more bool) {
-	now, haveNow := s.givenNow, s.haveGiven // RunAt's reading, if any
-	s.haveGiven = false
+func (s *Scheduler) Run() (more bool) { return s.run(0, false) }
+
+// RunAt is Run given now, a reading of the scheduler's clock (Now, or a Waker.WakeAt
+// reading) that the caller took on the loop since the last slice ran, so that Run reads
+// the clock for neither timers nor accounting before the first slice: the loop passes the
+// reading its turn began with when nothing but wakes ran since. Ready tasks' queue delay
+// is measured to now and the first slice starts at now, so a reading older than the work
+// done since moves that work into the first slice's figures; timers due after now fire at
+// a later Run. Loop only, like Run.
+func (s *Scheduler) RunAt(now int64) (more bool) { return s.run(now, true) }
+
+// run is Run, given the reading now when haveNow. Run and RunAt are inlined into their
+// callers, so that run is the only frame of the scheduler on the loop's stack while a task
+// runs (see resume).
+func (s *Scheduler) run(now int64, haveNow bool) (more bool) {
 	if s.cur != nil {
 		panic(fmt.Sprintf("scheduler: Run called from inside task %d: only the loop goroutine may run tasks", s.cur.id))
 	}
@@ -457,18 +466,6 @@ func (s *Scheduler) Run() (more bool) {
 	}
 	s.inRun = false
 	return s.nready > 0
-}
-
-// RunAt is Run given now, a reading of the scheduler's clock (Now, or a Waker.WakeAt
-// reading) that the caller took on the loop since the last slice ran, so that Run reads
-// the clock for neither timers nor accounting before the first slice: the loop passes the
-// reading its turn began with when nothing but wakes ran since. Ready tasks' queue delay
-// is measured to now and the first slice starts at now, so a reading older than the work
-// done since moves that work into the first slice's figures; timers due after now fire at
-// a later Run. Loop only, like Run.
-func (s *Scheduler) RunAt(now int64) (more bool) {
-	s.givenNow, s.haveGiven = now, true
-	return s.Run()
 }
 
 // resume runs one slice of t, which is Ready and out of the queue. now is the current clock
