@@ -136,46 +136,23 @@ const sliceBatch = 256
 
 // Scheduler runs tasks on the loop goroutine. Create it with New; call Close when done.
 type Scheduler struct {
-	post      func(func())
-	hooks     Hooks
-	onPanic   func(*Task, any, []byte)
-	maxIdle   int
-	locked    bool // Config.LockedOSThread
-	slowSlice int64
-	acct      bool
-	base      time.Time   // epoch of the scheduler's clock (monotonic)
-	clk       clock.Clock // the loop's clock, counting from base
-
-	cur    *Task // running task
-	inRun  bool
-	closed bool
-	nextID uint64
-
+	// What every round trip touches (a wake, Run, the slice's start and end) comes first,
+	// on as few cache lines as it fits: the loop runs other code between slices (parsing,
+	// handlers, gnet), which evicts what the scheduler does not keep together.
+	cur          *Task // running task
+	acct         bool
+	inRun        bool
+	closed       bool
 	rhead, rtail *Task // ready queue (FIFO)
 	nready       int
-	lhead, ltail *Task // live tasks, oldest first
-	nlive        int
-	free         *Task // idle pool (Task structs, each with its coroutine)
-	nfree        int
-
-	heap     []*timer
-	tseq     uint64
-	alarm    Alarm // nil until the first timer is armed
-	newAlarm func(fire func()) Alarm
-	slack    int64 // Config.TimerSlack
-	armed    bool  // alarm will fire (or its post is in flight)
-	armedAt  int64 // when the alarm was armed to go off
-	fireFn   func()
-	timerCB  func()
-
-	loopGID      uint64  // goroutine id of the loop (0 until the first Run)
+	heap         []*timer
 	spLo, spSpan uintptr // confirmed frame addresses: [spLo, spLo+spSpan] (spLo 0: none)
+	hooks        Hooks
+	slowSlice    int64
+	switches     uint64
 
-	spawned, completed, panics, switches, coroutines uint64
-	goexits, leaked                                  uint64
-
-	// Slice figures for Hooks.OnSlices, since the last call (accounting on only).
-	waits  [sliceBatch]int64
+	// Slice figures for Hooks.OnSlices, since the last call (accounting on only); the
+	// queue waits themselves are in waits, at the end.
 	nwaits int
 	slices SliceTotals
 	lastG  uint64 // goroutine of the latest slice, for Hooks.OnCoroutine
@@ -189,6 +166,36 @@ type Scheduler struct {
 	runID    publish.Int64 // a uint64
 	runStart publish.Int64
 	pubID    uint64
+
+	clk  clock.Clock // the loop's clock, counting from base
+	base time.Time   // epoch of the scheduler's clock (monotonic)
+
+	post    func(func())
+	onPanic func(*Task, any, []byte)
+	maxIdle int
+	locked  bool // Config.LockedOSThread
+	nextID  uint64
+
+	lhead, ltail *Task // live tasks, oldest first
+	nlive        int
+	free         *Task // idle pool (Task structs, each with its coroutine)
+	nfree        int
+
+	tseq     uint64
+	alarm    Alarm // nil until the first timer is armed
+	newAlarm func(fire func()) Alarm
+	slack    int64 // Config.TimerSlack
+	armed    bool  // alarm will fire (or its post is in flight)
+	armedAt  int64 // when the alarm was armed to go off
+	fireFn   func()
+	timerCB  func()
+
+	loopGID uint64 // goroutine id of the loop (0 until the first Run)
+
+	spawned, completed, panics, coroutines uint64
+	goexits, leaked                        uint64
+
+	waits [sliceBatch]int64 // queue wait of each slice since the last Hooks.OnSlices
 }
 
 // Validate reports the first invalid field of cfg, by name: Post is required, SlowSlice
