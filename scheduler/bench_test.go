@@ -113,6 +113,23 @@ func BenchmarkSpawnRun(b *testing.B) {
 	})
 }
 
+// BenchmarkSpawnNowAt: the loop's request path, a task that returns at once run inside
+// SpawnNowAt, each call given the previous call's end reading as the loop does within a
+// callback (a pooled coroutine, one clock reading per task with accounting on).
+func BenchmarkSpawnNowAt(b *testing.B) {
+	benchConfigs(b, func(b *testing.B, cfg Config) {
+		s := newSync(b, cfg)
+		arg := new(int)
+		end := s.Now()
+		b.ReportAllocs()
+		c0 := processCPU()
+		for b.Loop() {
+			end = s.SpawnNowAt(nop, arg, end, end)
+		}
+		b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
+	})
+}
+
 // BenchmarkYield: a task yields, the loop runs it again.
 func BenchmarkYield(b *testing.B) {
 	benchConfigs(b, func(b *testing.B, cfg Config) {
