@@ -96,10 +96,12 @@ func TestRunAtStartsAtGivenReading(t *testing.T) {
 	assert.GreaterOrEqual(t, after.QueueDelay-before.QueueDelay, gap)
 	assert.Less(t, after.OnLoop-before.OnLoop, gap)
 
-	// A timer due after the given reading waits for a later Run.
+	// A timer due after the given reading waits for a later Run. The reading is taken
+	// before the timer is set, so it is before the deadline however long setting the timer
+	// takes (a preemption there on a loaded machine once made the reading the later).
 	fired := false
-	s.AfterFunc(time.Millisecond, func() { fired = true })
 	at := s.Now()
+	s.AfterFunc(time.Millisecond, func() { fired = true })
 	for s.Now()-at < int64(2*time.Millisecond) {
 	}
 	s.RunAt(at)
