@@ -32,6 +32,10 @@ type Env struct {
 	// the driver may wait for the window's last events after it.
 	Warmup, Duration, Drain time.Duration
 
+	// serverCPUs is the servers' taskset CPU list ("" when not pinned) and taskset the
+	// taskset binary ("" when missing): drivers that calibrate work run it there.
+	serverCPUs, taskset string
+
 	mu             sync.Mutex
 	onStart        func()
 	onEnd          func()

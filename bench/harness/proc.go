@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,9 @@ const (
 	// EnvShards is baton's Config.Shards for the built-in baton targets (servers.Options),
 	// unset or 1: one loop.
 	EnvShards = "BATON_BENCH_SHARDS"
+	// EnvCalibrate makes the binary print servers.CalibrateSim of the duration it holds
+	// and exit: the rooms scenario runs it pinned to the server's CPUs (calibrateOn).
+	EnvCalibrate = "BATON_BENCH_CALIBRATE"
 )
 
 // MaybeServeChild serves a built-in target and exits the process if EnvServe is set: the
@@ -35,6 +39,15 @@ const (
 // it first thing in main (and in TestMain of tests that run the harness). The child stops
 // on SIGTERM or when its standard input closes (the harness went away).
 func MaybeServeChild() {
+	if v := os.Getenv(EnvCalibrate); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "baton-bench calibrate: %s=%q is not a positive duration\n", EnvCalibrate, v)
+			os.Exit(1)
+		}
+		fmt.Println(servers.CalibrateSim(d))
+		os.Exit(0)
+	}
 	target := os.Getenv(EnvServe)
 	if target == "" {
 		return
@@ -62,6 +75,28 @@ func MaybeServeChild() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// calibrateOn returns servers.CalibrateSim(d) measured in a child process (this binary
+// re-executed) pinned to cpus with taskset: the simulation's speed on the CPUs that will
+// run it, which on a virtual machine may differ from the load generator's by a fifth.
+func calibrateOn(cpus, taskset string, d time.Duration) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	cmd := pinned(cpus, taskset, exe)
+	cmd.Env = append(os.Environ(), EnvCalibrate+"="+d.String())
+	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, EnvServe+"=") })
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("calibrating on CPUs %s: %w", cpus, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("calibrating on CPUs %s: unexpected output %q", cpus, out)
+	}
+	return n, nil
 }
 
 // server is a target process started by the harness.

@@ -30,13 +30,30 @@ const (
 var (
 	simOnce  sync.Once
 	simIters int
+	simWhere string
 )
 
 // roomIters returns the simulation iterations of a light tick, calibrated once per process
-// on the client's CPU so that both targets get the same work.
-func roomIters() int {
-	simOnce.Do(func() { simIters = servers.CalibrateSim(RoomTickWork) })
-	return simIters
+// so that both targets get the same work, and where it was calibrated. The calibration
+// runs on the servers' CPUs when they are pinned (a child process pinned like them): the
+// vCPUs of a virtual machine can differ in speed, and calibrated on the load generator's
+// CPU a "20 µs" step took 24 to 27 µs on the server's (2026-11-24). Unpinned, or if that
+// fails, it runs here.
+func roomIters(env *Env) (int, string) {
+	simOnce.Do(func() {
+		if env.serverCPUs != "" && env.taskset != "" {
+			n, err := calibrateOn(env.serverCPUs, env.taskset, RoomTickWork)
+			if err == nil {
+				simIters, simWhere = n, "server CPUs "+env.serverCPUs
+				return
+			}
+			simWhere = "the load generator's CPUs (" + err.Error() + ")"
+		} else {
+			simWhere = "the load generator's CPUs (the server is not pinned)"
+		}
+		simIters = servers.CalibrateSim(RoomTickWork)
+	})
+	return simIters, simWhere
 }
 
 func roomsCount(p Params) int {
@@ -55,8 +72,8 @@ func init() {
 		Summary: "1,000 game rooms ticking at 20 Hz (~20 µs of simulation per tick) with 4 players each sending 2 inputs/s; then one heavy room (30 ms ticks) added",
 		Spec: `The server runs N rooms (1000 in the full suite, 250 with -quick, or -rooms) ticking at 20 Hz:
 N x 20 ticks/s. Each tick drains the room's queued inputs and runs a simulation step of
-calibrated CPU work (about 20 µs: iterations over 32 entities, the count calibrated once on the
-client's CPU so both targets do the same work). Rooms are created by POST /rooms/setup,
+calibrated CPU work (about 20 µs: iterations over 32 entities, the count calibrated once, on
+the server's CPUs when it is pinned, so both targets do the same work). Rooms are created by POST /rooms/setup,
 staggered evenly over one period. Group inputs: 4 players per room, each sending 2 inputs/s
 (POST /rooms/{id}/input, open loop, one connection per player: N x 8 requests/s); a full queue
 (64) answers 429. baton: each room is a loop.Room (deadline ticks, inputs through
@@ -93,6 +110,9 @@ type RoomsExtra struct {
 	Rooms      int     `json:"rooms"`
 	Iters      int     `json:"iters"`        // simulation iterations per light tick
 	TickWorkUs float64 `json:"tick_work_us"` // what they were calibrated to
+	// CalibratedOn says where the iterations were calibrated: the server's CPUs, or the
+	// load generator's and why.
+	CalibratedOn string `json:"calibrated_on"`
 	// LightTickUs and HeavyTickUs are the mean tick durations the server measured.
 	LightTickUs float64 `json:"light_tick_us"`
 	HeavyTickUs float64 `json:"heavy_tick_us,omitempty"`
@@ -115,7 +135,7 @@ type RoomsExtra struct {
 
 // roomsDriver sets up the rooms, drives the inputs with loadgen, and reads the tick figures.
 func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures, error) {
-	iters := roomIters()
+	iters, calibratedOn := roomIters(env)
 	setup := servers.RoomSetup{Rooms: rooms, Iters: iters}
 	if heavy {
 		setup.HeavyIters = iters * int(servers.HeavyTick/RoomTickWork)
@@ -171,7 +191,7 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 		return nil, fmt.Errorf("rooms figures: reset: %v, stats: %v", errStart, errEnd)
 	}
 	window := time.Duration(stats.ElapsedS * float64(time.Second))
-	ex := RoomsExtra{Rooms: rooms, Iters: iters, TickWorkUs: float64(RoomTickWork.Microseconds()),
+	ex := RoomsExtra{Rooms: rooms, Iters: iters, TickWorkUs: float64(RoomTickWork.Microseconds()), CalibratedOn: calibratedOn,
 		LightTickUs: stats.Light.TickUs, Overruns: stats.Light.Overruns,
 		InputsQueued: stats.InputsQueued, InputsRefused: stats.InputsRefused, InputsApplied: stats.InputsApplied, LoopUtil: -1}
 	ticks := stats.Light.Ticks

@@ -400,7 +400,7 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	)
 	if ph.Custom != nil {
 		env := &Env{Target: t.Name, Host: host, Prefix: t.Prefix, Warmup: ph.Warmup, Duration: ph.Duration,
-			Drain: r.opts.Params.Drain, onStart: onStart, onEnd: onEnd}
+			Drain: r.opts.Params.Drain, onStart: onStart, onEnd: onEnd, serverCPUs: r.opts.CPUServer, taskset: r.taskset}
 		if env.Drain <= 0 {
 			env.Drain = 2 * time.Second
 		}
