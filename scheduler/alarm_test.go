@@ -60,31 +60,69 @@ func TestAlarmMadeOnFirstTimerAndArmedForTheEarliest(t *testing.T) {
 	assert.Equal(t, 1, *made, "one alarm for the scheduler's life")
 }
 
-func TestAlarmSlackCoalescesTimersDueTogether(t *testing.T) {
+func TestAlarmSlackBoundsWakeUps(t *testing.T) {
 	// A slack of a minute, so that the test's own pace does not matter.
 	const slack = time.Minute
+	runPosted := func(posted *[]func()) {
+		for len(*posted) > 0 {
+			fn := (*posted)[0]
+			*posted = (*posted)[1:]
+			fn()
+		}
+	}
 	s, fa, _, posted := newFakeAlarmed(t, slack)
 	ran := 0
 	s.AfterFunc(0, func() { ran++ })
-	s.AfterFunc(time.Hour, func() {})
-	s.AfterFunc(time.Hour+slack/2, func() {}) // due within the slack after the hour
+	s.AfterFunc(slack/2, func() {}) // due within the slack after the alarm goes off
 	a := *fa
-	require.Equal(t, []time.Duration{0}, a.arms, "the due timer alone: armed for it")
+	require.Equal(t, []time.Duration{0}, a.arms, "nothing went off before: armed for the deadline itself")
 	a.fire()
-	for _, fn := range *posted {
-		fn()
-	}
+	runPosted(posted)
 	require.Equal(t, 1, ran)
 	require.Len(t, a.arms, 2)
-	// Armed a slack after the hour (less the time the test took since), not for the hour.
-	assert.Greater(t, a.arms[1], time.Hour+slack/2)
-	assert.LessOrEqual(t, a.arms[1], time.Hour+slack)
+	// Armed a slack after the alarm went off (less the time the test took since), not for
+	// the next deadline: at most one wake-up per slack.
+	assert.Greater(t, a.arms[1], slack/2)
+	assert.LessOrEqual(t, a.arms[1], slack)
 
-	// A timer with nothing due within the slack after it is not delayed.
-	s2, fa2, _, _ := newFakeAlarmed(t, slack)
+	// A timer due after a quiet spell longer than the slack is not delayed.
+	s2, fa2, _, posted2 := newFakeAlarmed(t, slack)
+	s2.AfterFunc(0, func() {})
 	s2.AfterFunc(time.Hour, func() {})
-	s2.AfterFunc(time.Hour+2*slack, func() {})
-	assert.Equal(t, []time.Duration{time.Hour}, (*fa2).arms)
+	(*fa2).fire()
+	runPosted(posted2)
+	require.Len(t, (*fa2).arms, 2)
+	assert.InDelta(t, float64(time.Hour), float64((*fa2).arms[1]), float64(time.Second))
+}
+
+func TestRunArmsTheAlarmOnceAfterItsSlices(t *testing.T) {
+	s, fa, _, _ := newFakeAlarmed(t, 0)
+	for i := range 3 {
+		// Each Sleep's timer is the new earliest when it is added.
+		s.Go(func(t *Task) { _ = t.Sleep(time.Hour - time.Duration(i)*time.Minute) })
+	}
+	require.False(t, s.Run())
+	require.NotNil(t, *fa)
+	require.Len(t, (*fa).arms, 1, "one setting for the Run, not one per new earliest timer")
+	assert.InDelta(t, float64(time.Hour-2*time.Minute), float64((*fa).arms[0]), float64(time.Second))
+}
+
+func TestRunLeavesTimersDueDuringItsSlicesToTheNextRun(t *testing.T) {
+	s, fa, _, _ := newFakeAlarmed(t, 0)
+	woke := false
+	s.Go(func(t *Task) {
+		_ = t.Sleep(time.Microsecond)
+		woke = true
+	})
+	s.Go(func(*Task) {
+		for t0 := time.Now(); time.Since(t0) < time.Millisecond; { // the slice outlasts the Sleep
+		}
+	})
+	require.True(t, s.Run(), "a timer fell due while the slices ran: Run asks to be called again")
+	assert.Nil(t, *fa, "rather than waking the loop through the alarm")
+	for s.Run() {
+	}
+	assert.True(t, woke)
 }
 
 func TestAlarmFireRunsDueTimersOnTheLoopAndRearms(t *testing.T) {

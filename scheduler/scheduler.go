@@ -87,10 +87,13 @@ type Config struct {
 	// millisecond late when the process is idle (see Alarm).
 	NewAlarm func(fire func()) Alarm
 
-	// TimerSlack lets the alarm go off up to TimerSlack after the earliest deadline, so
-	// that the timers due within it fire in one wake-up of the loop rather than one each:
-	// it trades lateness for wake-ups. The timers themselves never fire early. 0: the
-	// alarm is set for the earliest deadline itself. Negative is invalid.
+	// TimerSlack bounds how often the alarm wakes the loop: it goes off at the earliest
+	// deadline, but not sooner than TimerSlack after it last went off. Timers due closer
+	// together than that share one wake-up of the loop rather than having one each, none
+	// is made later than TimerSlack on that account, and a lone timer is not delayed at
+	// all: it trades lateness for wake-ups only where wake-ups are dense. The timers
+	// themselves never fire early. 0: the alarm is set for the earliest deadline itself.
+	// Negative is invalid.
 	TimerSlack time.Duration
 }
 
@@ -187,6 +190,7 @@ type Scheduler struct {
 	slack    int64 // Config.TimerSlack
 	armed    bool  // alarm will fire (or its post is in flight)
 	armedAt  int64 // when the alarm was armed to go off
+	firedAt  int64 // when the alarm last went off (its post ran), for TimerSlack
 	fireFn   func()
 	timerCB  func()
 
@@ -453,12 +457,12 @@ func (s *Scheduler) run(now int64, haveNow bool) (more bool) {
 		if s.armed && s.armedAt <= now {
 			s.armed = false // its post is due or in flight; do not depend on it
 		}
-		s.arm(now)
 	}
 	n := s.nready
 	if n > 0 && s.acct && !haveNow {
-		now = s.clock()
+		now, haveNow = s.clock(), true
 	}
+	ran := n > 0
 	for ; n > 0; n-- {
 		t := s.rhead
 		s.rhead = t.rnext
@@ -505,7 +509,24 @@ func (s *Scheduler) run(now int64, haveNow bool) (more bool) {
 		now = s.endSlice(t)
 	}
 	s.inRun = false
-	return s.nready > 0
+	more = s.nready > 0
+	// The alarm is armed once, after the slices: the timers they added (a room's next
+	// tick, a Sleep) are in the heap by now, so the wake-up is set once per Run rather
+	// than once per timer that became the earliest. A timer that fell due while the
+	// slices ran is left to the next Run, which the caller makes soon (more), rather than
+	// to the alarm: that costs the loop one turn, not a wake-up through the alarm's
+	// goroutine.
+	if len(s.heap) > 0 && !s.closed {
+		if !haveNow || ran && !s.acct {
+			now = s.clock() // with accounting on, the last slice's end is a fresh reading
+		}
+		if s.heap[0].when <= now {
+			more = true
+		} else {
+			s.arm(now)
+		}
+	}
+	return more
 }
 
 // resume runs one slice of t, which is Ready and out of the queue. now is the current clock

@@ -112,15 +112,16 @@ func (s *Scheduler) tick(t *Task, fn func(*Task)) {
 	fn(t)
 }
 
-// addTimer inserts tm into the heap and arms the alarm if tm is the new earliest.
-// now < 0: read the clock if needed.
+// addTimer inserts tm into the heap and arms the alarm if tm is the new earliest, unless
+// Run (or a timer callback inside it) is under way: Run arms the alarm once when its
+// slices are done. now < 0: read the clock if needed.
 func (s *Scheduler) addTimer(tm *timer, now int64) {
 	s.tseq++
 	tm.seq = s.tseq
 	tm.idx = len(s.heap)
 	s.heap = append(s.heap, tm)
 	s.up(tm.idx)
-	if tm.idx == 0 {
+	if tm.idx == 0 && !s.inRun {
 		if now < 0 {
 			now = s.clock()
 		}
@@ -233,18 +234,19 @@ func (s *Scheduler) runTimerFn(fn func()) {
 	ok = true
 }
 
-// arm makes sure the alarm goes off by the earliest deadline, or by the earliest deadline
-// plus Config.TimerSlack when another timer is due within that slack: timers that close
-// together then share one wake-up of the loop, and a lone timer is not delayed for
-// nothing. It runs on the loop. The alarm is re-armed only when that moment moves earlier:
-// a later one is met by the alarm going off early, finding nothing due and re-arming.
+// arm makes sure the alarm goes off by the earliest deadline, or Config.TimerSlack after
+// it last went off if that is later: when deadlines are dense the loop is woken at most
+// once per TimerSlack and the timers due meanwhile share the wake-up; a timer due after a
+// quiet spell is not delayed. It runs on the loop. The alarm is re-armed only when that
+// moment moves earlier: a later one is met by the alarm going off early, finding nothing
+// due and re-arming.
 func (s *Scheduler) arm(now int64) {
 	if len(s.heap) == 0 || s.closed {
 		return
 	}
 	w := s.heap[0].when
-	if s.slack > 0 && s.dueWithin(w+s.slack) {
-		w += s.slack
+	if s.slack > 0 && s.firedAt != 0 {
+		w = max(w, s.firedAt+s.slack)
 	}
 	if s.armed && s.armedAt <= w {
 		return
@@ -260,13 +262,6 @@ func (s *Scheduler) arm(now int64) {
 	s.alarm.Arm(time.Duration(w - now))
 }
 
-// dueWithin reports whether a second timer is due by when: the second earliest deadline of
-// the heap is one of the root's two children.
-func (s *Scheduler) dueWithin(when int64) bool {
-	h := s.heap
-	return len(h) > 1 && h[1].when <= when || len(h) > 2 && h[2].when <= when
-}
-
 // onTimerFired runs on the alarm's goroutine: it hands the work to the loop.
 func (s *Scheduler) onTimerFired() { s.post(s.fireFn) }
 
@@ -278,9 +273,14 @@ func (s *Scheduler) onTimerPosted() {
 	}
 	s.inRun = true // AfterFunc callbacks may not call Run or Close
 	now := s.clock()
+	s.firedAt = now
 	if s.fireDue(now) {
 		now = s.clock()
 	}
-	s.arm(now)
 	s.inRun = false
+	if s.nready == 0 {
+		s.arm(now)
+	}
+	// Otherwise the Run that runs the woken tasks arms the alarm once they have added
+	// their next timers (a room's next tick): one setting instead of two.
 }
