@@ -62,10 +62,10 @@ func benchTickLateness(b *testing.B, rooms int, period time.Duration, precise bo
 	var fires atomic.Int64
 	saved, savedSlack := newAlarm, timerSlack
 	b.Cleanup(func() { newAlarm, timerSlack = saved, savedSlack })
-	newAlarm = func(fire func()) scheduler.Alarm {
+	newAlarm = func(fire func(), spare bool) scheduler.Alarm {
 		counted := func() { fires.Add(1); fire() }
 		if precise {
-			return countingAlarm{saved(counted), &fires}
+			return countingAlarm{saved(counted, spare), &fires}
 		}
 		return &runtimeAlarm{fire: counted}
 	}

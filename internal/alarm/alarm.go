@@ -33,8 +33,9 @@ import (
 // the 10 ms after which sysmon polls the network itself (docs/rooms.md, "The alarm"). At
 // worst the alarm is then as late as a runtime timer.
 type Alarm struct {
-	fire    func()
-	precise bool // a timerfd and its goroutine are in use
+	fire     func()
+	precise  bool // a timerfd and its goroutine are in use
+	backstop bool // a precise alarm also arms a runtime timer (New, not NewNoBackstop)
 
 	fd      int           // the timerfd, when precise
 	f       *os.File      // fd, registered with Go's netpoller
@@ -56,6 +57,21 @@ type Alarm struct {
 func New(fire func()) *Alarm {
 	if fire == nil {
 		panic("alarm: New(nil)")
+	}
+	a := &Alarm{fire: fire, fd: -1, backstop: true}
+	a.open()
+	return a
+}
+
+// NewNoBackstop is New without the runtime-timer backstop: for a process that keeps a P
+// free of its event loops (GOMAXPROCS above their number), where an idle thread waits in
+// the netpoller and sees the timerfd at once. There the backstop's only effect is a cost:
+// moving a runtime timer earlier than the netpoller's wait wakes a thread to re-plan it,
+// about once per setting (docs/rooms.md, "The alarm"). Off Linux, or without a timerfd,
+// it is the runtime-timer fallback, as New. Any goroutine.
+func NewNoBackstop(fire func()) *Alarm {
+	if fire == nil {
+		panic("alarm: NewNoBackstop(nil)")
 	}
 	a := &Alarm{fire: fire, fd: -1}
 	a.open()
@@ -79,8 +95,10 @@ func (a *Alarm) Arm(d time.Duration) {
 	}
 	a.mu.Lock()
 	a.pending = true
-	_ = a.set(max(d, 1)) // were it to fail, the backstop still fires
-	a.runtimeArm(d)
+	_ = a.set(max(d, 1)) // were it to fail, the backstop (if any) still fires
+	if a.backstop {
+		a.runtimeArm(d)
+	}
 	a.mu.Unlock()
 }
 
@@ -129,7 +147,9 @@ func (a *Alarm) take() bool {
 		return false
 	}
 	a.pending = false
-	a.tmr.Stop()
+	if a.tmr != nil {
+		a.tmr.Stop()
+	}
 	a.firing.Add(1)
 	return true
 }

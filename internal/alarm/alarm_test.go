@@ -24,8 +24,9 @@ type probe struct {
 	n     atomic.Int32
 }
 
-// kinds are the two implementations: the timerfd (Linux) and the runtime-timer fallback.
-var kinds = []string{"precise", "runtime"}
+// kinds are the implementations: the timerfd (Linux) with and without its runtime-timer
+// backstop, and the runtime-timer fallback.
+var kinds = []string{"precise", "precise-nobackstop", "runtime"}
 
 func newProbe(t *testing.T, kind string) *probe {
 	t.Helper()
@@ -34,8 +35,12 @@ func newProbe(t *testing.T, kind string) *probe {
 		p.n.Add(1)
 		p.fires <- time.Now()
 	}
-	if kind == "precise" {
-		p.a = New(fire)
+	if kind == "precise" || kind == "precise-nobackstop" {
+		if kind == "precise" {
+			p.a = New(fire)
+		} else {
+			p.a = NewNoBackstop(fire)
+		}
 		if runtime.GOOS == "linux" {
 			require.True(t, p.a.Precise(), "a timerfd alarm on Linux")
 		}
@@ -214,4 +219,20 @@ func TestAlarmCloseWaitsForAFireUnderWay(t *testing.T) {
 
 func TestNewNilPanics(t *testing.T) {
 	assert.Panics(t, func() { New(nil) })
+}
+
+// TestNoBackstopArmsNoRuntimeTimer: NewNoBackstop's settings go to the timerfd alone, New's
+// also to a runtime timer.
+func TestNoBackstopArmsNoRuntimeTimer(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the backstop exists only beside a timerfd")
+	}
+	nb := NewNoBackstop(func() {})
+	defer nb.Close()
+	nb.Arm(time.Hour)
+	assert.Nil(t, nb.tmr, "no runtime timer without a backstop")
+	b := New(func() {})
+	defer b.Close()
+	b.Arm(time.Hour)
+	assert.NotNil(t, b.tmr, "New arms its backstop")
 }
