@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ func TestRoomsScenario(t *testing.T) {
 			require.True(t, ok, where)
 			assert.Equal(t, 8, ex.Rooms)
 			assert.Positive(t, ex.Iters)
+			assert.Contains(t, ex.CalibratedOn, "the load generator's CPUs", "not pinned: calibrated here")
 			if ph.Name == "heavy" {
 				require.NotNil(t, r.Group("heavy"), where)
 				assert.Positive(t, ex.HeavyTickUs, where)
@@ -75,6 +77,26 @@ func TestRoomsScenario(t *testing.T) {
 		"rooms heavy: nethttp names the heavy room"} {
 		assert.Contains(t, all, want)
 	}
+}
+
+// TestCalibrateOnServerCPUs: the calibration child pinned with taskset answers a plausible
+// number of iterations (the simulation's speed on those CPUs), as in-process calibration
+// does; a bad CPU list is an error, not a silent fallback.
+func TestCalibrateOnServerCPUs(t *testing.T) {
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skip("taskset not installed")
+	}
+	n, err := calibrateOn("0", taskset, RoomTickWork)
+	require.NoError(t, err)
+	local := servers.CalibrateSim(RoomTickWork)
+	assert.Positive(t, n)
+	// Same machine, same work: within a factor of 4 of this process's own figure (CPUs
+	// differ, and a loaded machine slows either).
+	ratio := float64(n) / float64(local)
+	assert.True(t, ratio > 0.25 && ratio < 4, "child %d iterations, here %d", n, local)
+	_, err = calibrateOn("9999", taskset, RoomTickWork)
+	assert.Error(t, err)
 }
 
 // TestWSBroadcastScenario runs ws-broadcast at a tiny scale against both targets: every
