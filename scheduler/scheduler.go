@@ -416,8 +416,10 @@ func (s *Scheduler) Go(fn func(t *Task)) *Task { return s.Spawn(fn, nil) }
 // Run runs the ready tasks in FIFO order, each until it parks, yields or returns. It first
 // fires due timers, then runs at most the tasks that were ready at that point: tasks that
 // yield or are woken meanwhile go to the back of the queue and run at the next call, so the
-// loop can poll I/O between batches. It reports whether tasks remain ready (the loop should
-// then call Run again soon, after polling I/O). After Close it does nothing.
+// loop can poll I/O between batches. It reports whether tasks remain ready or a timer fell
+// due while the slices ran: the loop must then call Run again soon, after polling I/O,
+// because such a timer is left to that call, not to the alarm (Run arms the alarm once,
+// after the slices, for the earliest timer still to come). After Close it does nothing.
 //
 // Loop only: it panics if called from inside a task, re-entrantly, or from a goroutine other
 // than the first one that called it.
