@@ -161,7 +161,6 @@ const wsMaxListed = 100
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// wsSnapshot collects the WebSocket figures. Loop-confined.
 // wsTotals is the websockets page without its connection list, for Snapshot. Loop only.
 func (s *Server) wsTotals() WebSocketsSnapshot {
 	doc := s.wsSnapshot()
@@ -177,6 +176,7 @@ func (s *Server) wsTotals() WebSocketsSnapshot {
 	return out
 }
 
+// wsSnapshot collects the WebSocket figures of the stats page. Loop-confined.
 func (s *Server) wsSnapshot() wsStatsDoc {
 	ws := &s.ws
 	now := s.nanotime()
