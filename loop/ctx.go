@@ -61,7 +61,7 @@ type Ctx struct {
 	conn    *conn // loop-owned: never touched by a multi-thread handler
 	route   *route
 	remote  net.Addr
-	req     httpcodec.Request // views into arena
+	req     httpcodec.Request // views into arena, or into gnet's read buffer while headInBuf
 	arena   []byte
 	body    []byte
 	stream  *bodyPipe // the streamed body (HandleHTTP routes), nil otherwise
@@ -91,6 +91,7 @@ type Ctx struct {
 	deadline   *scheduler.Timer
 	deadlineFn func()
 	finished   bool  // finishRequest ran in the task's last slice; onSliceStop frees c
+	headInBuf  bool  // req's views are in gnet's read buffer, not in arena (headinbuf.go)
 	bytesOut   int64 // response bytes delivered, counted only with Config.OnRequestDone
 
 	values []ctxValue // request-scoped values set by middleware (SetValue)
@@ -133,7 +134,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.head.Store(headNone)
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
-	c.finished, c.bytesOut = false, 0
+	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
 	c.values = c.values[:0]
 	if len(s.ctxFree) < ctxPoolMax && s.mode.reuseCtx() {
@@ -367,6 +368,9 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 		panic("loop: response already written")
 	}
 	c.status = status
+	if len(c.hdrs) == 0 && c.writeHeadCached(status, contentType, contentLength, chunked) {
+		return true
+	}
 	if contentType != "" && !c.hasHeader("Content-Type") {
 		// Not copied into hdrArena: strings are immutable and nothing writes through the
 		// views (AppendResponseHead only reads them).

@@ -50,6 +50,7 @@ type Server struct {
 
 	runTaskFn   func(*scheduler.Task)
 	chaining    chainState // request tasks serving their connection's next request (chain.go)
+	heads       headStarts // cached response head starts (responsehead.go); loop-confined
 	housekeepFn func()
 	pumpFn      func()
 	sweepEvery  time.Duration

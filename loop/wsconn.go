@@ -119,6 +119,7 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 		c.String(503, "503 Service Unavailable: the server is shutting down\n")
 		return nil, errors.New("loop: websocket upgrade refused: the server is shutting down")
 	}
+	s.keepHead(c) // the WebSocket reader consumes the input the head may lie in
 	key, err := httpcodec.CheckWSUpgrade(&c.req)
 	if err != nil {
 		status, reason := 400, err.Error()
