@@ -108,3 +108,9 @@ func TestParseWholeTakesTheCommonShape(t *testing.T) {
 		assert.False(t, ok, "%q", in)
 	}
 }
+
+// BenchmarkParseWrkGET parses the head wrk sends (a request line and Host), the
+// pipelined benchmark's request.
+func BenchmarkParseWrkGET(b *testing.B) {
+	benchParse(b, []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"))
+}

@@ -122,11 +122,14 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 func (s *Server) releaseCtx(c *Ctx) {
 	c.Task.release()
 	c.conn, c.route, c.remote, c.pattern, c.query = nil, nil, nil, "", nil
-	// c.req and c.params are overwritten whole before their next use (serveStep copies
-	// or moves a parsed head in, the router resets the parameters before matching); what
-	// they still point to is the arena kept below or gnet's read buffer, which lives as
-	// long as the loop. Only the headers' length matters: it is the capacity kept.
+	// c.req is overwritten whole before its next use (serveStep copies or moves a parsed
+	// head in); what it still points to is the arena kept below or gnet's read buffer,
+	// which lives as long as the loop. Only the headers' length matters: it is the
+	// capacity kept. The parameters must be empty for the route memo (routememo.go).
 	c.req.Headers = c.req.Headers[:0]
+	if c.params.Len() > 0 {
+		c.params.Reset()
+	}
 	c.reader.Reset(nil)
 	c.body = trimKept(c.body)
 	c.stream = nil

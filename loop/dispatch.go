@@ -79,7 +79,7 @@ func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 		s.inlineResponse(cs, c, 503, "Retry-After", drainRetryAfter)
 		return false
 	}
-	r, pattern, res, allow := s.router.Lookup(unsafeString(c.req.Method), unsafeString(c.req.Path), &c.params)
+	r, pattern, res, allow := s.lookupRoute(c)
 	switch res {
 	case router.Found:
 	case router.MethodNotAllowed:
