@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,7 +42,8 @@ const streamHighWater = 256 << 10
 const streamPoll = time.Millisecond
 
 // Response head states of a Ctx (Ctx.head). A handler's head write and the handler
-// deadline's 503 race in multi-thread mode, so the state moves by compare-and-swap.
+// deadline's 503 race in multi-thread mode, so the state moves by compare-and-swap there
+// (claimHead).
 const (
 	headNone    int32 = iota // nothing written yet
 	headHandler              // the handler wrote the response head
@@ -74,8 +74,8 @@ type Ctx struct {
 	hdrs      []httpcodec.Header
 	hdrArena  []byte
 	status    int
-	head      atomic.Int32 // headNone, headHandler or headServer
-	chunked   bool         // the body is being streamed with chunked coding
+	head      int32 // headNone, headHandler or headServer: headState, claimHead
+	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
 	aborted   bool // a panic cut a streamed body short: the connection must close
 	isHead    bool // HEAD request: no body is sent
@@ -137,7 +137,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.out = trimKept(c.out)
 	c.hdrs, c.hdrArena = c.hdrs[:0], c.hdrArena[:0]
 	c.status = 0
-	c.head.Store(headNone)
+	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
@@ -265,7 +265,7 @@ func (c *Ctx) SetHeader(name, value string) {
 
 // AddHeader adds a value for response header name; it panics like SetHeader.
 func (c *Ctx) AddHeader(name, value string) {
-	if c.head.Load() == headHandler {
+	if c.headState() == headHandler {
 		panic("loop: header " + name + " set after the response head was written")
 	}
 	if !httpcodec.ValidHeaderName(unsafeBytes(name)) || !httpcodec.ValidHeaderValue(unsafeBytes(value)) {
@@ -317,7 +317,7 @@ func reservedHeader(name string) bool {
 
 // Written reports whether the response head has been written (by the handler, or by the
 // server when the handler's deadline passed).
-func (c *Ctx) Written() bool { return c.head.Load() != headNone }
+func (c *Ctx) Written() bool { return c.headState() != headNone }
 
 // String answers with status and a text/plain body.
 func (c *Ctx) String(status int, body string) {
@@ -367,8 +367,8 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 	if status < 100 || status > 999 {
 		panic("loop: invalid status code " + strconv.Itoa(status))
 	}
-	if !c.head.CompareAndSwap(headNone, headHandler) {
-		if c.head.Load() == headServer {
+	if !c.claimHead(headHandler) {
+		if c.headState() == headServer {
 			return false
 		}
 		panic("loop: response already written")

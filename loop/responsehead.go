@@ -1,6 +1,10 @@
 package loop
 
-import "github.com/batonrt/baton/httpcodec"
+import (
+	"sync/atomic"
+
+	"github.com/batonrt/baton/httpcodec"
+)
 
 // headStarts caches the start of the response heads handlers write most: the status line,
 // the Date header and a Content-Type, validated and formatted once per Date value (the
@@ -89,4 +93,23 @@ func (c *Ctx) writeHeadCached(status int, contentType string, contentLength int6
 	c.out = append(c.out, start...)
 	c.out = httpcodec.AppendResponseHeadEnd(c.out, &h)
 	return true
+}
+
+// headState returns c's response head state (headNone, headHandler, headServer).
+func (c *Ctx) headState() int32 { return atomic.LoadInt32(&c.head) }
+
+// claimHead moves c's response head from headNone to to and reports whether it did: the
+// handler's head write and the handler deadline's 503 race for it. In multi-thread mode
+// they run on different goroutines and the move is a compare-and-swap; in loop mode both
+// run on the loop, where a plain test and store does the same without the locked
+// instruction.
+func (c *Ctx) claimHead(to int32) bool {
+	if _, onLoop := c.srv.mode.(loopMode); onLoop {
+		if c.head != headNone {
+			return false
+		}
+		c.head = to
+		return true
+	}
+	return atomic.CompareAndSwapInt32(&c.head, headNone, to)
 }
