@@ -347,7 +347,7 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 		c := s.acquireCtx(cs)
 		if cs.direct && !cs.req.Chunked && cs.req.ContentLength <= 0 {
 			// The head stays in gnet's read buffer: copied only if the request outlives
-			// its first slice (serve, keepHeads).
+			// its first slice (serve, keepHead).
 			h := c.req.Headers
 			c.req = cs.req
 			cs.req.Headers = h[:0]
