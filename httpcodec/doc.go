@@ -32,7 +32,10 @@
 // # Responses
 //
 // AppendResponseHead appends a status line and headers, refusing header
-// names and values that could inject lines. AppendChunk and
+// names and values that could inject lines. AppendResponseHeadEnd writes
+// only what follows the caller's headers (framing, Connection, the empty
+// line), for callers that keep a validated start of the heads they write
+// often. AppendChunk and
 // AppendFinalChunk frame a chunked body, AppendContinue writes the 100
 // Continue interim response, and Date caches the Date header value so that
 // it is formatted once a second rather than per response. None of them

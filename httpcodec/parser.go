@@ -141,6 +141,16 @@ func (p *Parser) ParseHead(buf []byte, req *Request) (n int, err error) {
 	if !p.inited {
 		p.Init(Config{})
 	}
+	if p.lines == 0 && p.scan == 0 && p.skip == 0 {
+		if n, ok := p.parseWhole(buf, req); ok {
+			return n, nil
+		}
+	}
+	return p.parseHead(buf, req)
+}
+
+// parseHead is ParseHead's general path: any head, whole or in pieces.
+func (p *Parser) parseHead(buf []byte, req *Request) (n int, err error) {
 	if p.skip+p.scan > len(buf) {
 		// Not the same prefix: the caller broke the contract. Start over
 		// rather than index out of range.

@@ -102,7 +102,8 @@ func (r *Request) Reset() {
 // buffer: every view (Method, Target, Path, RawQuery, each header name and
 // value, Host, Upgrade) is appended to arena and dst's views point into the
 // result, which is returned (keep it with dst). Nil views stay nil. The
-// other fields are copied as they are. dst.Headers is reused. CopyTo
+// other fields are copied as they are. dst.Headers is reused. dst may be
+// r itself, which moves r's views out of the parser's buffer. CopyTo
 // allocates nothing when arena and dst.Headers have enough capacity; when
 // arena is too small it grows it once.
 func (r *Request) CopyTo(dst *Request, arena []byte) []byte {

@@ -251,6 +251,20 @@ func AppendResponseHead(dst []byte, h *ResponseHead) ([]byte, error) {
 		dst = append(dst, h.Headers[i].Value...)
 		dst = append(dst, "\r\n"...)
 	}
+	return AppendResponseHeadEnd(dst, h), nil
+}
+
+// AppendResponseHeadEnd appends the part of h's head that AppendResponseHead
+// writes after the caller's headers: the framing header, Connection and the
+// empty line (it reads only Status, ContentLength, Chunked, Close and
+// KeepAlive10, and validates nothing). It lets a caller that writes many
+// responses with the same status line, Date and headers make that start once:
+// AppendResponseHead of a head with those and ContentLength -1, Chunked,
+// Close and KeepAlive10 unset ends with the start and then "\r\n"; the start
+// followed by AppendResponseHeadEnd(h) is then byte for byte what
+// AppendResponseHead(h) writes.
+func AppendResponseHeadEnd(dst []byte, h *ResponseHead) []byte {
+	s := h.Status
 	if s >= 200 && s != 204 {
 		if h.Chunked {
 			dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
@@ -265,7 +279,7 @@ func AppendResponseHead(dst []byte, h *ResponseHead) ([]byte, error) {
 	} else if h.KeepAlive10 {
 		dst = append(dst, "Connection: keep-alive\r\n"...)
 	}
-	return append(dst, "\r\n"...), nil
+	return append(dst, "\r\n"...)
 }
 
 // AppendChunk appends p as one chunk of a chunked body: the size in hex,

@@ -39,7 +39,7 @@ func (s *Server) requestDone(c *Ctx, now int64) {
 		Method: c.Method(), Route: c.pattern, Path: unsafeString(c.req.Path), Status: c.status,
 		Bytes: c.bytesOut, Remote: c.remote, TaskID: c.Task.idOrZero(),
 	}
-	if c.head.Load() == headServer {
+	if c.headState() == headServer {
 		r.Status = 503
 	}
 	if c.acceptedAt != 0 { // arrivedAt is set with it (arrival.go): the route figures' start

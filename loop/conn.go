@@ -95,6 +95,8 @@ type conn struct {
 	stallSince int64 // loop clock since when the unsent output has not shrunk; 0 when none
 
 	serving     bool // serve is on the stack for this connection
+	direct      bool // serve runs in this connection's OnTraffic on gnet's read buffer alone (headinbuf.go)
+	carried     bool // gnet's ring buffer may hold input left when OnTraffic last returned (headinbuf.go)
 	blocked     bool // too much unsent output: parsing paused until the client reads
 	dirty       bool // queued in connTable.dirty
 	beforeDrain bool // open when the drain began: the drain waits for it
@@ -303,6 +305,11 @@ func (s *Server) serve(cs *conn) {
 		}
 	}
 	cs.serving = false
+	if c := cs.ctx; c != nil && c.headInBuf {
+		// Parked, yielded or queued in its first slice (serveStep does not parse past a
+		// request in flight): it outlives the read buffer its head points into.
+		s.keepHead(c)
+	}
 	s.flush(cs)
 }
 
@@ -338,6 +345,16 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 			return nil, false
 		}
 		c := s.acquireCtx(cs)
+		if cs.direct && !cs.req.Chunked && cs.req.ContentLength <= 0 {
+			// The head stays in gnet's read buffer: copied only if the request outlives
+			// its first slice (serve, keepHead).
+			h := c.req.Headers
+			c.req = cs.req
+			cs.req.Headers = h[:0]
+			c.headInBuf = true
+			_, _ = cs.gc.Discard(n)
+			return c, true
+		}
 		c.arena = cs.req.CopyTo(&c.req, c.arena[:0])
 		_, _ = cs.gc.Discard(n)
 		if !c.req.Chunked && c.req.ContentLength <= 0 {

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,7 +42,8 @@ const streamHighWater = 256 << 10
 const streamPoll = time.Millisecond
 
 // Response head states of a Ctx (Ctx.head). A handler's head write and the handler
-// deadline's 503 race in multi-thread mode, so the state moves by compare-and-swap.
+// deadline's 503 race in multi-thread mode, so the state moves by compare-and-swap there
+// (claimHead).
 const (
 	headNone    int32 = iota // nothing written yet
 	headHandler              // the handler wrote the response head
@@ -61,7 +61,7 @@ type Ctx struct {
 	conn    *conn // loop-owned: never touched by a multi-thread handler
 	route   *route
 	remote  net.Addr
-	req     httpcodec.Request // views into arena
+	req     httpcodec.Request // views into arena, or into gnet's read buffer while headInBuf
 	arena   []byte
 	body    []byte
 	stream  *bodyPipe // the streamed body (HandleHTTP routes), nil otherwise
@@ -74,8 +74,8 @@ type Ctx struct {
 	hdrs      []httpcodec.Header
 	hdrArena  []byte
 	status    int
-	head      atomic.Int32 // headNone, headHandler or headServer
-	chunked   bool         // the body is being streamed with chunked coding
+	head      int32 // headNone, headHandler or headServer: headState, claimHead
+	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
 	aborted   bool // a panic cut a streamed body short: the connection must close
 	isHead    bool // HEAD request: no body is sent
@@ -91,6 +91,7 @@ type Ctx struct {
 	deadline   *scheduler.Timer
 	deadlineFn func()
 	finished   bool  // finishRequest ran in the task's last slice; onSliceStop frees c
+	headInBuf  bool  // req's views are in gnet's read buffer, not in arena (headinbuf.go)
 	bytesOut   int64 // response bytes delivered, counted only with Config.OnRequestDone
 
 	values []ctxValue // request-scoped values set by middleware (SetValue)
@@ -121,8 +122,14 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 func (s *Server) releaseCtx(c *Ctx) {
 	c.Task.release()
 	c.conn, c.route, c.remote, c.pattern, c.query = nil, nil, nil, "", nil
-	c.req.Reset()
-	c.params.Reset()
+	// c.req is overwritten whole before its next use (serveStep copies or moves a parsed
+	// head in); what it still points to is the arena kept below or gnet's read buffer,
+	// which lives as long as the loop. Only the headers' length matters: it is the
+	// capacity kept. The parameters must be empty for the route memo (routememo.go).
+	c.req.Headers = c.req.Headers[:0]
+	if c.params.Len() > 0 {
+		c.params.Reset()
+	}
 	c.reader.Reset(nil)
 	c.body = trimKept(c.body)
 	c.stream = nil
@@ -130,10 +137,10 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.out = trimKept(c.out)
 	c.hdrs, c.hdrArena = c.hdrs[:0], c.hdrArena[:0]
 	c.status = 0
-	c.head.Store(headNone)
+	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
-	c.finished, c.bytesOut = false, 0
+	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
 	c.values = c.values[:0]
 	if len(s.ctxFree) < ctxPoolMax && s.mode.reuseCtx() {
@@ -258,7 +265,7 @@ func (c *Ctx) SetHeader(name, value string) {
 
 // AddHeader adds a value for response header name; it panics like SetHeader.
 func (c *Ctx) AddHeader(name, value string) {
-	if c.head.Load() == headHandler {
+	if c.headState() == headHandler {
 		panic("loop: header " + name + " set after the response head was written")
 	}
 	if !httpcodec.ValidHeaderName(unsafeBytes(name)) || !httpcodec.ValidHeaderValue(unsafeBytes(value)) {
@@ -310,7 +317,7 @@ func reservedHeader(name string) bool {
 
 // Written reports whether the response head has been written (by the handler, or by the
 // server when the handler's deadline passed).
-func (c *Ctx) Written() bool { return c.head.Load() != headNone }
+func (c *Ctx) Written() bool { return c.headState() != headNone }
 
 // String answers with status and a text/plain body.
 func (c *Ctx) String(status int, body string) {
@@ -360,13 +367,16 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 	if status < 100 || status > 999 {
 		panic("loop: invalid status code " + strconv.Itoa(status))
 	}
-	if !c.head.CompareAndSwap(headNone, headHandler) {
-		if c.head.Load() == headServer {
+	if !c.claimHead(headHandler) {
+		if c.headState() == headServer {
 			return false
 		}
 		panic("loop: response already written")
 	}
 	c.status = status
+	if len(c.hdrs) == 0 && c.writeHeadCached(status, contentType, contentLength, chunked) {
+		return true
+	}
 	if contentType != "" && !c.hasHeader("Content-Type") {
 		// Not copied into hdrArena: strings are immutable and nothing writes through the
 		// views (AppendResponseHead only reads them).

@@ -79,7 +79,7 @@ func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 		s.inlineResponse(cs, c, 503, "Retry-After", drainRetryAfter)
 		return false
 	}
-	r, pattern, res, allow := s.router.Lookup(unsafeString(c.req.Method), unsafeString(c.req.Path), &c.params)
+	r, pattern, res, allow := s.lookupRoute(c)
 	switch res {
 	case router.Found:
 	case router.MethodNotAllowed:
@@ -165,7 +165,7 @@ func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
 		s.log.Error("loop: handler panicked", "route", c.pattern, "method", c.Method(), "path", string(c.req.Path),
 			"task", id, "panic", v, "panics_total", s.panics, "suppressed", suppressed, "stack", string(stack))
 	}
-	switch c.head.Load() {
+	switch c.headState() {
 	case headNone:
 		c.hdrs = c.hdrs[:0]
 		c.out = c.out[:0]
@@ -186,7 +186,7 @@ func (s *Server) finishRequest(c *Ctx) {
 	if c.deadline != nil {
 		c.deadline.Stop()
 	}
-	switch c.head.Load() {
+	switch c.headState() {
 	case headNone:
 		c.respond(200, "", nil)
 	case headHandler:
@@ -265,7 +265,7 @@ func (s *Server) handlerDeadline(c *Ctx) {
 	c.deadline = nil
 	// Claim the response before cancelling: a multi-thread handler woken by the
 	// cancellation must find its writes already refused.
-	claimed := c.head.CompareAndSwap(headNone, headServer)
+	claimed := c.claimHead(headServer)
 	if !claimed && c.streaming {
 		c.aborted = true
 		s.log.Warn("loop: handler deadline passed mid-stream; response cut short", "route", c.pattern,

@@ -118,6 +118,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 		return gnet.None
 	}
 	s.noteRead(cs)
+	defer s.noteCarried(cs)
 	if cs.state >= connClosing { // no more requests: drop what the client sends
 		_, _ = gc.Discard(-1)
 		return gnet.None
@@ -150,7 +151,10 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None // parsed when the current request finishes or the client reads
 		}
 	}
+	_, onLoop := s.mode.(loopMode) // a handler goroutine would outlive the read buffer
+	cs.direct = onLoop && !cs.carried
 	s.serve(cs)
+	cs.direct = false
 	// New requests ran their first slice in serve. Tasks that were ready before (a task
 	// that yielded, one woken meanwhile) run from the control socket's pump, once per loop
 	// turn: running them here would give a yielding task a slice per connection read.

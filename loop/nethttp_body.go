@@ -143,7 +143,7 @@ func (s *Server) postStream(p *bodyPipe, fn func(*Server, *conn)) {
 // sendContinue answers "Expect: 100-continue" when the handler first reads the body, as
 // net/http does; nothing is sent once the handler's response head went out. Loop-confined.
 func (s *Server) sendContinue(cs *conn) {
-	if c := cs.ctx; c != nil && c.head.Load() == headNone && cs.writable() {
+	if c := cs.ctx; c != nil && c.headState() == headNone && cs.writable() {
 		cs.out = httpcodec.AppendContinue(cs.out)
 	}
 }

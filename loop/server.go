@@ -50,6 +50,8 @@ type Server struct {
 
 	runTaskFn   func(*scheduler.Task)
 	chaining    chainState // request tasks serving their connection's next request (chain.go)
+	heads       headStarts // cached response head starts (responsehead.go); loop-confined
+	routes      routeMemo  // the last parameterless match (routememo.go); loop-confined
 	housekeepFn func()
 	pumpFn      func()
 	sweepEvery  time.Duration
@@ -251,6 +253,7 @@ func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []R
 	if err := s.router.Add(pattern, r); err != nil {
 		panic(fmt.Sprintf("loop: Handle(%q): %v", pattern, err))
 	}
+	s.routes = routeMemo{}
 }
 
 // Post runs fn on the loop goroutine soon, after the functions posted before it. It is the

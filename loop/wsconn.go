@@ -111,7 +111,7 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 		c.String(501, "501 Not Implemented: "+ErrWSMultiThread.Error()+"\n")
 		return nil, ErrWSMultiThread
 	}
-	if c.head.Load() != headNone {
+	if c.headState() != headNone {
 		return nil, errors.New("loop: Upgrade after the response was written")
 	}
 	cs := c.conn
@@ -119,6 +119,7 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 		c.String(503, "503 Service Unavailable: the server is shutting down\n")
 		return nil, errors.New("loop: websocket upgrade refused: the server is shutting down")
 	}
+	s.keepHead(c) // the WebSocket reader consumes the input the head may lie in
 	key, err := httpcodec.CheckWSUpgrade(&c.req)
 	if err != nil {
 		status, reason := 400, err.Error()
@@ -152,7 +153,7 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 		c.String(400, "400 Bad Request: "+err.Error()+"\n")
 		return nil, fmt.Errorf("loop: websocket upgrade refused (400): %w", err)
 	}
-	if !c.head.CompareAndSwap(headNone, headHandler) {
+	if !c.claimHead(headHandler) {
 		return nil, errors.New("loop: Upgrade after the response was written")
 	}
 	c.status = 101

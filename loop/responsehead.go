@@ -1,0 +1,115 @@
+package loop
+
+import (
+	"sync/atomic"
+
+	"github.com/batonrt/baton/httpcodec"
+)
+
+// headStarts caches the start of the response heads handlers write most: the status line,
+// the Date header and a Content-Type, validated and formatted once per Date value (the
+// loop publishes a new one every sweep) instead of once per response. A head with any
+// other header (SetHeader, Server-Timing) is written in full as before; what follows the
+// start (framing, Connection, the empty line) is written per response by
+// httpcodec.AppendResponseHeadEnd, so the bytes are those AppendResponseHead writes.
+// Loop-confined: only loop-mode handlers (and the loop itself) use it.
+type headStarts struct {
+	date *[]byte // the Date value the entries were made with (Server.dateBytes)
+	ents [4]headStart
+	next int // the entry a miss replaces
+}
+
+// headStart is one cached start. ctype is a view of the Content-Type value inside b, so
+// the entry keeps no string of the caller's.
+type headStart struct {
+	status int // 0: empty
+	ctype  string
+	b      []byte
+}
+
+// get returns the start of a response with status and contentType (none if "") and the
+// Date value *date, making it on a miss, or nil when AppendResponseHead refuses such a
+// head (an invalid Content-Type value: the caller's full path then reports it). The
+// result is valid until the next get.
+func (hs *headStarts) get(status int, contentType string, date *[]byte) []byte {
+	if hs.date != date {
+		hs.date = date
+		for i := range hs.ents {
+			hs.ents[i].status = 0
+		}
+	}
+	for i := range hs.ents {
+		if e := &hs.ents[i]; e.status == status && e.ctype == contentType {
+			return e.b
+		}
+	}
+	e := &hs.ents[hs.next]
+	hs.next = (hs.next + 1) % len(hs.ents)
+	e.status = 0
+	h := httpcodec.ResponseHead{Status: status, ContentLength: -1, Date: *date}
+	var ct [1]httpcodec.Header
+	if contentType != "" {
+		ct[0] = httpcodec.Header{Name: contentTypeName, Value: unsafeBytes(contentType)}
+		h.Headers = ct[:]
+	}
+	b, err := httpcodec.AppendResponseHead(e.b[:0], &h)
+	if err != nil {
+		return nil
+	}
+	b = b[:len(b)-2] // the empty line: AppendResponseHeadEnd writes it
+	e.b = b
+	e.ctype = ""
+	if contentType != "" {
+		end := len(b) - 2 // the Content-Type line is the last: its value ends before its CRLF
+		e.ctype = unsafeString(b[end-len(contentType) : end])
+	}
+	e.status = status
+	return b
+}
+
+// writeHeadCached is writeHead's path for a head without headers of the handler's own: it
+// appends the cached start and the head's end and reports true, or reports false (and
+// writes nothing) where the full path must run: multi-thread mode (the cache is the
+// loop's), Server-Timing, a Content-Type the codec refuses. writeHead has claimed the
+// response and checked the status.
+func (c *Ctx) writeHeadCached(status int, contentType string, contentLength int64, chunked bool) bool {
+	s := c.srv
+	if _, onLoop := s.mode.(loopMode); !onLoop || (s.cfg.ServerTiming && c.route != nil) {
+		return false
+	}
+	start := s.heads.get(status, contentType, s.dateBytes.Load())
+	if start == nil {
+		return false
+	}
+	bodyByClose := contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304
+	c.closeConn = !c.req.KeepAlive || c.mustClose || s.life.draining() || bodyByClose
+	h := httpcodec.ResponseHead{
+		Status:        status,
+		ContentLength: contentLength,
+		Chunked:       chunked,
+		Close:         c.closeConn,
+		KeepAlive10:   !c.closeConn && c.req.ProtoMinor == 0,
+	}
+	c.out = append(c.out, start...)
+	c.out = httpcodec.AppendResponseHeadEnd(c.out, &h)
+	return true
+}
+
+// headState returns c's response head state (headNone, headHandler, headServer).
+func (c *Ctx) headState() int32 { return atomic.LoadInt32(&c.head) }
+
+// claimHead moves c's response head from headNone to to and reports whether it did: the
+// handler's head write and the handler deadline's 503 race for it. In multi-thread mode
+// they run on different goroutines and the move is a compare-and-swap; in loop mode both
+// run on the loop, where a plain test and store does the same without the locked
+// instruction.
+func (c *Ctx) claimHead(to int32) bool {
+	if _, onLoop := c.srv.mode.(loopMode); onLoop {
+		if c.head != headNone {
+			return false
+		}
+		c.head = to
+		return true
+	}
+	return atomic.CompareAndSwapInt32(&c.head, headNone, to)
+}

@@ -1,0 +1,34 @@
+package loop
+
+import "github.com/batonrt/baton/internal/router"
+
+// routeMemo remembers the route of the last request whose match had no path parameters,
+// by its method and path: a pipelined batch, or a client polling one URL, asks for the
+// same route again and again, and comparing two short byte strings costs less than a
+// walk of the router's tree. The routes do not change once the server serves (Handle
+// clears the memo all the same), so the memo answers what Lookup would. Loop-confined.
+type routeMemo struct {
+	key     []byte // the method, then the path; nil: no entry
+	methodN int    // the method's length in key
+	r       *route
+	pattern string
+}
+
+// maxMemoKey bounds the method and path a memo entry copies.
+const maxMemoKey = 256
+
+// lookupRoute is router.Lookup for c's method and path (into c.params), through the memo.
+// c.params must be empty (releaseCtx leaves it so). Loop-confined.
+func (s *Server) lookupRoute(c *Ctx) (*route, string, router.Result, string) {
+	m, p, memo := c.req.Method, c.req.Path, &s.routes
+	if memo.methodN == len(m) && len(memo.key) == len(m)+len(p) && memo.key != nil &&
+		string(memo.key[:len(m)]) == string(m) && string(memo.key[len(m):]) == string(p) {
+		return memo.r, memo.pattern, router.Found, ""
+	}
+	r, pattern, res, allow := s.router.Lookup(unsafeString(m), unsafeString(p), &c.params)
+	if res == router.Found && c.params.Len() == 0 && len(m)+len(p) <= maxMemoKey {
+		memo.key = append(append(memo.key[:0], m...), p...)
+		memo.methodN, memo.r, memo.pattern = len(m), r, pattern
+	}
+	return r, pattern, res, allow
+}
