@@ -2,6 +2,9 @@ package loop
 
 import "golang.org/x/sys/unix"
 
+// hasDrainPoller says whether the platform has a drainPoller: here, an epoll instance.
+const hasDrainPoller = true
+
 // drainPoller is the drain watch's epoll instance and the goroutine waiting on it (see
 // drainWatch). Each watched socket is in the set for EPOLLOUT|EPOLLONESHOT, with the
 // watch's generation in the event's Pad. Its fields are set before the goroutine starts

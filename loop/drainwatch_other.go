@@ -8,6 +8,9 @@ import (
 	"runtime"
 )
 
+// hasDrainPoller says whether the platform has a drainPoller: not off Linux.
+const hasDrainPoller = false
+
 // drainPoller has no implementation off Linux (no epoll; a kqueue one is not written):
 // newDrainPoller always fails, so the drain watch is unavailable and streams parked on
 // backpressure poll (see drainWatch). Its methods are never called.
