@@ -43,7 +43,18 @@ func TestDrainWatchUnavailableStream(t *testing.T) {
 			t.Cleanup(func() { _ = nc.Close() })
 			c := &client{t: t, c: nc, br: newReader(nc)}
 			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-			waitHeldBack(t, &written)
+			// Read nothing until the server holds more than streamHighWater for the client:
+			// the handler parks on backpressure (or is about to) and only the park's
+			// timeout can resume it.
+			require.Eventually(t, func() bool {
+				held := false
+				onLoop(t, s, func() {
+					for _, cs := range s.conns.all {
+						held = held || cs.state == connOpen && cs.gc.OutboundBuffered() > streamHighWater
+					}
+				})
+				return held
+			}, 20*time.Second, 5*time.Millisecond)
 			require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
 			resp, body := c.read("GET")
 			mustStatus(t, resp, 200)
