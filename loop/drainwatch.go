@@ -37,12 +37,6 @@ type drainEntry struct {
 	wake func() // run on the loop when the backlog is low or the connection closed
 }
 
-// drainReport is one "writable" report of the poller: the descriptor and the generation
-// of the watch it was armed for.
-type drainReport struct {
-	fd, gen int32
-}
-
 // start creates the poller and its goroutine on first use. Loop-confined.
 func (w *drainWatch) start() bool {
 	if !w.started {
@@ -88,23 +82,6 @@ func (w *drainWatch) watchBelow(cs *conn, low int, wake func()) bool {
 	}
 	w.entries[fd] = e
 	return true
-}
-
-// report handles the goroutine's reports on the loop.
-func (w *drainWatch) report(evs []drainReport) {
-	for _, ev := range evs {
-		e := w.entries[ev.fd]
-		if e == nil || e.gen != ev.gen {
-			continue // forgotten, or the descriptor now serves another connection
-		}
-		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > e.low {
-			if w.p.rearm(ev.fd, e.gen) == nil {
-				continue
-			}
-		}
-		w.forget(ev.fd)
-		e.wake()
-	}
 }
 
 // closed forgets cs (it closed) and wakes its waiter. Called from connClosed, before gnet

@@ -60,6 +60,29 @@ func (p *drainPoller) run(w *drainWatch) {
 	}
 }
 
+// drainReport is one "writable" report of the poller: the descriptor and the generation
+// of the watch it was armed for.
+type drainReport struct {
+	fd, gen int32
+}
+
+// report handles the goroutine's reports on the loop.
+func (w *drainWatch) report(evs []drainReport) {
+	for _, ev := range evs {
+		e := w.entries[ev.fd]
+		if e == nil || e.gen != ev.gen {
+			continue // forgotten, or the descriptor now serves another connection
+		}
+		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > e.low {
+			if w.p.rearm(ev.fd, e.gen) == nil {
+				continue
+			}
+		}
+		w.forget(ev.fd)
+		e.wake()
+	}
+}
+
 // arm adds fd to the set for one EPOLLOUT report carrying gen. Loop-confined.
 func (p *drainPoller) arm(fd, gen int32) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: fd, Pad: gen}

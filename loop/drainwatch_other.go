@@ -25,8 +25,6 @@ func (*drainPoller) run(*drainWatch) {}
 
 func (*drainPoller) arm(int32, int32) error { return errNoDrainPoller }
 
-func (*drainPoller) rearm(int32, int32) error { return errNoDrainPoller }
-
 func (*drainPoller) disarm(int32) {}
 
 // stop does nothing: there is no goroutine. Safe for concurrent use.
