@@ -9,7 +9,7 @@ ADDR        ?= 127.0.0.1:8080
 # every module.
 MODULES     ?= bench promexport integration examples/gameserver
 
-.PHONY: run run-hello run-game test vet staticcheck race tools bench bench-full bench-go fuzz fmt
+.PHONY: run run-hello run-game test vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
 
 ## run: start the game server example (examples/gameserver, its own module) on $(ADDR),
 ## the dashboard, stats and health on $(ADMIN_ADDR), its database under $(GAME_DATA); it
@@ -26,10 +26,10 @@ run-game: run
 run-hello:
 	$(GO) run ./examples/hello -addr $(ADDR)
 
-## test: gofmt check, vet, staticcheck, race-enabled tests (fuzz seed corpora included), in
-## the root module and in the nested modules ($(MODULES)); integration/ drives headless
-## Chromium and skips where it is missing
-test: fmt vet staticcheck race
+## test: gofmt check, vet (also for $(CROSS_GOOS)), staticcheck, race-enabled tests (fuzz
+## seed corpora included), in the root module and in the nested modules ($(MODULES));
+## integration/ drives headless Chromium and skips where it is missing
+test: fmt vet vet-cross staticcheck race
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -38,6 +38,16 @@ fmt:
 vet:
 	$(GO) vet ./...
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+# vet-cross: production is Linux, but baton must keep building on the systems developers
+# use and gnet supports (docs/deployment.md, "Platforms"): vet (which compiles the tests
+# too) for each of CROSS_GOOS in every module. No tests run there.
+CROSS_GOOS ?= darwin freebsd
+vet-cross:
+	for os in $(CROSS_GOOS); do \
+		GOOS=$$os $(GO) vet ./... || exit 1; \
+		for m in $(MODULES); do (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; \
+	done
 
 staticcheck: tools
 	$(STATICCHECK) ./...

@@ -237,7 +237,7 @@ func (a *acceptor) shedPending() int {
 		var nfd int
 		var aerr error
 		if err := a.raw.Control(func(fd uintptr) {
-			nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			nfd, aerr = acceptNonblock(int(fd))
 		}); err != nil {
 			aerr = err
 		}

@@ -23,7 +23,7 @@ import (
 // the test closed them (set to -1).
 func testPair(t *testing.T) (peer, loopEnd *int) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	fds, err := socketpair(true)
 	require.NoError(t, err)
 	peer, loopEnd = &fds[0], &fds[1]
 	t.Cleanup(func() {

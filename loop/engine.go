@@ -42,7 +42,7 @@ func (e *events) OnTick() (time.Duration, gnet.Action) {
 }
 
 func (s *Server) registerControl() error {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := socketpair(false)
 	if err != nil {
 		return fmt.Errorf("socketpair: %w", err)
 	}

@@ -47,6 +47,9 @@ func init() {
 	}
 }
 
+// setRlim stores n in a field of unix.Rlimit, whose type differs between platforms.
+func setRlim[T ~int64 | ~uint64](f *T, n uint64) { *f = T(n) }
+
 // faultChildMain is the child's main: it serves like a real program would and exits 0 only
 // after a requested shutdown (SIGTERM or stdin closed), 1 when ListenAndServe fails, 3 when
 // ListenAndServe returns ErrServerClosed without a Shutdown (the bug of issue 13 item 1).
@@ -57,7 +60,9 @@ func faultChildMain(mode string) int {
 			fmt.Fprintln(os.Stderr, "child: bad limit:", err)
 			return 1
 		}
-		rl := unix.Rlimit{Cur: n, Max: n}
+		var rl unix.Rlimit
+		setRlim(&rl.Cur, n) // uint64 on Linux and darwin, int64 on the BSDs
+		setRlim(&rl.Max, n)
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 			fmt.Fprintln(os.Stderr, "child: setrlimit:", err)
 			return 1

@@ -75,7 +75,7 @@ func TestIdleClientHelper(t *testing.T) {
 	buf := make([]byte, 4096)
 	fds := make([]int, 0, n)
 	for k := 0; k < n; k++ {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

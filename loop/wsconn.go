@@ -541,10 +541,12 @@ func (w *WSConn) write(op httpcodec.WSOpcode, p []byte) error {
 		if w.state != wsOpen || cs.state != connOpen || w.queued() <= limit {
 			break
 		}
-		w.writers = append(w.writers, t.Waker())
 		d := streamPoll
 		if w.watched || s.drains.watchBelow(cs, limit/2, w.wakeWriters) {
+			// Registered only with a watch to wake it: without one (drainWatch) the park
+			// times out every streamPoll, and registering each time would grow writers.
 			w.watched, d = true, drainWatchBound
+			w.writers = append(w.writers, t.Waker())
 		}
 		if err := t.ParkTimeout(scheduler.ReasonWrite, d); err != nil && !errors.Is(err, scheduler.ErrTimeout) {
 			if w.state != wsOpen {

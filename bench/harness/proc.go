@@ -150,7 +150,7 @@ func pinned(cpus, taskset string, name string, args ...string) *exec.Cmd {
 // addr is polled until it accepts a connection.
 func launch(cmd *exec.Cmd, logw io.Writer, parse func(string) (string, bool), addr string) (*server, error) {
 	cmd.Stderr = logw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

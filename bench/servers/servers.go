@@ -320,5 +320,5 @@ func FileLimit() uint64 {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0
 	}
-	return lim.Cur
+	return uint64(lim.Cur) // int64 on the BSDs
 }

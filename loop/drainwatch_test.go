@@ -1,0 +1,136 @@
+package loop
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/accounting"
+)
+
+// withoutDrainWatch makes s's drain watch unavailable, as it is off Linux (a watch already
+// started that has no poller). Call it before the server starts.
+func withoutDrainWatch(s *Server) { s.drains.started = true }
+
+// Without a drain watch, a stream parked on backpressure is woken by its own park timeout
+// (streamPoll) and finishes once the client reads, in both modes.
+func TestDrainWatchUnavailableStream(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			const total = 16 << 20
+			var written atomic.Int64
+			parked := make(chan time.Duration, 1)
+			s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+				withoutDrainWatch(s)
+				s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) {
+					parked <- c.Stats().Parked[accounting.ParkWrite]
+				}))
+			})
+			d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) {
+					_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
+				})
+			}}
+			nc, err := d.Dial("tcp", addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = nc.Close() })
+			c := &client{t: t, c: nc, br: newReader(nc)}
+			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+			// Read nothing until the server holds more than streamHighWater for the client:
+			// the handler parks on backpressure (or is about to) and only the park's
+			// timeout can resume it.
+			require.Eventually(t, func() bool {
+				held := false
+				onLoop(t, s, func() {
+					for _, cs := range s.conns.all {
+						held = held || cs.state == connOpen && cs.gc.OutboundBuffered() > streamHighWater
+					}
+				})
+				return held
+			}, 20*time.Second, 5*time.Millisecond)
+			require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
+			resp, body := c.read("GET")
+			mustStatus(t, resp, 200)
+			require.Equal(t, total, len(body))
+			require.Equal(t, total, strings.Count(body, "z"))
+			require.Positive(t, <-parked, "the handler never parked on write backpressure")
+			var poller *drainPoller
+			watched := -1
+			onLoop(t, s, func() { poller, watched = s.drainPoll.Load(), len(s.drains.entries) })
+			require.Nil(t, poller, "a drain poller was created")
+			require.Zero(t, watched)
+		})
+	}
+}
+
+// Without a drain watch, a WebSocket writer parked on backpressure polls without piling up
+// registrations (WSConn.writers stays bounded however long it waits) and resumes once the
+// client reads.
+func TestDrainWatchUnavailableWSWriter(t *testing.T) {
+	const msgBytes = 4 << 10
+	var (
+		ctx  *Ctx    // loop-confined
+		ws   *WSConn // loop-confined
+		done = make(chan error, 1)
+	)
+	s, addr := startServer(t, Config{WebSocket: WSConfig{MaxQueuedBytes: 64 << 10}}, func(s *Server) {
+		withoutDrainWatch(s)
+		s.Handle("GET /ws", func(c *Ctx) {
+			w, err := c.Upgrade(UpgradeOptions{})
+			if err == nil {
+				err = c.conn.gc.SetWriteBuffer(64 << 10)
+			}
+			if err == nil {
+				ctx, ws = c, w
+				p := make([]byte, msgBytes)
+				for err == nil { // until the client goes
+					err = w.WriteBinary(p)
+				}
+			}
+			done <- err
+		})
+	})
+	d := &websocket.Dialer{
+		HandshakeTimeout: 10 * time.Second,
+		NetDialContext: func(_ context.Context, network, a string) (net.Conn, error) {
+			nc, err := net.Dial(network, a)
+			if err == nil {
+				err = nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+			}
+			return nc, err
+		},
+	}
+	conn := wsDial(t, addr, "/ws", d)
+	// The client reads nothing until the writer has spent a while parked: with a 1 ms poll,
+	// dozens of parks.
+	most := 0
+	require.Eventually(t, func() bool {
+		var parked time.Duration
+		onLoop(t, s, func() {
+			if ws != nil {
+				most = max(most, len(ws.writers))
+				parked = ctx.Stats().Parked[accounting.ParkWrite]
+			}
+		})
+		return parked >= 100*time.Millisecond
+	}, 20*time.Second, 5*time.Millisecond)
+	require.LessOrEqual(t, most, 1, "parked writers piled up")
+	for n := 0; n < 512; n++ { // 2 MiB: far more than the queue and the socket buffers
+		typ, p, err := conn.ReadMessage()
+		require.NoError(t, err, "after %d messages", n)
+		require.Equal(t, websocket.BinaryMessage, typ)
+		require.Len(t, p, msgBytes)
+	}
+	var poller *drainPoller
+	onLoop(t, s, func() { poller = s.drainPoll.Load() })
+	require.Nil(t, poller, "a drain poller was created")
+	require.NoError(t, conn.Close())
+	require.ErrorIs(t, recvErr(t, done), ErrClientGone)
+}
