@@ -329,12 +329,12 @@ func TestAttackParkedStreamDoesNotPoll(t *testing.T) {
 			const total = 16 << 20
 			var written atomic.Int64
 			rounds := make(chan uint64, 1)
-			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+			s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 				s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) { rounds <- c.Stats().Rounds }))
 			})
 			c := dial(t, addr)
 			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-			waitHeldBack(t, &written)
+			waitHeldBack(t, s)
 			time.Sleep(300 * time.Millisecond) // the window the handler stays parked
 			resp, body := c.read("GET")
 			require.Equal(t, 200, resp.StatusCode)

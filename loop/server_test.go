@@ -704,22 +704,30 @@ func testFutureBetweenTasks(t *testing.T, m mode) {
 	}
 }
 
-// Graceful shutdown with work in flight: every accepted request is answered, later ones
-// get 503, ListenAndServe returns ErrServerClosed, no goroutine is left.
+// Graceful shutdown with work in flight: every accepted request is answered, with
+// Connection: close, ListenAndServe returns ErrServerClosed, no goroutine is left. The
+// handlers stay parked until the test has seen the drain begin (the idle connection
+// closed), so they are in flight when it begins however slowly the machine runs, and the
+// drain must wait for them.
 func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 	const n = 50
 	var parked atomic.Int32
 	s := New(m.cfg(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)}))
 	allParked := make(chan struct{})
+	release := NewEvent(s) // set once the drain has begun
 	s.Handle("GET /slow", func(c *Ctx) {
 		if parked.Add(1) == n {
 			close(allParked)
 		}
-		_ = c.Sleep(300 * time.Millisecond)
+		_ = release.Wait(c)
 		c.String(200, "done")
 	})
 	s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
 	errc := serveInBackground(t, s)
+	t.Cleanup(func() { // a failed test does not leave the server running
+		release.Set()
+		_ = s.Close()
+	})
 	addr := s.Addr().String()
 	clients := make([]*client, n)
 	for i := range clients {
@@ -733,34 +741,27 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 
 	shutdownErr := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		shutdownErr <- s.Shutdown(ctx)
 	}()
-	// The idle connection is closed by the shutdown.
-	idle.expectClosed(5 * time.Second)
+	// The idle connection is closed by the shutdown: the drain has begun.
+	idle.expectClosed(20 * time.Second)
+	release.Set()
 	for i, c := range clients {
 		resp, body := c.read("GET")
-		if resp.StatusCode != 200 || body != "done" {
-			t.Fatalf("in-flight %d: %d %q", i, resp.StatusCode, body)
-		}
-		if !resp.Close {
-			t.Fatalf("in-flight %d: answer during drain lacks Connection: close", i)
-		}
+		require.Equal(t, 200, resp.StatusCode, "in-flight %d", i)
+		require.Equal(t, "done", body, "in-flight %d", i)
+		require.True(t, resp.Close, "in-flight %d: answer during drain lacks Connection: close", i)
 	}
-	if err := <-shutdownErr; err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := <-errc; !errors.Is(err, ErrServerClosed) {
-		t.Fatalf("ListenAndServe: %v", err)
-	}
+	require.NoError(t, <-shutdownErr, "Shutdown")
+	require.ErrorIs(t, <-errc, ErrServerClosed, "ListenAndServe")
 	rep := s.DrainReport()
-	if rep.InFlight != n || rep.ClosedIdle != 1 || rep.DeadlineReached || rep.ForcedTasks != 0 {
-		t.Fatalf("drain report %+v", rep)
-	}
-	if err := s.Post(func() {}); !errors.Is(err, ErrServerClosed) {
-		t.Fatalf("Post after stop: %v", err)
-	}
+	require.Equal(t, n, rep.InFlight, "drain report %+v", rep)
+	require.Equal(t, 1, rep.ClosedIdle, "drain report %+v", rep)
+	require.False(t, rep.DeadlineReached, "drain report %+v", rep)
+	require.Zero(t, rep.ForcedTasks, "drain report %+v", rep)
+	require.ErrorIs(t, s.Post(func() {}), ErrServerClosed, "Post after stop")
 }
 
 func testShutdownDeadlineUnwindsParkedTasks(t *testing.T, m mode) {
@@ -819,13 +820,13 @@ func TestConfigValidate(t *testing.T) {
 // A client that stops reading makes a streaming handler park on write backpressure
 // instead of buffering without bound; once the client reads, the whole body arrives. The
 // client's receive buffer is small and the body large, so the backlog passes the high-water
-// mark whatever the kernel's buffer autotuning does; the client reads only once the handler
-// has parked.
+// mark whatever the kernel's buffer autotuning does; the client reads only once the
+// connection's output has backed up past it.
 func testStreamBackpressure(t *testing.T, m mode) {
 	const total = 16 << 20
 	var written atomic.Int64
 	parkedWrite := make(chan time.Duration, 1)
-	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+	s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 		s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) {
 			parkedWrite <- c.Stats().Parked[accounting.ParkWrite]
 		}))
@@ -840,7 +841,7 @@ func testStreamBackpressure(t *testing.T, m mode) {
 	t.Cleanup(func() { _ = nc.Close() })
 	c := &client{t: t, c: nc, br: newReader(nc)}
 	c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-	waitHeldBack(t, &written) // read nothing until then
+	waitHeldBack(t, s) // read nothing until then
 	require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
 	resp, body := c.read("GET")
 	mustStatus(t, resp, 200)
@@ -865,17 +866,38 @@ func bigStream(total int64, written *atomic.Int64, done func(c *Ctx)) HandlerFun
 	}
 }
 
-// waitHeldBack waits until a bigStream handler stops making progress: held back by a
-// client that does not read.
-func waitHeldBack(t *testing.T, written *atomic.Int64) {
+// waitHeldBack waits until a bigStream handler of s is held back by a client that does not
+// read: its connection's unsent output has passed the high-water mark, above which a
+// streaming write parks until the socket drains (in both modes). It waits for that
+// condition, not for a pause in the handler's progress: on a loaded machine the handler
+// can pause long before the socket's buffers are full.
+func waitHeldBack(t *testing.T, s *Server) {
 	t.Helper()
-	var last int64 = -1
-	require.Eventually(t, func() bool {
-		n := written.Load()
-		stuck := n > 0 && n == last
-		last = n
-		return stuck
-	}, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return maxBacklog(s) > streamHighWater },
+		20*time.Second, 5*time.Millisecond, "no connection's output backed up past the high-water mark")
+}
+
+// maxBacklog returns the largest unsent output (gnet's buffer and the loop's gathered
+// bytes) over the open connections of s, read on the loop; -1 once the loop has stopped.
+func maxBacklog(s *Server) int {
+	got := make(chan int, 1)
+	if s.Post(func() {
+		most := 0
+		for _, cs := range s.conns.all {
+			if cs.writable() {
+				most = max(most, cs.gc.OutboundBuffered()+len(cs.out))
+			}
+		}
+		got <- most
+	}) != nil {
+		return -1
+	}
+	select {
+	case n := <-got:
+		return n
+	case <-s.door.gone:
+		return -1
+	}
 }
 
 // Graceful shutdown under a steady stream of requests from 200 connections: every request
