@@ -46,15 +46,7 @@ func TestDrainWatchUnavailableStream(t *testing.T) {
 			// Read nothing until the server holds more than streamHighWater for the client:
 			// the handler parks on backpressure (or is about to) and only the park's
 			// timeout can resume it.
-			require.Eventually(t, func() bool {
-				held := false
-				onLoop(t, s, func() {
-					for _, cs := range s.conns.all {
-						held = held || cs.state == connOpen && cs.gc.OutboundBuffered() > streamHighWater
-					}
-				})
-				return held
-			}, 20*time.Second, 5*time.Millisecond)
+			waitHeldBack(t, s)
 			require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
 			resp, body := c.read("GET")
 			mustStatus(t, resp, 200)
