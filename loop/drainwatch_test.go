@@ -3,9 +3,6 @@ package loop
 import (
 	"context"
 	"net"
-	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,35 +21,7 @@ func withoutDrainWatch(s *Server) { s.drains.started = true }
 func TestDrainWatchUnavailableStream(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			const total = 16 << 20
-			var written atomic.Int64
-			parked := make(chan time.Duration, 1)
-			s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-				withoutDrainWatch(s)
-				s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) {
-					parked <- c.Stats().Parked[accounting.ParkWrite]
-				}))
-			})
-			d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-				return rc.Control(func(fd uintptr) {
-					_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10)
-				})
-			}}
-			nc, err := d.Dial("tcp", addr)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = nc.Close() })
-			c := &client{t: t, c: nc, br: newReader(nc)}
-			c.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-			// Read nothing until the server holds more than streamHighWater for the client:
-			// the handler parks on backpressure (or is about to) and only the park's
-			// timeout can resume it.
-			waitHeldBack(t, s)
-			require.Less(t, written.Load(), int64(total), "the whole body fit in the socket buffers")
-			resp, body := c.read("GET")
-			mustStatus(t, resp, 200)
-			require.Equal(t, total, len(body))
-			require.Equal(t, total, strings.Count(body, "z"))
-			require.Positive(t, <-parked, "the handler never parked on write backpressure")
+			s := streamBackpressure(t, m, withoutDrainWatch)
 			var poller *drainPoller
 			watched := -1
 			onLoop(t, s, func() { poller, watched = s.drainPoll.Load(), len(s.drains.entries) })

@@ -822,11 +822,18 @@ func TestConfigValidate(t *testing.T) {
 // client's receive buffer is small and the body large, so the backlog passes the high-water
 // mark whatever the kernel's buffer autotuning does; the client reads only once the
 // connection's output has backed up past it.
-func testStreamBackpressure(t *testing.T, m mode) {
+func testStreamBackpressure(t *testing.T, m mode) { streamBackpressure(t, m, nil) }
+
+// streamBackpressure is testStreamBackpressure on a server that setup (if not nil) has
+// prepared before the route is added; it returns the server for further checks.
+func streamBackpressure(t *testing.T, m mode, setup func(*Server)) *Server {
 	const total = 16 << 20
 	var written atomic.Int64
 	parkedWrite := make(chan time.Duration, 1)
 	s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+		if setup != nil {
+			setup(s)
+		}
 		s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) {
 			parkedWrite <- c.Stats().Parked[accounting.ParkWrite]
 		}))
@@ -848,6 +855,7 @@ func testStreamBackpressure(t *testing.T, m mode) {
 	require.Equal(t, total, len(body))
 	require.Equal(t, total, strings.Count(body, "z"))
 	require.Positive(t, <-parkedWrite, "the handler never parked on write backpressure")
+	return s
 }
 
 // bigStream streams total bytes of 'z' in 64 KiB writes, counting them in written, then
