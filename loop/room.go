@@ -95,6 +95,12 @@ type RoomConfig[I any] struct {
 	Name string
 	// Period is the time between tick deadlines (50 ms for 20 Hz).
 	Period time.Duration
+	// FirstTick is how long after NewRoom the first tick is due; zero means one Period.
+	// Tick N is due FirstTick + (N-1)·Period after NewRoom. Rooms made together (a server
+	// restoring its rooms at start) tick together unless their FirstTicks spread them over
+	// the period, and a loop whose ticks come due in bunches makes the last of each bunch
+	// late (docs/rooms.md, "Spreading rooms").
+	FirstTick time.Duration
 	// Tick runs once per deadline, on the loop, as a slice of the room's tick task. It
 	// may park (t.Task.Sleep, offload calls) but the next tick waits for it.
 	Tick func(r *Room[I], t *Tick[I])
@@ -129,6 +135,8 @@ func (c RoomConfig[I]) Validate() error {
 		return errors.New("loop: RoomConfig.Tick is nil")
 	case c.Late.catchUp < 0:
 		return fmt.Errorf("loop: RoomConfig.Late: CatchUp(%d) must catch up at least 1 tick", c.Late.catchUp)
+	case c.FirstTick < 0:
+		return fmt.Errorf("loop: RoomConfig.FirstTick (%v) must not be negative", c.FirstTick)
 	case c.Budget < 0:
 		return fmt.Errorf("loop: RoomConfig.Budget (%v) must not be negative", c.Budget)
 	case c.InputQueue < 0:
@@ -142,9 +150,9 @@ func (c RoomConfig[I]) Validate() error {
 // Tick is what a room's tick function gets: which tick this is and how it is timed. The
 // room reuses it: do not keep it past the tick.
 type Tick[I any] struct {
-	// N is the tick's deadline number: the deadline is the room's start + N·Period. It
-	// starts at 1; deadlines skipped by the late policy leave gaps, so N·Period is the
-	// game time since the room started.
+	// N is the tick's deadline number: the deadline is the room's start +
+	// RoomConfig.FirstTick + (N-1)·Period. It starts at 1; deadlines skipped by the late
+	// policy leave gaps, so (N-1)·Period is the game time since the first tick.
 	N uint64
 	// DT is the time since the previous tick started (since the room started, for the
 	// first): what a variable-step simulation advances by.
@@ -242,7 +250,8 @@ type member struct {
 	last time.Duration // its loop time already charged to the room
 }
 
-// NewRoom starts a room on s: its first tick is one Period from now. It returns an error
+// NewRoom starts a room on s: its first tick is RoomConfig.FirstTick (by default one
+// Period) from now. It returns an error
 // naming the invalid RoomConfig field, ErrDraining once Shutdown has begun (answer 503:
 // Ctx.RoomError), or ErrServerClosed after the server stopped. Loop-confined: call it from
 // a handler (loop mode), a task, a tick or a function passed to Server.Post (also before
@@ -279,7 +288,11 @@ func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
 		c.onDrain = func(deadline time.Time) { cfg.OnDrain(r, deadline) }
 	}
 	s.rooms.add(c, now)
-	bt := s.spawnOnLoop(c.taskName, func(bt *Task) { r.run(bt, now) })
+	first := cfg.FirstTick
+	if first == 0 {
+		first = cfg.Period
+	}
+	bt := s.spawnOnLoop(c.taskName, func(bt *Task) { r.run(bt, now, now+int64(first)) })
 	bt.room = c // the tick task is not a member, but its end ends the room
 	c.tickTask = bt
 	return r, nil
@@ -439,14 +452,15 @@ func (r *Room[I]) Detach(t *Task) {
 	}
 }
 
-// run is the body of the room's tick task: ticks against absolute deadlines start +
-// N·Period, with the late policy deciding about deadlines that passed during a tick.
-func (r *Room[I]) run(bt *Task, start int64) {
+// run is the body of the room's tick task, for a room started at start (a clock reading):
+// ticks against absolute deadlines first + (N-1)·Period, with the late policy deciding
+// about deadlines that passed during a tick.
+func (r *Room[I]) run(bt *Task, start, first int64) {
 	c := &r.core
 	s := c.srv
 	defer r.takeInputs() // the queue's memory goes with the room
 	r.tick.Task = bt
-	next, n, prev := start+c.period, uint64(1), start
+	next, n, prev := first, uint64(1), start
 	behind := 0  // ticks run back to back to catch up since the last on-time one
 	end := start // the clock at the end of the previous tick: one reading serves both
 	for {

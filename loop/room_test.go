@@ -63,6 +63,7 @@ func TestRoomConfigValidate(t *testing.T) {
 		"RoomConfig.Tick":       func(c *RoomConfig[int]) { c.Tick = nil },
 		"RoomConfig.Late":       func(c *RoomConfig[int]) { c.Late = CatchUp(-1) },
 		"RoomConfig.Budget":     func(c *RoomConfig[int]) { c.Budget = -1 },
+		"RoomConfig.FirstTick":  func(c *RoomConfig[int]) { c.FirstTick = -1 },
 		"RoomConfig.InputQueue": func(c *RoomConfig[int]) { c.InputQueue = -1 },
 		"RoomConfig.InputFull":  func(c *RoomConfig[int]) { c.InputFull = 7 },
 	}
@@ -130,6 +131,56 @@ func TestRoomTicksDoNotDrift(t *testing.T) {
 	require.Greater(t, len(lates), 100)
 	assert.Less(t, median(lates[:50]), 10*time.Millisecond, "first 50 ticks: %v", lates[:50])
 	assert.Less(t, median(lates[len(lates)-50:]), 10*time.Millisecond, "last 50 ticks: %v", lates[len(lates)-50:])
+}
+
+// TestRoomFirstTick: a room's first deadline is FirstTick after NewRoom and the later
+// ones follow it a Period apart, so rooms made together can be spread over the period.
+func TestRoomFirstTick(t *testing.T) {
+	const period = 40 * time.Millisecond
+	s, _ := startServer(t, Config{}, nil)
+	type obs struct {
+		n        uint64
+		deadline time.Time
+	}
+	firsts := []time.Duration{0, 10 * time.Millisecond, 30 * time.Millisecond}
+	got := make([]chan obs, len(firsts))
+	rooms := make([]*Room[int], len(firsts))
+	before := time.Now()
+	inLoop(t, s, func() {
+		for i, first := range firsts {
+			ch := make(chan obs, 8)
+			got[i] = ch
+			r, err := NewRoom(s, RoomConfig[int]{Name: fmt.Sprint("spread", i), Period: period, FirstTick: first,
+				Tick: func(r *Room[int], tk *Tick[int]) {
+					ch <- obs{tk.N, tk.Deadline}
+					if tk.N >= 3 {
+						r.Stop()
+					}
+				}})
+			require.NoError(t, err)
+			rooms[i] = r
+		}
+	})
+	after := time.Now()
+	for i, r := range rooms {
+		<-r.Done()
+		close(got[i])
+		var ticks []obs
+		for o := range got[i] {
+			ticks = append(ticks, o)
+		}
+		require.NotEmpty(t, ticks, "room %d", i)
+		first := firsts[i]
+		if first == 0 {
+			first = period // the default: one Period
+		}
+		start := ticks[0].deadline.Add(-first - time.Duration(ticks[0].n-1)*period)
+		assert.False(t, start.Before(before.Add(-time.Millisecond)) || start.After(after.Add(time.Millisecond)),
+			"room %d: first deadline %v is not FirstTick (%v) after NewRoom (between %v and %v)", i, ticks[0].deadline, first, before, after)
+		for _, o := range ticks[1:] {
+			assert.Equal(t, time.Duration(o.n-ticks[0].n)*period, o.deadline.Sub(ticks[0].deadline), "room %d tick %d", i, o.n)
+		}
+	}
 }
 
 func median(ds []time.Duration) time.Duration {
