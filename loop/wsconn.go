@@ -220,9 +220,7 @@ func (s *Server) wsTraffic(cs *conn) gnet.Action {
 		return gnet.None
 	}
 	s.flushDirty()
-	if _, ready := s.sched.Len(); ready > 0 {
-		s.postPump()
-	}
+	s.pumpIfPending()
 	return gnet.None
 }
 
