@@ -35,27 +35,26 @@ func registerRoomsBaton(srv *loop.Server) {
 		if s.HeavyIters > 0 {
 			n++
 		}
-		// Rooms are made over one period, as the baseline's goroutines start, so that
-		// their ticks are spread over it.
-		srv.Go("rooms-setup", func(t *loop.Task) {
-			began := time.Now()
-			for i := range n {
-				if d := stagger(i, n) - time.Since(began); d > 0 {
-					if t.Sleep(d) != nil {
-						return
-					}
-				}
-				name, iters, heavy := roomName(i), s.Iters, false
-				if i == s.Rooms {
-					name, iters, heavy = HeavyRoomName, s.HeavyIters, true
-				}
-				r, err := loop.NewRoom(srv, benchRoomConfig(i, name, iters, heavy, rec))
-				if err != nil {
-					return // draining or stopped
-				}
-				rooms[name] = r
+		// The rooms' first ticks are spread over one period, as the baseline's goroutines
+		// start, so that their ticks do not come due together. All are made now, each
+		// with its own FirstTick, rather than one at a time after a Sleep: a late wake-up
+		// (thousands of connections opening meanwhile) would bunch them.
+		began := time.Now()
+		for i := range n {
+			first := max(RoomPeriod+stagger(i, n)-time.Since(began), time.Microsecond)
+			name, iters, heavy := roomName(i), s.Iters, false
+			if i == s.Rooms {
+				name, iters, heavy = HeavyRoomName, s.HeavyIters, true
 			}
-		})
+			cfg := benchRoomConfig(i, name, iters, heavy, rec)
+			cfg.FirstTick = first
+			r, err := loop.NewRoom(c.Server(), cfg)
+			if err != nil {
+				c.RoomError(err)
+				return
+			}
+			rooms[name] = r
+		}
 		rec.reset()
 		c.String(200, "ok")
 	})

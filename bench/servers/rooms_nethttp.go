@@ -44,13 +44,14 @@ func registerRoomsNetHTTP(mux *http.ServeMux) (stop func()) {
 			return
 		}
 		nr.mu.Lock()
-		defer nr.mu.Unlock()
 		if nr.rooms != nil {
+			nr.mu.Unlock()
 			httpText(w, 409, "rooms already set up\n")
 			return
 		}
 		nr.setup = s
 		nr.rooms = make(map[string]*netRoom, s.Rooms+1)
+		var started sync.WaitGroup
 		n := s.Rooms
 		if s.HeavyIters > 0 {
 			n++
@@ -63,8 +64,13 @@ func registerRoomsNetHTTP(mux *http.ServeMux) (stop func()) {
 			}
 			nr.rooms[name] = room
 			nr.wg.Add(1)
-			go nr.run(room, stagger(i, n))
+			started.Add(1)
+			go nr.run(room, stagger(i, n), &started)
 		}
+		nr.mu.Unlock()
+		// The answer waits for the last room to start, so that the load (thousands of
+		// connections opening) begins after the rooms' ticks are spread over the period.
+		started.Wait()
 		nr.rec.reset()
 		httpText(w, 200, "ok")
 	})
@@ -113,16 +119,18 @@ func registerRoomsNetHTTP(mux *http.ServeMux) (stop func()) {
 	}
 }
 
-// run is a room's goroutine: it starts ticking after offset and measures each tick's
+// run is a room's goroutine: it starts ticking after offset (then marks started done) and measures each tick's
 // lateness from the ticker's schedule (start + k*period; the ticker drops ticks its
 // reader missed, which count as skipped).
-func (nr *netRooms) run(room *netRoom, offset time.Duration) {
+func (nr *netRooms) run(room *netRoom, offset time.Duration, started *sync.WaitGroup) {
 	defer nr.wg.Done()
 	select {
 	case <-time.After(offset):
 	case <-nr.stop:
+		started.Done()
 		return
 	}
+	started.Done()
 	start := time.Now()
 	tk := time.NewTicker(RoomPeriod)
 	defer tk.Stop()

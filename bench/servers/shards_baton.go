@@ -71,6 +71,8 @@ func registerRoomsBatonShards(srv *loop.Server) {
 		}
 		for j := range srv.Shards() {
 			sh := srv.Shard(j).Server()
+			// Each shard makes its rooms at once, their first ticks spread over one
+			// period by FirstTick (see registerRoomsBaton).
 			sh.Go("rooms-setup", func(t *loop.Task) {
 				start := time.Now()
 				for i := range n {
@@ -81,12 +83,9 @@ func registerRoomsBatonShards(srv *loop.Server) {
 					if srv.ShardFor(name) != j {
 						continue
 					}
-					if d := stagger(i, n) - time.Since(start); d > 0 {
-						if t.Sleep(d) != nil {
-							return
-						}
-					}
-					r, err := loop.NewRoom(sh, benchRoomConfig(i, name, iters, heavy, rec))
+					cfg := benchRoomConfig(i, name, iters, heavy, rec)
+					cfg.FirstTick = max(RoomPeriod+stagger(i, n)-time.Since(start), time.Microsecond)
+					r, err := loop.NewRoom(sh, cfg)
 					if err != nil {
 						return // draining or stopped
 					}
