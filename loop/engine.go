@@ -156,10 +156,11 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	s.serve(cs)
 	cs.direct = false
 	// New requests ran their first slice in serve. Tasks that were ready before (a task
-	// that yielded, one woken meanwhile) and timers that fell due run from the control
-	// socket's pump, once per loop turn: running them here would give a yielding task a
-	// slice per connection read.
+	// that yielded, one woken meanwhile) run from the control socket's pump, once per loop
+	// turn: running them here would give a yielding task a slice per connection read.
 	s.flushDirty()
-	s.pumpIfPending()
+	if _, ready := s.sched.Len(); ready > 0 {
+		s.postPump()
+	}
 	return gnet.None
 }

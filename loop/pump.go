@@ -104,18 +104,6 @@ func (s *Server) postPump() {
 	}
 }
 
-// pumpIfPending asks for a pump (postPump) when tasks are ready or a timer is due at the
-// callback's start: a connection callback runs only the requests it parsed. A timer that
-// fell due while input kept the loop busy (a room's next tick) so fires a turn later,
-// through the control socket, rather than when the alarm next goes off, which
-// TimerSlack may hold back by up to the slack (docs/rooms.md, "The alarm"). Inside a
-// callback (busyStart) only. Loop-confined.
-func (s *Server) pumpIfPending() {
-	if _, ready := s.sched.Len(); ready > 0 || s.sched.TimerDue(s.turnAt) {
-		s.postPump()
-	}
-}
-
 var pumpByte = [1]byte{1}
 
 // requestStop makes the next door run stop the engine. Loop-confined.

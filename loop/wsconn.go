@@ -220,7 +220,9 @@ func (s *Server) wsTraffic(cs *conn) gnet.Action {
 		return gnet.None
 	}
 	s.flushDirty()
-	s.pumpIfPending()
+	if _, ready := s.sched.Len(); ready > 0 {
+		s.postPump()
+	}
 	return gnet.None
 }
 

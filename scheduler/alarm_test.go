@@ -202,14 +202,3 @@ func TestSleepWithTimerfdAlarm(t *testing.T) {
 	}
 	l.close()
 }
-
-func TestTimerDue(t *testing.T) {
-	s, _, _, _ := newFakeAlarmed(t, 0)
-	now := s.Now()
-	assert.False(t, s.TimerDue(now+int64(time.Hour)), "no timer")
-	s.AfterFunc(time.Minute, func() {})
-	assert.False(t, s.TimerDue(now), "the timer is a minute away")
-	assert.True(t, s.TimerDue(now+int64(2*time.Minute)), "the timer is due by then")
-	s.Run() // not due yet: nothing fires
-	assert.True(t, s.TimerDue(now+int64(2*time.Minute)))
-}

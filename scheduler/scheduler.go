@@ -961,10 +961,6 @@ func (s *Scheduler) Close() {
 // Loop-confined.
 func (s *Scheduler) Len() (live, ready int) { return s.nlive, s.nready }
 
-// TimerDue reports whether a timer is due at now, a reading of the scheduler's clock: the
-// next Run would fire it. Loop-confined.
-func (s *Scheduler) TimerDue(now int64) bool { return len(s.heap) > 0 && s.heap[0].when <= now }
-
 // Current returns the running task, or nil when no task is running. Loop-confined.
 func (s *Scheduler) Current() *Task { return s.cur }
 
