@@ -72,9 +72,11 @@ func init() {
 		Summary: "1,000 game rooms ticking at 20 Hz (~20 µs of simulation per tick) with 4 players each sending 2 inputs/s; then one heavy room (30 ms ticks) added",
 		Spec: `The server runs N rooms (1000 in the full suite, 250 with -quick, or -rooms) ticking at 20 Hz:
 N x 20 ticks/s. Each tick drains the room's queued inputs and runs a simulation step of
-calibrated CPU work (about 20 µs: iterations over 32 entities, the count calibrated once, on
-the server's CPUs when it is pinned, so both targets do the same work). Rooms are created by POST /rooms/setup,
-staggered evenly over one period. Group inputs: 4 players per room, each sending 2 inputs/s
+about 20 µs of CPU (iterations over 32 entities: the count is calibrated once, on the
+server's CPUs when it is pinned, and then paced by each server, which scales it every 1,000
+light ticks to keep their median at 20 µs while the host's speed drifts; extra.rooms
+.paced_iters says where it ended). Rooms are created by POST /rooms/setup, their first
+deadlines spread evenly over one period. Group inputs: 4 players per room, each sending 2 inputs/s
 (POST /rooms/{id}/input, open loop, one connection per player: N x 8 requests/s); a full queue
 (64) answers 429. baton: each room is a loop.Room (deadline ticks, inputs through
 Room.Input). net/http, the Nakama pattern: a goroutine per room driven by time.Ticker, the
@@ -108,8 +110,11 @@ light rooms' lateness moves and whether the heavy room is the one named: baton f
 // RoomsExtra is extra.rooms of a rooms run.
 type RoomsExtra struct {
 	Rooms      int     `json:"rooms"`
-	Iters      int     `json:"iters"`        // simulation iterations per light tick
-	TickWorkUs float64 `json:"tick_work_us"` // what they were calibrated to
+	Iters      int     `json:"iters"`        // simulation iterations per light tick, calibrated
+	TickWorkUs float64 `json:"tick_work_us"` // what they were calibrated (and paced) to
+	// PacedIters is the iterations per light tick at the window's end: the server paces
+	// them to keep a light tick near TickWorkUs as the host's speed drifts.
+	PacedIters int64 `json:"paced_iters"`
 	// CalibratedOn says where the iterations were calibrated: the server's CPUs, or the
 	// load generator's and why.
 	CalibratedOn string `json:"calibrated_on"`
@@ -136,7 +141,7 @@ type RoomsExtra struct {
 // roomsDriver sets up the rooms, drives the inputs with loadgen, and reads the tick figures.
 func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures, error) {
 	iters, calibratedOn := roomIters(env)
-	setup := servers.RoomSetup{Rooms: rooms, Iters: iters}
+	setup := servers.RoomSetup{Rooms: rooms, Iters: iters, PaceUs: int(RoomTickWork.Microseconds())}
 	if heavy {
 		setup.HeavyIters = iters * int(servers.HeavyTick/RoomTickWork)
 	}
@@ -191,7 +196,7 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 		return nil, fmt.Errorf("rooms figures: reset: %v, stats: %v", errStart, errEnd)
 	}
 	window := time.Duration(stats.ElapsedS * float64(time.Second))
-	ex := RoomsExtra{Rooms: rooms, Iters: iters, TickWorkUs: float64(RoomTickWork.Microseconds()), CalibratedOn: calibratedOn,
+	ex := RoomsExtra{Rooms: rooms, Iters: iters, PacedIters: stats.Iters, TickWorkUs: float64(RoomTickWork.Microseconds()), CalibratedOn: calibratedOn,
 		LightTickUs: stats.Light.TickUs, Overruns: stats.Light.Overruns,
 		InputsQueued: stats.InputsQueued, InputsRefused: stats.InputsRefused, InputsApplied: stats.InputsApplied, LoopUtil: -1}
 	ticks := stats.Light.Ticks

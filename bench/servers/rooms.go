@@ -3,8 +3,10 @@ package servers
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -40,6 +42,10 @@ type RoomSetup struct {
 	Iters int `json:"iters"`
 	// HeavyIters, when positive, adds the room HeavyRoomName whose ticks run this many.
 	HeavyIters int `json:"heavy_iters,omitempty"`
+	// PaceUs, when positive, keeps a light tick near this many µs as the server runs: the
+	// iterations start at Iters and follow the host's speed (see pacer); the heavy
+	// room's keep their ratio to them. Zero keeps Iters fixed.
+	PaceUs int `json:"pace_us,omitempty"`
 }
 
 // Validate reports the first invalid field. Any goroutine.
@@ -51,6 +57,8 @@ func (s RoomSetup) Validate() error {
 		return errors.New("servers: RoomSetup.Iters must be positive, got " + strconv.Itoa(s.Iters))
 	case s.HeavyIters < 0:
 		return errors.New("servers: RoomSetup.HeavyIters must not be negative, got " + strconv.Itoa(s.HeavyIters))
+	case s.PaceUs < 0:
+		return errors.New("servers: RoomSetup.PaceUs must not be negative, got " + strconv.Itoa(s.PaceUs))
 	}
 	return nil
 }
@@ -68,6 +76,8 @@ type RoomStats struct {
 	InputsQueued  uint64 `json:"inputs_queued"`
 	InputsRefused uint64 `json:"inputs_refused"`
 	InputsApplied uint64 `json:"inputs_applied"`
+	// Iters is a light tick's simulation iterations now (RoomSetup.Iters unless paced).
+	Iters int64 `json:"iters"`
 }
 
 // RoomFigures are tick figures of a set of rooms.
@@ -219,14 +229,37 @@ func CalibrateSim(d time.Duration) int {
 	return max(1, int(float64(probe)*float64(d)/float64(max(best, 1))))
 }
 
-// tickRecorder gathers tick figures. Both targets use it the same way (one mutex; baton
-// would not need it, but the cost is the same for both).
+// tickRecorder gathers tick figures and paces the simulation. Both targets use it the same
+// way (one mutex; baton would not need it, but the cost is the same for both).
 type tickRecorder struct {
 	mu                       sync.Mutex
 	since                    time.Time
 	light, heavy             recorderSet
 	queued, refused, applied uint64
+	pace                     pacer
+
+	// The iterations of a light and of the heavy tick now: read by the ticks without the
+	// mutex, written by the pacer under it.
+	lightIters, heavyIters atomic.Int64
 }
+
+// pacer holds a light tick near a target duration while the host's speed drifts: this
+// shared VM ran the same iterations 0.6-1.6 times as long as calibrated before the run
+// (calibration takes the best of a few timings on an idle CPU; the server then shares its
+// CPU with the kernel's network work, and the host's speed drifts within minutes).
+// Every paceWindow light ticks it scales the iterations by the target over the window's
+// median tick (a median, so that a tick the OS preempted does not count), by at most
+// paceMaxStep either way. Guarded by tickRecorder.mu.
+type pacer struct {
+	target time.Duration // 0: not pacing
+	base   [2]int64      // RoomSetup.Iters and HeavyIters: the heavy room keeps their ratio
+	window []time.Duration
+}
+
+const (
+	paceWindow  = 1000
+	paceMaxStep = 1.25
+)
 
 type recorderSet struct {
 	lateness                 *hdrhistogram.Histogram
@@ -242,6 +275,47 @@ func newTickRecorder() *tickRecorder {
 	r := &tickRecorder{}
 	r.reset()
 	return r
+}
+
+// setup sets the iterations of s, and paces them if s asks for it.
+func (r *tickRecorder) setup(s RoomSetup) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pace = pacer{target: time.Duration(s.PaceUs) * time.Microsecond, base: [2]int64{int64(s.Iters), int64(s.HeavyIters)}}
+	if r.pace.target > 0 {
+		r.pace.window = make([]time.Duration, 0, paceWindow)
+	}
+	r.lightIters.Store(int64(s.Iters))
+	r.heavyIters.Store(int64(s.HeavyIters))
+}
+
+// iters returns the iterations a tick runs now: the heavy room's or a light one's.
+func (r *tickRecorder) iters(heavy bool) int {
+	if heavy {
+		return int(r.heavyIters.Load())
+	}
+	return int(r.lightIters.Load())
+}
+
+// paced notes a light tick's duration; every paceWindow of them it sets the iterations.
+// r.mu is held.
+func (r *tickRecorder) paced(d time.Duration) {
+	p := &r.pace
+	if p.target <= 0 {
+		return
+	}
+	if p.window = append(p.window, d); len(p.window) < paceWindow {
+		return
+	}
+	slices.Sort(p.window)
+	median := p.window[len(p.window)/2]
+	p.window = p.window[:0]
+	f := min(max(float64(p.target)/float64(max(median, 1)), 1/paceMaxStep), paceMaxStep)
+	light := max(int64(float64(r.lightIters.Load())*f), 1)
+	r.lightIters.Store(light)
+	if p.base[0] > 0 {
+		r.heavyIters.Store(p.base[1] * light / p.base[0])
+	}
 }
 
 func (r *tickRecorder) reset() {
@@ -267,6 +341,9 @@ func (r *tickRecorder) tick(heavy bool, late, dur time.Duration, skipped uint64,
 	if dur > RoomBudget {
 		set.overruns++
 	}
+	if !heavy {
+		r.paced(dur)
+	}
 	r.applied += uint64(applied)
 	r.mu.Unlock()
 }
@@ -285,7 +362,7 @@ func (r *tickRecorder) stats(rooms int, heavy bool) RoomStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := RoomStats{Rooms: rooms, ElapsedS: time.Since(r.since).Seconds(), Light: r.light.figures(),
-		InputsQueued: r.queued, InputsRefused: r.refused, InputsApplied: r.applied}
+		InputsQueued: r.queued, InputsRefused: r.refused, InputsApplied: r.applied, Iters: r.lightIters.Load()}
 	if heavy {
 		h := r.heavy.figures()
 		st.Heavy = &h

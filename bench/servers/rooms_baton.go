@@ -31,6 +31,7 @@ func registerRoomsBaton(srv *loop.Server) {
 			return
 		}
 		setup, rooms = s, make(map[string]*loop.Room[Input], s.Rooms+1)
+		rec.setup(s)
 		n := s.Rooms
 		if s.HeavyIters > 0 {
 			n++
@@ -42,11 +43,11 @@ func registerRoomsBaton(srv *loop.Server) {
 		began := time.Now()
 		for i := range n {
 			first := max(RoomPeriod+stagger(i, n)-time.Since(began), time.Microsecond)
-			name, iters, heavy := roomName(i), s.Iters, false
+			name, heavy := roomName(i), false
 			if i == s.Rooms {
-				name, iters, heavy = HeavyRoomName, s.HeavyIters, true
+				name, heavy = HeavyRoomName, true
 			}
-			cfg := benchRoomConfig(i, name, iters, heavy, rec)
+			cfg := benchRoomConfig(i, name, heavy, rec)
 			cfg.FirstTick = first
 			r, err := loop.NewRoom(c.Server(), cfg)
 			if err != nil {
@@ -71,9 +72,10 @@ func registerRoomsBaton(srv *loop.Server) {
 }
 
 // benchRoomConfig is the configuration of bench room i (named name): its own simulation
-// state, a tick that applies the queued inputs, runs iters passes of the simulation and
-// records the tick's lateness, duration, skipped deadlines and inputs in rec.
-func benchRoomConfig(i int, name string, iters int, heavy bool, rec *tickRecorder) loop.RoomConfig[Input] {
+// state, a tick that applies the queued inputs, runs rec's passes of the simulation (the
+// heavy room's or a light one's) and records the tick's lateness, duration, skipped
+// deadlines and inputs in rec.
+func benchRoomConfig(i int, name string, heavy bool, rec *tickRecorder) loop.RoomConfig[Input] {
 	state := NewRoomState(uint64(i))
 	var lastN uint64
 	return loop.RoomConfig[Input]{
@@ -87,7 +89,7 @@ func benchRoomConfig(i int, name string, iters int, heavy bool, rec *tickRecorde
 				state.Apply(in)
 				applied++
 			})
-			state.SimStep(iters)
+			state.SimStep(rec.iters(heavy))
 			var skipped uint64
 			if lastN > 0 && tk.N > lastN+1 {
 				skipped = tk.N - lastN - 1

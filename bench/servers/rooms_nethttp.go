@@ -16,7 +16,6 @@ type netRoom struct {
 	state  *RoomState
 	inputs []Input
 	heavy  bool
-	iters  int
 }
 
 // netRooms is the baseline's rooms scenario.
@@ -50,6 +49,7 @@ func registerRoomsNetHTTP(mux *http.ServeMux) (stop func()) {
 			return
 		}
 		nr.setup = s
+		nr.rec.setup(s)
 		nr.rooms = make(map[string]*netRoom, s.Rooms+1)
 		var started sync.WaitGroup
 		n := s.Rooms
@@ -57,10 +57,10 @@ func registerRoomsNetHTTP(mux *http.ServeMux) (stop func()) {
 			n++
 		}
 		for i := range n {
-			room := &netRoom{state: NewRoomState(uint64(i)), iters: s.Iters, inputs: make([]Input, 0, RoomInputQueue)}
+			room := &netRoom{state: NewRoomState(uint64(i)), inputs: make([]Input, 0, RoomInputQueue)}
 			name := roomName(i)
 			if i == s.Rooms {
-				room.heavy, room.iters, name = true, s.HeavyIters, HeavyRoomName
+				room.heavy, name = true, HeavyRoomName
 			}
 			nr.rooms[name] = room
 			nr.wg.Add(1)
@@ -152,7 +152,7 @@ func (nr *netRooms) run(room *netRoom, offset time.Duration, started *sync.WaitG
 			room.state.Apply(in)
 		}
 		room.inputs = room.inputs[:0]
-		room.state.SimStep(room.iters)
+		room.state.SimStep(nr.rec.iters(room.heavy))
 		room.mu.Unlock()
 		nr.rec.tick(room.heavy, max(late, 0), time.Since(now), skipped, applied)
 	}

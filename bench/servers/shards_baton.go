@@ -64,6 +64,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 			return
 		}
 		setup, began = s, true
+		rec.setup(s)
 		mu.Unlock()
 		n := s.Rooms
 		if s.HeavyIters > 0 {
@@ -76,14 +77,14 @@ func registerRoomsBatonShards(srv *loop.Server) {
 			sh.Go("rooms-setup", func(t *loop.Task) {
 				start := time.Now()
 				for i := range n {
-					name, iters, heavy := roomName(i), s.Iters, false
+					name, heavy := roomName(i), false
 					if i == s.Rooms {
-						name, iters, heavy = HeavyRoomName, s.HeavyIters, true
+						name, heavy = HeavyRoomName, true
 					}
 					if srv.ShardFor(name) != j {
 						continue
 					}
-					cfg := benchRoomConfig(i, name, iters, heavy, rec)
+					cfg := benchRoomConfig(i, name, heavy, rec)
 					cfg.FirstTick = max(RoomPeriod+stagger(i, n)-time.Since(start), time.Microsecond)
 					r, err := loop.NewRoom(sh, cfg)
 					if err != nil {
