@@ -251,13 +251,13 @@ type member struct {
 }
 
 // NewRoom starts a room on s: its first tick is RoomConfig.FirstTick (by default one
-// Period) from now. It returns an error
-// naming the invalid RoomConfig field, ErrDraining once Shutdown has begun (answer 503:
-// Ctx.RoomError), or ErrServerClosed after the server stopped. Loop-confined: call it from
-// a handler (loop mode), a task, a tick or a function passed to Server.Post (also before
-// ListenAndServe: the function runs once the server is ready). With Config.Shards > 1 the
-// room runs on the shard of s: in a handler pass c.Server() (the handler's shard), or
-// srv.Shard(i).Server() from a function posted to shard i.
+// Period) from now. It returns an error naming the invalid RoomConfig field, ErrDraining
+// once Shutdown has begun (answer 503: Ctx.RoomError), or ErrServerClosed after the
+// server stopped. Loop-confined: call it from a handler (loop mode), a task, a tick or a
+// function passed to Server.Post (also before ListenAndServe: the function runs once the
+// server is ready). With Config.Shards > 1 the room runs on the shard of s: in a handler
+// pass c.Server() (the handler's shard), or srv.Shard(i).Server() from a function posted
+// to shard i.
 func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
