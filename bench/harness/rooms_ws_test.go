@@ -49,6 +49,7 @@ func TestRoomsScenario(t *testing.T) {
 			require.True(t, ok, where)
 			assert.Equal(t, 8, ex.Rooms)
 			assert.Positive(t, ex.Iters)
+			assert.Positive(t, ex.PacedIters, where)
 			assert.Contains(t, ex.CalibratedOn, "the load generator's CPUs", "not pinned: calibrated here")
 			if ph.Name == "heavy" {
 				require.NotNil(t, r.Group("heavy"), where)

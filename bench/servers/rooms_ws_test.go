@@ -54,9 +54,11 @@ func TestRoomsRoutes(t *testing.T) {
 			assert.Equal(t, 409, code, "a second setup")
 			code, _ = post(t, base+"/rooms/setup", `{"rooms":0,"iters":10}`)
 			assert.Equal(t, 400, code, "an invalid setup")
+			code, _ = post(t, base+"/rooms/setup", `{"rooms":1,"iters":10,"pace_us":-1}`)
+			assert.Equal(t, 400, code, "a negative pace")
 			require.Eventually(t, func() bool {
 				code, _ := post(t, base+"/rooms/room-3/input", "p=1&dx=1&dy=0")
-				return code == 200 // the rooms are made over one period
+				return code == 200
 			}, 5*time.Second, 5*time.Millisecond)
 			code, _ = post(t, base+"/rooms/room-3/input", "p=9&dx=1&dy=0")
 			assert.Equal(t, 400, code, "player out of range")
@@ -68,6 +70,7 @@ func TestRoomsRoutes(t *testing.T) {
 				return st.Light.Ticks >= 8 && st.Heavy != nil && st.Heavy.Ticks >= 2 && st.InputsApplied >= 1
 			}, 5*time.Second, 10*time.Millisecond)
 			assert.Equal(t, 4, st.Rooms)
+			assert.Equal(t, int64(10), st.Iters, "not paced: the setup's iterations")
 			assert.GreaterOrEqual(t, st.InputsQueued, uint64(1))
 			assert.Positive(t, st.Light.TickUs)
 			h, err := hdrhistogram.Decode([]byte(st.Light.Lateness))
