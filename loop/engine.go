@@ -158,9 +158,12 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	// New requests ran their first slice in serve. Tasks that were ready before (a task
 	// that yielded, one woken meanwhile) run from the control socket's pump, once per loop
 	// turn: running them here would give a yielding task a slice per connection read.
+	// With none ready, timers that just fell due run here (pumpTimers).
 	s.flushDirty()
 	if _, ready := s.sched.Len(); ready > 0 {
 		s.postPump()
+	} else {
+		s.pumpTimers()
 	}
 	return gnet.None
 }

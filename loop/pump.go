@@ -104,6 +104,24 @@ func (s *Server) postPump() {
 	}
 }
 
+// pumpTimers ends a connection callback that left no task ready: it fires the timers due
+// by the callback's start and runs the tasks they woke when the alarm would otherwise be
+// needed for them (Scheduler.RunTimers), so that a loop kept turning by input fires its
+// rooms' ticks itself, sooner and without the alarm's wake-up through a second thread
+// (docs/rooms.md, "The alarm"). Inside a callback (busyStart) only. Loop-confined.
+func (s *Server) pumpTimers() {
+	ran, more := s.sched.RunTimers(s.turnAt)
+	if !ran {
+		return
+	}
+	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
+	s.flushDirty()
+	if more {
+		s.postPump()
+	}
+	s.checkDrained()
+}
+
 var pumpByte = [1]byte{1}
 
 // requestStop makes the next door run stop the engine. Loop-confined.

@@ -222,6 +222,8 @@ func (s *Server) wsTraffic(cs *conn) gnet.Action {
 	s.flushDirty()
 	if _, ready := s.sched.Len(); ready > 0 {
 		s.postPump()
+	} else {
+		s.pumpTimers()
 	}
 	return gnet.None
 }

@@ -202,3 +202,56 @@ func TestSleepWithTimerfdAlarm(t *testing.T) {
 	}
 	l.close()
 }
+
+func TestRunTimers(t *testing.T) {
+	const slack = time.Minute
+	s, _, _, _ := newFakeAlarmed(t, slack)
+	ran, more := s.RunTimers(s.Now())
+	assert.False(t, ran || more, "no timer")
+
+	fired := 0
+	s.AfterFunc(0, func() { fired++ })
+	ran, _ = s.RunTimers(s.Now())
+	require.True(t, ran, "a timer due, the alarm never went off: fired")
+	assert.Equal(t, 1, fired)
+
+	s.AfterFunc(0, func() { fired++ })
+	ran, _ = s.RunTimers(s.Now())
+	assert.False(t, ran, "within half a slack of the last firing: left to the alarm")
+	assert.Equal(t, 1, fired)
+
+	s2, _, _, _ := newFakeAlarmed(t, slack)
+	s2.AfterFunc(0, func() { fired++ })
+	ran, _ = s2.RunTimers(s2.Now() + int64(2*slack))
+	assert.False(t, ran, "a timer more than a slack late: the loop is behind, left to its turns' Runs")
+	s2.Go(func(*Task) {})
+	ran, _ = s2.RunTimers(s2.Now())
+	assert.False(t, ran, "tasks ready: a Run is coming")
+	assert.Equal(t, 1, fired)
+
+	s3, _, _, _ := newFakeAlarmed(t, 0)
+	s3.AfterFunc(0, func() { fired++ })
+	ran, _ = s3.RunTimers(s3.Now())
+	assert.False(t, ran, "no slack (runtime timers): never")
+}
+
+// TestRunTimersMovesTheAlarmOn: the alarm set for a slack after it went off is moved on
+// once RunTimers has fired the timers it was for, rather than going off for nothing.
+func TestRunTimersMovesTheAlarmOn(t *testing.T) {
+	const slack = 4 * time.Millisecond
+	s, fa, _, posted := newFakeAlarmed(t, slack)
+	s.AfterFunc(0, func() {})
+	(*fa).fire()
+	(*posted)[0]() // the alarm went off: the next may not be sooner than a slack from now
+	start := time.Now()
+	s.AfterFunc(3*time.Millisecond, func() {})
+	s.AfterFunc(time.Hour, func() {})
+	a := *fa
+	ran := false
+	for !ran && time.Since(start) < time.Second { // until the 3 ms timer is due
+		ran, _ = s.RunTimers(s.Now())
+	}
+	require.True(t, ran)
+	require.NotEmpty(t, a.arms)
+	assert.Greater(t, a.arms[len(a.arms)-1], 50*time.Minute, "armed for the hour's timer, not the slack's end")
+}

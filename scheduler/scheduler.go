@@ -190,7 +190,7 @@ type Scheduler struct {
 	slack    int64 // Config.TimerSlack
 	armed    bool  // alarm will fire (or its post is in flight)
 	armedAt  int64 // when the alarm was armed to go off
-	firedAt  int64 // when the alarm last went off (its post ran), for TimerSlack
+	firedAt  int64 // when the alarm last went off (its post ran) or RunTimers fired, for TimerSlack
 	fireFn   func()
 	timerCB  func()
 

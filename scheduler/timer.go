@@ -237,9 +237,10 @@ func (s *Scheduler) runTimerFn(fn func()) {
 // arm makes sure the alarm goes off by the earliest deadline, or Config.TimerSlack after
 // it last went off if that is later: when deadlines are dense the loop is woken at most
 // once per TimerSlack and the timers due meanwhile share the wake-up; a timer due after a
-// quiet spell is not delayed. It runs on the loop. The alarm is re-armed only when that
-// moment moves earlier: a later one is met by the alarm going off early, finding nothing
-// due and re-arming.
+// quiet spell is not delayed. It runs on the loop. The alarm is re-armed when that moment
+// moves earlier, or half a slack or more later (RunTimers fired the timers it was set
+// for, and it would go off for nothing); a moment a little later is met by the alarm
+// going off early, finding nothing due and re-arming.
 func (s *Scheduler) arm(now int64) {
 	if len(s.heap) == 0 || s.closed {
 		return
@@ -248,7 +249,7 @@ func (s *Scheduler) arm(now int64) {
 	if s.slack > 0 && s.firedAt != 0 {
 		w = max(w, s.firedAt+s.slack)
 	}
-	if s.armed && s.armedAt <= w {
+	if s.armed && s.armedAt <= w && (s.slack == 0 || w-s.armedAt < s.slack/2) {
 		return
 	}
 	s.armed, s.armedAt = true, w
@@ -260,6 +261,30 @@ func (s *Scheduler) arm(now int64) {
 		}
 	}
 	s.alarm.Arm(time.Duration(w - now))
+}
+
+// RunTimers is Run for a loop kept busy by input: the loop calls it at the end of a
+// connection callback that left no task ready, with now, a clock reading taken on the
+// loop (the callback's start). When the earliest timer is due at now, no more than
+// TimerSlack late, and half of TimerSlack has passed since the alarm or RunTimers last
+// fired timers, it fires the timers due and runs the tasks they woke, as the alarm's
+// wake-up would, and reports ran and Run's more; the alarm then moves on (arm).
+// Otherwise it does nothing and reports false: with tasks ready (the caller has a Run
+// coming for them), with TimerSlack 0 (the runtime timer's own rounding paces it), or
+// with a timer more than a slack late: the loop is behind, and the backlog is left to
+// the Runs between its turns, so that input is not starved by a batch of ticks after
+// every callback. Why: the alarm's wake-up costs a second thread and a post through the
+// loop's door, while a loop that input keeps turning can fire its timers for nothing;
+// at half the slack because that path is cheap. Loop only, like Run.
+func (s *Scheduler) RunTimers(now int64) (ran, more bool) {
+	if s.slack == 0 || len(s.heap) == 0 || s.nready > 0 || s.closed {
+		return false, false
+	}
+	if w := s.heap[0].when; w > now || w < now-s.slack || s.firedAt != 0 && now < s.firedAt+s.slack/2 {
+		return false, false
+	}
+	s.firedAt = now
+	return true, s.Run()
 }
 
 // onTimerFired runs on the alarm's goroutine: it hands the work to the loop.
