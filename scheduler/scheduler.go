@@ -88,7 +88,8 @@ type Config struct {
 	NewAlarm func(fire func()) Alarm
 
 	// TimerSlack bounds how often the alarm wakes the loop: it goes off at the earliest
-	// deadline, but not sooner than TimerSlack after it last went off. Timers due closer
+	// deadline, but not sooner than TimerSlack after it last went off (or RunTimers last
+	// fired timers; RunTimers itself fires at most once per half slack). Timers due closer
 	// together than that share one wake-up of the loop rather than having one each, none
 	// is made later than TimerSlack on that account, and a lone timer is not delayed at
 	// all: it trades lateness for wake-ups only where wake-ups are dense. The timers
