@@ -78,6 +78,13 @@ func (s *Server) pumpAt(at int64) {
 	} else {
 		more = s.sched.Run()
 	}
+	s.afterRun(more)
+}
+
+// afterRun follows a Run (more: what it reported): the output the slices produced is written,
+// another turn is asked for if tasks remain ready, and a drain that waited for them is
+// checked. Loop-confined.
+func (s *Server) afterRun(more bool) {
 	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
 	s.flushDirty()
 	if more {
@@ -110,16 +117,9 @@ func (s *Server) postPump() {
 // rooms' ticks itself, sooner and without the alarm's wake-up through a second thread
 // (docs/rooms.md, "The alarm"). Inside a callback (busyStart) only. Loop-confined.
 func (s *Server) pumpTimers() {
-	ran, more := s.sched.RunTimers(s.turnAt)
-	if !ran {
-		return
+	if ran, more := s.sched.RunTimers(s.turnAt); ran {
+		s.afterRun(more)
 	}
-	s.lastAt = 0 // slices ran since: a request dispatched next reads the clock for its start
-	s.flushDirty()
-	if more {
-		s.postPump()
-	}
-	s.checkDrained()
 }
 
 var pumpByte = [1]byte{1}

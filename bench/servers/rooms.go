@@ -384,6 +384,13 @@ func (s *recorderSet) figures() RoomFigures {
 // roomName returns the name of light room i.
 func roomName(i int) string { return "room-" + strconv.Itoa(i) }
 
+// firstTick is RoomConfig.FirstTick for room i of n made at began (now or a moment ago):
+// its first deadline is one period plus its stagger after began, however long making
+// the rooms before it took.
+func firstTick(i, n int, began time.Time) time.Duration {
+	return max(RoomPeriod+stagger(i, n)-time.Since(began), time.Microsecond)
+}
+
 // stagger returns when room i of n starts ticking, relative to the setup: rooms are spread
 // evenly over one period, as rooms created at different times would be.
 func stagger(i, n int) time.Duration { return time.Duration(int64(RoomPeriod) * int64(i) / int64(n)) }

@@ -42,13 +42,12 @@ func registerRoomsBaton(srv *loop.Server) {
 		// (thousands of connections opening meanwhile) would bunch them.
 		began := time.Now()
 		for i := range n {
-			first := max(RoomPeriod+stagger(i, n)-time.Since(began), time.Microsecond)
 			name, heavy := roomName(i), false
 			if i == s.Rooms {
 				name, heavy = HeavyRoomName, true
 			}
 			cfg := benchRoomConfig(i, name, heavy, rec)
-			cfg.FirstTick = first
+			cfg.FirstTick = firstTick(i, n, began)
 			r, err := loop.NewRoom(c.Server(), cfg)
 			if err != nil {
 				c.RoomError(err)

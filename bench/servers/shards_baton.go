@@ -85,7 +85,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 						continue
 					}
 					cfg := benchRoomConfig(i, name, heavy, rec)
-					cfg.FirstTick = max(RoomPeriod+stagger(i, n)-time.Since(start), time.Microsecond)
+					cfg.FirstTick = firstTick(i, n, start)
 					r, err := loop.NewRoom(sh, cfg)
 					if err != nil {
 						return // draining or stopped
