@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/internal/alarm"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // newAlarm makes the scheduler's alarm (scheduler.Config.NewAlarm) unless

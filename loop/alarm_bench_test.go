@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // BenchmarkTickLateness measures how late room ticks start on an otherwise idle loop, with

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // TaskHandle controls a background task started with Server.Go or Server.Every: a game

@@ -1,6 +1,6 @@
 package loop
 
-import "github.com/batonrt/baton/scheduler"
+import "github.com/batonrt/baton/internal/scheduler"
 
 // Task chaining: a pipelined read brings several requests at once, and serve runs each
 // one's handler as a task whose first slice runs at once (dispatch). When a handler

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // Cond is a reusable broadcast signal: tasks Wait for the next Broadcast, which wakes every

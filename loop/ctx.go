@@ -16,7 +16,7 @@ import (
 
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // HandlerFunc handles one request. In single-thread mode it runs as a task on the loop: it

@@ -6,7 +6,7 @@ import (
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // door is the single way for other goroutines to get a function run on the loop. Posted

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // Waiter is what may wait on a Future or Event: a *Ctx or a *Task.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/offload"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // Defaults of HealthConfig. Each is used where its field is zero; a negative field turns

@@ -3,7 +3,7 @@ package loop
 import (
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // runMode is the seam between the two ways request handlers run, chosen once in New:

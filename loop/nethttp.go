@@ -15,7 +15,7 @@ import (
 
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/offload"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // This file is the net/http adapter: an http.Handler served as a baton route.

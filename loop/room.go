@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // Room errors.

@@ -18,7 +18,7 @@ import (
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/offload"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // Errors returned by Server methods.

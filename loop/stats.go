@@ -10,7 +10,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // finishedRingSize is how many recently finished tasks the tasks endpoint keeps: enough to

@@ -10,7 +10,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/offload"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // ErrTimeout is returned by the waits with a deadline, Future.AwaitTimeout and

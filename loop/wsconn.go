@@ -13,7 +13,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/batonrt/baton/httpcodec"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // wsState is where a WebSocket is in its life; it only moves forward.

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // The mixed-load scenario of issue 5: an open-loop arrival stream (a fixed schedule, not

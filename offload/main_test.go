@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 	"go.uber.org/goleak"
 )
 

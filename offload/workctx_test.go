@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

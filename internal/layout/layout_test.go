@@ -33,9 +33,9 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/clock", stdOnly: true},
 		{pkg: "internal/publish", stdOnly: true},
 		{pkg: "internal/alarm", forbidden: []string{gnet, module + "/"}}, // x/sys only: scheduler's tests use it
-		{pkg: "accounting", forbidden: []string{gnet, module + "/loop", module + "/scheduler", module + "/offload", module + "/httpcodec"}},
+		{pkg: "accounting", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", module + "/httpcodec"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
-		{pkg: "scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
+		{pkg: "internal/scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
 	}
 	for _, r := range rules {
 		deps, ok := listDeps(t, module+"/"+r.pkg)

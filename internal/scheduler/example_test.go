@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonrt/baton/scheduler"
+	"github.com/batonrt/baton/internal/scheduler"
 )
 
 // A minimal loop: the goroutine that calls Run is the loop, Post is a channel into it, and
