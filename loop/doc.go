@@ -57,7 +57,7 @@
 // writes it; Ctx.UpgradeTo hands it to callbacks instead, holding no task while idle;
 // NewPrepared and Broadcast send one encoded frame to many (docs/websocket.md).
 // Server.HealthHandler and Server.HandleHealth answer /healthz and /readyz from the loop's
-// own view; NewLimiter is a keyed token-bucket rate limiter (docs/health.md).
+// own view; package loop/ratelimit is a keyed token-bucket rate limiter (docs/health.md).
 //
 // # Shards: more than one core
 //

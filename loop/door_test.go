@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/internal/scheduler"
+	"github.com/batonrt/baton/offload"
 )
 
 // testPair returns a connected nonblocking socket pair: peer is the door's end, loop

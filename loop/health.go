@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/internal/scheduler"
+	"github.com/batonrt/baton/offload"
 )
 
 // Defaults of HealthConfig. Each is used where its field is zero; a negative field turns

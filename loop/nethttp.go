@@ -14,8 +14,8 @@ import (
 	"sync"
 
 	"github.com/batonrt/baton/httpcodec"
-	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/internal/scheduler"
+	"github.com/batonrt/baton/offload"
 )
 
 // This file is the net/http adapter: an http.Handler served as a baton route.

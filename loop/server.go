@@ -17,8 +17,8 @@ import (
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
 	"github.com/batonrt/baton/internal/router"
-	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/internal/scheduler"
+	"github.com/batonrt/baton/offload"
 )
 
 // Errors returned by Server methods.

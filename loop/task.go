@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/offload"
 	"github.com/batonrt/baton/internal/scheduler"
+	"github.com/batonrt/baton/offload"
 )
 
 // ErrTimeout is returned by the waits with a deadline, Future.AwaitTimeout and
@@ -83,6 +83,29 @@ func (t *Task) Name() string { return t.name }
 
 // Server returns the server the task runs on.
 func (t *Task) Server() *Server { return t.srv }
+
+// Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
+// read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to
+// ratelimit.Limiter.Allow. Call it from the task.
+func (t *Task) Now() time.Time {
+	if t.g != nil {
+		return time.Now()
+	}
+	return t.srv.timeAt(t.srv.nanotime())
+}
+
+// OnLoop runs fn on the task's loop and returns once it has run: at once for a task that
+// runs on the loop (every task in single-thread mode, and background tasks in both), and
+// through the loop's door, waiting for it, from a multi-thread request handler. fn may
+// touch the loop's confined state (a ratelimit.Limiter, a room); it must not park. It
+// returns without running fn when the loop stopped first. Call it from the task.
+func (t *Task) OnLoop(fn func()) {
+	if t.g == nil {
+		fn()
+		return
+	}
+	t.srv.mode.onLoop(t.c, fn)
+}
 
 // Err returns why the task was cancelled (context.Canceled when its client disconnected,
 // context.DeadlineExceeded when its handler deadline passed, ErrTaskStopped when its

@@ -13,6 +13,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -52,8 +53,8 @@ type app struct {
 	st   *store.Store
 	log  *slog.Logger
 
-	ticketLimit *loop.Limiter // POST /tickets and new tickets over WebSocket, per player
-	inputLimit  *loop.Limiter // inputs, per player
+	ticketLimit *ratelimit.Limiter // POST /tickets and new tickets over WebSocket, per player
+	inputLimit  *ratelimit.Limiter // inputs, per player
 
 	mm        *game.Matchmaker
 	waits     map[string]*loop.Future[assignment] // by ticket id
@@ -102,8 +103,8 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 	a := &app{
 		opts: opts, st: st, log: log, mm: mm,
 		srv:         loop.New(opts.Loop),
-		ticketLimit: loop.NewLimiter(loop.LimiterConfig{Rate: 1, Burst: 5}),
-		inputLimit:  loop.NewLimiter(loop.LimiterConfig{Rate: 30, Burst: 30}),
+		ticketLimit: ratelimit.New(ratelimit.Config{Rate: 1, Burst: 5}),
+		inputLimit:  ratelimit.New(ratelimit.Config{Rate: 30, Burst: 30}),
 		waits:       map[string]*loop.Future[assignment]{},
 		arenas:      map[string]*arena{},
 		prefix:      "m" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-",

@@ -14,6 +14,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -176,7 +177,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 	} else {
 		if ok, wait := a.ticketLimit.Allow(string(player), c.Now()); !ok {
-			c.SetHeader("Retry-After", strconv.Itoa(loop.RetryAfterSeconds(wait)))
+			c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 			c.String(429, "429 Too Many Requests\n")
 			return
 		}

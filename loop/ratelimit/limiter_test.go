@@ -1,39 +1,44 @@
-package loop
+package ratelimit
 
 import (
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/looptest"
 )
 
-func TestLimiterConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	for _, c := range []struct {
-		cfg  LimiterConfig
+		cfg  Config
 		want string
 	}{
-		{LimiterConfig{Rate: 0, Burst: 1}, "LimiterConfig.Rate"},
-		{LimiterConfig{Rate: -1, Burst: 1}, "LimiterConfig.Rate"},
-		{LimiterConfig{Rate: 1, Burst: 0}, "LimiterConfig.Burst"},
-		{LimiterConfig{Rate: 1, Burst: 1, MaxKeys: -1}, "LimiterConfig.MaxKeys"},
-		{LimiterConfig{Rate: 1, Burst: 1, Idle: -time.Second}, "LimiterConfig.Idle"},
-		{LimiterConfig{Rate: 1, Burst: 10, Idle: time.Second}, "LimiterConfig.Idle"},
+		{Config{Rate: 0, Burst: 1}, "Config.Rate"},
+		{Config{Rate: -1, Burst: 1}, "Config.Rate"},
+		{Config{Rate: 1, Burst: 0}, "Config.Burst"},
+		{Config{Rate: 1, Burst: 1, MaxKeys: -1}, "Config.MaxKeys"},
+		{Config{Rate: 1, Burst: 1, Idle: -time.Second}, "Config.Idle"},
+		{Config{Rate: 1, Burst: 10, Idle: time.Second}, "Config.Idle"},
 	} {
 		err := c.cfg.Validate()
 		require.Error(t, err, "%+v", c.cfg)
 		assert.Contains(t, err.Error(), c.want)
 	}
-	require.NoError(t, LimiterConfig{Rate: 1, Burst: 10, Idle: 10 * time.Second}.Validate())
-	require.NoError(t, LimiterConfig{Rate: 0.5, Burst: 1}.Validate())
+	require.NoError(t, Config{Rate: 1, Burst: 10, Idle: 10 * time.Second}.Validate())
+	require.NoError(t, Config{Rate: 0.5, Burst: 1}.Validate())
 }
 
 func TestLimiterBucket(t *testing.T) {
-	l := NewLimiter(LimiterConfig{Rate: 10, Burst: 3})
+	l := New(Config{Rate: 10, Burst: 3})
 	now := time.Now()
 	for i := range 3 {
 		ok, _ := l.Allow("p", now)
@@ -51,7 +56,7 @@ func TestLimiterBucket(t *testing.T) {
 	ok, _ = l.Allow("p", now.Add(time.Hour))
 	require.True(t, ok)
 	st := l.Stats()
-	assert.Equal(t, LimiterStats{Keys: 2, Allowed: 6, Refused: 2}, st)
+	assert.Equal(t, Stats{Keys: 2, Allowed: 6, Refused: 2}, st)
 }
 
 func TestRetryAfterSeconds(t *testing.T) {
@@ -65,7 +70,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 // stays at its bound, the least recently used keys go first, and a key in steady use is
 // never evicted.
 func TestLimiterKeyTableBound(t *testing.T) {
-	l := NewLimiter(LimiterConfig{Rate: 1, Burst: 1, MaxKeys: 1000, Idle: time.Hour})
+	l := New(Config{Rate: 1, Burst: 1, MaxKeys: 1000, Idle: time.Hour})
 	now := time.Now()
 	ok, _ := l.Allow("hot", now)
 	require.True(t, ok)
@@ -97,7 +102,7 @@ func freeLen(l *Limiter) int {
 
 // TestLimiterIdleExpiry: keys unused for Idle are dropped as new keys arrive.
 func TestLimiterIdleExpiry(t *testing.T) {
-	l := NewLimiter(LimiterConfig{Rate: 10, Burst: 1}) // Idle: 100 ms
+	l := New(Config{Rate: 10, Burst: 1}) // Idle: 100 ms
 	now := time.Now()
 	for i := range 10 {
 		l.Allow("k"+strconv.Itoa(i), now)
@@ -117,10 +122,10 @@ func TestLimiterIdleExpiry(t *testing.T) {
 func TestLimiterMiddleware429(t *testing.T) {
 	for _, mt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("multithread=%v", mt), func(t *testing.T) {
-			lim := NewLimiter(LimiterConfig{Rate: 20, Burst: 2})
-			_, addr := startServer(t, Config{MultiThread: mt}, func(s *Server) {
-				g := s.Group("/api", lim.Middleware(func(c *Ctx) string { return c.Header("X-Player") }))
-				g.Handle("GET /move", func(c *Ctx) { c.String(200, "ok") })
+			lim := New(Config{Rate: 20, Burst: 2})
+			_, addr := startServer(t, loop.Config{MultiThread: mt}, func(s *loop.Server) {
+				g := s.Group("/api", lim.Middleware(func(c *loop.Ctx) string { return c.Header("X-Player") }))
+				g.Handle("GET /move", func(c *loop.Ctx) { c.String(200, "ok") })
 			})
 			get := func(player string) *http.Response {
 				req, err := http.NewRequest("GET", "http://"+addr+"/api/move", nil)
@@ -154,10 +159,10 @@ func TestLimiterMiddleware429(t *testing.T) {
 
 // TestLimiterFromTask uses the limiter from a background task with the task's clock.
 func TestLimiterFromTask(t *testing.T) {
-	lim := NewLimiter(LimiterConfig{Rate: 1, Burst: 1})
+	lim := New(Config{Rate: 1, Burst: 1})
 	res := make(chan [2]bool, 1)
-	s, _ := startServer(t, Config{}, nil)
-	s.Go("room:test", func(tk *Task) {
+	s, _ := startServer(t, loop.Config{}, nil)
+	s.Go("room:test", func(tk *loop.Task) {
 		a, _ := lim.Allow("input", tk.Now())
 		b, _ := lim.Allow("input", tk.Now())
 		res <- [2]bool{a, b}
@@ -172,7 +177,7 @@ func TestLimiterFromTask(t *testing.T) {
 
 // BenchmarkLimiterAllow: a known key costs no allocation.
 func BenchmarkLimiterAllow(b *testing.B) {
-	l := NewLimiter(LimiterConfig{Rate: 1e9, Burst: 1000})
+	l := New(Config{Rate: 1e9, Burst: 1000})
 	keys := make([]string, 1024)
 	now := time.Now()
 	for i := range keys {
@@ -187,7 +192,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 }
 
 func TestLimiterAllowDoesNotAllocate(t *testing.T) {
-	l := NewLimiter(LimiterConfig{Rate: 1e9, Burst: 1000})
+	l := New(Config{Rate: 1e9, Burst: 1000})
 	now := time.Now()
 	l.Allow("a", now)
 	l.Allow("b", now)
@@ -198,3 +203,17 @@ func TestLimiterAllowDoesNotAllocate(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// startServer starts a server with setup's routes on a free loopback port; it is shut down
+// when the test ends.
+func startServer(t *testing.T, cfg loop.Config, setup func(s *loop.Server)) (*loop.Server, string) {
+	t.Helper()
+	s := loop.New(looptest.Config(t, cfg))
+	if setup != nil {
+		setup(s)
+	}
+	url := looptest.Start(t, s)
+	return s, strings.TrimPrefix(url, "http://")
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, looptest.GoleakOptions()...) }

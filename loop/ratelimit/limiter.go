@@ -1,24 +1,33 @@
-package loop
+// Package ratelimit is a keyed token-bucket rate limiter for baton's loop: a bucket per
+// key (a player id, a client address), loop-confined so it needs no lock, with a bounded
+// key table, and a middleware that answers 429 with Retry-After.
+//
+// A Limiter belongs to one loop: call Allow from handlers and background tasks of that
+// loop (a room's tick for its inputs), or mount Middleware, which runs its check on the
+// loop in both modes (docs/health.md).
+package ratelimit
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/batonrt/baton/loop"
 )
 
-// Defaults of LimiterConfig.
+// Defaults of Config.
 const (
-	// DefaultLimiterMaxKeys bounds a Limiter's key table: 100,000 keys is one bucket per
+	// DefaultMaxKeys bounds a Limiter's key table: 100,000 keys is one bucket per
 	// player of a large server, at about 100 bytes each plus the key (10-15 MiB at worst),
 	// while a flood of made-up keys (spoofed player ids, a botnet's addresses) can never
 	// grow it further.
-	DefaultLimiterMaxKeys = 100_000
+	DefaultMaxKeys = 100_000
 )
 
-// LimiterConfig configures a Limiter: a token bucket per key that refills at Rate tokens
+// Config configures a Limiter: a token bucket per key that refills at Rate tokens
 // a second up to Burst; each allowed event takes one token.
-type LimiterConfig struct {
+type Config struct {
 	// Rate is the sustained rate each key is allowed, in tokens (events) per second.
 	// Required: it must be positive.
 	Rate float64
@@ -29,7 +38,7 @@ type LimiterConfig struct {
 
 	// MaxKeys bounds the key table. When it is full, a new key evicts the least recently
 	// used one (whose bucket, the least recently drawn on, is the likeliest to have
-	// refilled). Zero means DefaultLimiterMaxKeys.
+	// refilled). Zero means DefaultMaxKeys.
 	MaxKeys int
 
 	// Idle is how long a key may go unused before its entry is dropped (lazily, when new
@@ -41,26 +50,26 @@ type LimiterConfig struct {
 }
 
 // Validate reports the first invalid field, naming it. Any goroutine.
-func (c LimiterConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case !(c.Rate > 0) || math.IsInf(c.Rate, 1):
-		return fmt.Errorf("loop: LimiterConfig.Rate (%v) must be a positive number of tokens per second", c.Rate)
+		return fmt.Errorf("ratelimit: Config.Rate (%v) must be a positive number of tokens per second", c.Rate)
 	case c.Burst < 1:
-		return fmt.Errorf("loop: LimiterConfig.Burst (%d) must be at least 1", c.Burst)
+		return fmt.Errorf("ratelimit: Config.Burst (%d) must be at least 1", c.Burst)
 	case c.MaxKeys < 0:
-		return fmt.Errorf("loop: LimiterConfig.MaxKeys (%d) must not be negative (0: default %d)", c.MaxKeys, DefaultLimiterMaxKeys)
+		return fmt.Errorf("ratelimit: Config.MaxKeys (%d) must not be negative (0: default %d)", c.MaxKeys, DefaultMaxKeys)
 	case c.MaxKeys > math.MaxInt32-1:
-		return fmt.Errorf("loop: LimiterConfig.MaxKeys (%d) must be below %d", c.MaxKeys, math.MaxInt32)
+		return fmt.Errorf("ratelimit: Config.MaxKeys (%d) must be below %d", c.MaxKeys, math.MaxInt32)
 	case c.Idle < 0:
-		return fmt.Errorf("loop: LimiterConfig.Idle (%v) must not be negative (0: the refill time Burst/Rate)", c.Idle)
+		return fmt.Errorf("ratelimit: Config.Idle (%v) must not be negative (0: the refill time Burst/Rate)", c.Idle)
 	case c.Idle > 0 && c.Idle < refillTime(c):
-		return fmt.Errorf("loop: LimiterConfig.Idle (%v) must be 0 or at least Burst/Rate (%v): a shorter one would forget a key's partly empty bucket", c.Idle, refillTime(c))
+		return fmt.Errorf("ratelimit: Config.Idle (%v) must be 0 or at least Burst/Rate (%v): a shorter one would forget a key's partly empty bucket", c.Idle, refillTime(c))
 	}
 	return nil
 }
 
 // refillTime is how long an empty bucket takes to fill.
-func refillTime(c LimiterConfig) time.Duration {
+func refillTime(c Config) time.Duration {
 	return time.Duration(math.Ceil(float64(c.Burst) / c.Rate * float64(time.Second)))
 }
 
@@ -68,7 +77,7 @@ func refillTime(c LimiterConfig) time.Duration {
 // a client address). It is loop-confined, so it needs no lock: call Allow from handlers
 // and background tasks on the loop (a room's tick for its inputs), or use Middleware,
 // which in multi-thread mode runs its check on the loop. Its key table is bounded: see
-// LimiterConfig.MaxKeys and Idle. Allow on a key already in the table does not allocate.
+// Config.MaxKeys and Idle. Allow on a key already in the table does not allocate.
 type Limiter struct {
 	rate    float64 // tokens per nanosecond
 	burst   float64
@@ -81,7 +90,7 @@ type Limiter struct {
 	head, tail int32 // most and least recently used; -1 when empty
 	free       int32 // a free slot's index (a list through next), -1 when none
 
-	stats LimiterStats
+	stats Stats
 }
 
 // limEntry is one key's bucket, linked into the recency list by index.
@@ -92,23 +101,23 @@ type limEntry struct {
 	prev, next int32
 }
 
-// LimiterStats counts a Limiter's answers and its key table. Plain data.
-type LimiterStats struct {
+// Stats counts a Limiter's answers and its key table. Plain data.
+type Stats struct {
 	Keys    int    // keys in the table now
 	Allowed uint64 // events allowed
 	Refused uint64 // events refused
 	Evicted uint64 // keys dropped because the table was full (least recently used first)
-	Expired uint64 // keys dropped after LimiterConfig.Idle unused
+	Expired uint64 // keys dropped after Config.Idle unused
 }
 
 // NewLimiter returns a Limiter for cfg. It panics if cfg.Validate fails (a programming
 // error). Any goroutine; the Limiter then belongs to the loop.
-func NewLimiter(cfg LimiterConfig) *Limiter {
+func New(cfg Config) *Limiter {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
 	if cfg.MaxKeys == 0 {
-		cfg.MaxKeys = DefaultLimiterMaxKeys
+		cfg.MaxKeys = DefaultMaxKeys
 	}
 	if cfg.Idle == 0 {
 		cfg.Idle = refillTime(cfg)
@@ -121,7 +130,7 @@ func NewLimiter(cfg LimiterConfig) *Limiter {
 	}
 }
 
-// Allow takes a token from key's bucket at now (the loop clock: Task.Now) and reports
+// Allow takes a token from key's bucket at now (the loop clock: loop.Task.Now) and reports
 // whether there was one. When there was not, retryAfter is how long until there will be
 // (exact; Middleware rounds it up to whole seconds for Retry-After). A key not in the
 // table starts with a full bucket. Loop-confined.
@@ -148,7 +157,7 @@ func (l *Limiter) Allow(key string, now time.Time) (ok bool, retryAfter time.Dur
 }
 
 // Stats returns the limiter's counts. Loop-confined.
-func (l *Limiter) Stats() LimiterStats {
+func (l *Limiter) Stats() Stats {
 	st := l.stats
 	st.Keys = len(l.idx)
 	return st
@@ -238,34 +247,19 @@ func RetryAfterSeconds(wait time.Duration) int {
 // Retry-After (whole seconds, rounded up) and its handler does not run. In multi-thread
 // mode the check runs on the loop (a round trip through Post). Call it before
 // ListenAndServe, from one goroutine.
-func (l *Limiter) Middleware(keyFn func(*Ctx) string) Middleware {
-	return func(next HandlerFunc) HandlerFunc {
-		return func(c *Ctx) {
+func (l *Limiter) Middleware(keyFn func(*loop.Ctx) string) loop.Middleware {
+	return func(next loop.HandlerFunc) loop.HandlerFunc {
+		return func(c *loop.Ctx) {
 			key := keyFn(c)
 			var ok bool
 			var wait time.Duration
-			s := c.srv
-			if _, single := s.mode.(loopMode); single {
-				ok, wait = l.Allow(key, s.timeAt(s.now()))
-			} else {
-				s.mode.onLoop(c, func() { ok, wait = l.Allow(key, s.timeAt(s.nanotime())) })
-			}
+			c.OnLoop(func() { ok, wait = l.Allow(key, c.Now()) })
 			if !ok {
-				c.addHeader("Retry-After", strconv.Itoa(RetryAfterSeconds(wait)))
+				c.SetHeader("Retry-After", strconv.Itoa(RetryAfterSeconds(wait)))
 				c.String(429, "429 Too Many Requests\n")
 				return
 			}
 			next(c)
 		}
 	}
-}
-
-// Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
-// read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to
-// Limiter.Allow. Call it from the task.
-func (t *Task) Now() time.Time {
-	if t.g != nil {
-		return time.Now()
-	}
-	return t.srv.timeAt(t.srv.nanotime())
 }
