@@ -1,14 +1,9 @@
 package loop
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -111,100 +106,4 @@ func TestRequestRecordsMatchTraffic(t *testing.T) {
 		default:
 		}
 	})
-}
-
-// blockingHandler is a slog handler that blocks every record until released.
-type blockingHandler struct {
-	release chan struct{}
-	mu      sync.Mutex
-	lines   []slog.Record
-}
-
-func (h *blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *blockingHandler) Handle(_ context.Context, r slog.Record) error {
-	<-h.release
-	h.mu.Lock()
-	h.lines = append(h.lines, r)
-	h.mu.Unlock()
-	return nil
-}
-func (h *blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *blockingHandler) WithGroup(string) slog.Handler      { return h }
-
-// TestAccessLoggerSlowLogDoesNotStallLoop: with a log that does not move, requests are
-// still served at once and the records past the buffer are dropped and counted.
-func TestAccessLoggerSlowLogDoesNotStallLoop(t *testing.T) {
-	h := &blockingHandler{release: make(chan struct{})}
-	al, err := NewAccessLogger(slog.New(h), AccessLogOptions{Buffer: 4})
-	require.NoError(t, err)
-	defer al.Close()
-	_, addr := startServer(t, Config{OnRequestDone: al.Record}, func(s *Server) {
-		s.Handle("GET /x", func(c *Ctx) { c.String(200, "x") })
-	})
-	c := dial(t, addr)
-	const n = 50
-	for range n {
-		resp, _ := c.get("/x") // each answered while the log writer is stuck
-		mustStatus(t, resp, 200)
-	}
-	// At most one record in the writer's hands and four in the buffer.
-	require.Eventually(t, func() bool { return al.Dropped() >= n-5 }, 10*time.Second, time.Millisecond)
-	close(h.release)
-	require.Eventually(t, func() bool { return al.Logged()+al.Dropped() == n }, 10*time.Second, time.Millisecond)
-	assert.LessOrEqual(t, al.Logged(), uint64(5))
-}
-
-// TestAccessLoggerSamples logs one request in SampleEvery, and every 5xx.
-func TestAccessLoggerSamples(t *testing.T) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	l := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
-	al, err := NewAccessLogger(l, AccessLogOptions{SampleEvery: 10})
-	require.NoError(t, err)
-	s, addr := startServer(t, Config{OnRequestDone: al.Record}, func(s *Server) {
-		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
-		s.Handle("GET /fail", func(c *Ctx) { c.String(503, "no") })
-	})
-	c := dial(t, addr)
-	for range 30 {
-		resp, _ := c.get("/ok")
-		mustStatus(t, resp, 200)
-	}
-	resp, _ := c.get("/fail")
-	mustStatus(t, resp, 503)
-	require.NoError(t, s.Shutdown(context.Background()))
-	al.Close()
-	assert.Equal(t, uint64(4), al.Logged())
-	assert.Zero(t, al.Dropped())
-	mu.Lock()
-	defer mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	require.Len(t, lines, 4)
-	var last map[string]any
-	require.NoError(t, json.Unmarshal([]byte(lines[3]), &last))
-	assert.Equal(t, "request", last["msg"])
-	assert.Equal(t, "GET /fail", last["route"])
-	assert.Equal(t, "/fail", last["path"])
-	assert.EqualValues(t, 503, last["status"])
-	for _, k := range []string{"start", "method", "bytes", "latency", "on_loop", "queue", "parked", "rounds", "remote", "task"} {
-		assert.Contains(t, last, k)
-	}
-}
-
-func TestAccessLogOptionsErrors(t *testing.T) {
-	_, err := NewAccessLogger(slog.Default(), AccessLogOptions{SampleEvery: -1})
-	require.EqualError(t, err, "loop: AccessLogOptions.SampleEvery must not be negative, got -1")
-	_, err = NewAccessLogger(slog.Default(), AccessLogOptions{Buffer: -2})
-	require.EqualError(t, err, "loop: AccessLogOptions.Buffer must not be negative, got -2")
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }

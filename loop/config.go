@@ -193,7 +193,7 @@ type Config struct {
 
 	// OnRequestDone, if set, is called on the loop when a request finishes (its response
 	// complete, its figures final), with its record: see RequestRecord and
-	// NewAccessLogger. It must not block or park. Default nil: nothing is called (the
+	// package loop/accesslog. It must not block or park. Default nil: nothing is called (the
 	// cost is a nil check per request).
 	OnRequestDone func(r *RequestRecord)
 

@@ -74,12 +74,12 @@
 // # Ecosystem
 //
 // Server.HandleHTTP mounts net/http handlers (run off the loop); Config.OnRequestDone and
-// NewAccessLogger give an access log; Server.Snapshot returns the stats pages' figures as
+// package loop/accesslog give an access log; Server.Snapshot returns the stats pages' figures as
 // structs, which the promexport module exports to Prometheus; HandleStats and StatsHandler
 // also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
 // ExampleServer_Every (a stoppable tick), ExampleServer_Shutdown (a drain), ExampleNewRoom,
 // ExampleCtx_Upgrade and ExampleCtx_UpgradeTo (WebSocket in both forms),
-// ExampleServer_HandleHTTP and ExampleNewAccessLogger.
+// and ExampleServer_HandleHTTP.
 package loop

@@ -2,8 +2,6 @@ package loop
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -13,33 +11,21 @@ import (
 
 // BenchmarkEcosystemCost measures what the optional ecosystem features add to
 // BenchmarkServeNoIO's request path, against the same server without them, interleaved in
-// one run: pprof route labels, a request hook that does nothing, and the access logger
-// (every request, and one in 100) writing to a discarding slog handler. Time is the loop
+// one run: pprof route labels and a request hook that does nothing (the access logger's own
+// share, its Record, is loop/accesslog's BenchmarkRecord). Time is the loop
 // thread's CPU time (the benchmark is locked to its thread, which runs the fake server and
-// its coroutines), which descheduling on a shared machine does not inflate; the access
-// logger's writer goroutine runs on another thread and is not counted.
+// its coroutines), which descheduling on a shared machine does not inflate.
 func BenchmarkEcosystemCost(b *testing.B) {
 	if !accounting.ThreadCPUSupported {
 		b.Skip("no thread CPU clock here")
 	}
 	noop := func(*RequestRecord) {}
-	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	variants := []struct {
 		name string
 		cfg  func(b *testing.B) Config
 	}{
 		{"labels", func(*testing.B) Config { return Config{ProfileLabels: true} }},
 		{"hook-noop", func(*testing.B) Config { return Config{OnRequestDone: noop} }},
-		{"accesslog-every", func(b *testing.B) Config {
-			al, _ := NewAccessLogger(discard, AccessLogOptions{Buffer: 1 << 16})
-			b.Cleanup(al.Close)
-			return Config{OnRequestDone: al.Record}
-		}},
-		{"accesslog-1in100", func(b *testing.B) Config {
-			al, _ := NewAccessLogger(discard, AccessLogOptions{SampleEvery: 100})
-			b.Cleanup(al.Close)
-			return Config{OnRequestDone: al.Record}
-		}},
 	}
 	for _, v := range variants {
 		for _, depth := range []int{1, 16} {
