@@ -68,7 +68,7 @@
 // Shutdown, the health checks, Snapshot and the stats pages cover them all. A handler's
 // state stays lock-free when it is per shard (Ctx.Shard says which shard runs it, and
 // Ctx.Server returns that shard's Server, to give to NewRoom, NewFuture and Go); shards
-// talk through Server.Shard(i).Post, and Server.ShardFor maps a key (a room id) to a shard.
+// talk through Server.Loop(i).Post, and Server.LoopFor maps a key (a room id) to a loop.
 // The offload pool is shared (docs/design.md, "Shards").
 //
 // # Ecosystem

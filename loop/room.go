@@ -256,7 +256,7 @@ type member struct {
 // server stopped. Loop-confined: call it from a handler (loop mode), a task, a tick or a
 // function passed to Server.Post (also before ListenAndServe: the function runs once the
 // server is ready). With Config.Shards > 1 the room runs on the shard of s: in a handler
-// pass c.Server() (the handler's shard), or srv.Shard(i).Server() from a function posted
+// pass c.Server() (the handler's shard), or srv.Loop(i).Server() from a function posted
 // to shard i.
 func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
 	if err := cfg.Validate(); err != nil {

@@ -58,7 +58,7 @@ type Server struct {
 	middleware  []Middleware // added by Use before ListenAndServe
 	shards      *shardSet    // every shard of the server, nil with Config.Shards == 1 (shard.go)
 	shardIdx    int          // this Server's index in shards
-	shardRef    *Shard       // what Server.Shard returns for this shard
+	loopRef     *Loop        // what Server.Loop returns for this loop
 
 	// Safe for concurrent use.
 	life      lifecycle
@@ -140,7 +140,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 		done:    make(chan struct{}),
 		pending: map[*TaskHandle]struct{}{},
 	}
-	s.shardRef = &Shard{srv: s}
+	s.loopRef = &Loop{srv: s}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.ctlPeer.Store(-1)
 	s.door.init()
@@ -261,7 +261,7 @@ func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []R
 // Futures and start tasks. fn must not block. Functions posted before the server is ready
 // run once it is. Post returns ErrServerClosed if the loop will not run fn. With
 // Config.Shards > 1, fn runs on this Server's shard: shard 0 for the Server New returned
-// (Shard(i).Post reaches another). Safe for concurrent use.
+// (Loop(i).Post reaches another). Safe for concurrent use.
 func (s *Server) Post(fn func()) error {
 	if fn == nil {
 		panic("loop: Post(nil)")
@@ -334,7 +334,7 @@ func (s *Server) serveLoop() error {
 	if !s.cfg.KeepFileLimit {
 		raiseFileLimit(s.log)
 	}
-	raiseGOMAXPROCS(s.cfg.KeepGOMAXPROCS, s.Shards(), s.log) // procs.go
+	raiseGOMAXPROCS(s.cfg.KeepGOMAXPROCS, s.loopCount(), s.log) // procs.go
 	opts := []gnet.Option{
 		gnet.WithNumEventLoop(1),
 		gnet.WithMulticore(false),
@@ -500,7 +500,7 @@ func (s *Server) shutdownContext() context.Context {
 }
 
 // DrainReport returns what the last graceful shutdown drained: the sum over the shards
-// with Config.Shards > 1 (Shard(i).DrainReport has each one's). It waits until Done is
+// with Config.Shards > 1 (Loop(i).DrainReport has each one's). It waits until Done is
 // closed. Safe for concurrent use.
 func (s *Server) DrainReport() DrainReport {
 	if s.shards != nil {

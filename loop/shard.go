@@ -243,74 +243,87 @@ func (set *shardSet) drainReport() DrainReport {
 	return r
 }
 
-// Shard is one of a Server's event loops (Config.Shards). Its methods are safe for
-// concurrent use.
-type Shard struct {
+// Loop is one of a Server's event loops (Config.Shards of them; one by default): a handle
+// for code that must reach that loop (post to it, start a task or make a room on it, read
+// its vitals). Get it from Server.Loops, Server.Loop, Server.LoopFor, or from a task with
+// Task.Loop. Its methods are safe for concurrent use.
+type Loop struct {
 	srv *Server
 }
 
-// Shards returns Config.Shards: how many event loops the server runs (1 by default).
+// Loops returns every event loop of the server, in index order (Config.Shards of them).
 // Any goroutine.
-func (s *Server) Shards() int {
+func (s *Server) Loops() []*Loop {
+	if s.shards == nil {
+		return []*Loop{s.loopRef}
+	}
+	out := make([]*Loop, len(s.shards.all))
+	for i, sh := range s.shards.all {
+		out[i] = sh.loopRef
+	}
+	return out
+}
+
+// loopCount is how many event loops the server runs.
+func (s *Server) loopCount() int {
 	if s.shards == nil {
 		return 1
 	}
 	return len(s.shards.all)
 }
 
-// Shard returns shard i, for i in [0, Shards()). It panics when i is out of range, like a
+// Loop returns loop i, for i in [0, len(Loops())). It panics when i is out of range, like a
 // slice index. Any goroutine.
-func (s *Server) Shard(i int) *Shard {
+func (s *Server) Loop(i int) *Loop {
 	if s.shards == nil {
 		if i != 0 {
-			panic(fmt.Sprintf("loop: Shard(%d) out of range [0:1]", i))
+			panic(fmt.Sprintf("loop: Loop(%d) out of range [0:1]", i))
 		}
-		return s.shardRef
+		return s.loopRef
 	}
 	if i < 0 || i >= len(s.shards.all) {
-		panic(fmt.Sprintf("loop: Shard(%d) out of range [0:%d]", i, len(s.shards.all)))
+		panic(fmt.Sprintf("loop: Loop(%d) out of range [0:%d]", i, len(s.shards.all)))
 	}
-	return s.shards.all[i].shardRef
+	return s.shards.all[i].loopRef
 }
 
-// ShardFor maps key (a room id, a player id) to a shard index in [0, Shards()): FNV-1a of
-// key modulo Shards(). The same key always maps to the same shard while the number of
-// shards stays the same; changing Config.Shards moves most keys. Any goroutine.
-func (s *Server) ShardFor(key string) int {
-	n := s.Shards()
+// LoopFor maps key (a room id, a player id) to one of the server's loops: FNV-1a of key
+// modulo the number of loops. The same key always maps to the same loop while the number
+// of loops stays the same; changing Config.Shards moves most keys. Any goroutine.
+func (s *Server) LoopFor(key string) *Loop {
+	n := s.loopCount()
 	if n == 1 {
-		return 0
+		return s.Loop(0)
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
+	return s.Loop(int(h.Sum32() % uint32(n)))
 }
 
-// Index returns the shard's index in [0, Server.Shards()). Any goroutine.
-func (h *Shard) Index() int { return h.srv.shardIdx }
+// Index returns the loop's index in [0, len(Server.Loops())). Any goroutine.
+func (l *Loop) Index() int { return l.srv.shardIdx }
 
-// Post runs fn on the shard's loop soon, like Server.Post: fn may touch that shard's
-// loop-owned state (its rooms, its handlers' maps), resolve its Futures and start its
-// tasks, and must not block. Functions posted from one goroutine, or from one task of any
-// shard, run in the order they were posted. It returns ErrServerClosed once the shard's
-// loop no longer runs posted functions. Any goroutine.
-func (h *Shard) Post(fn func()) error { return h.srv.Post(fn) }
+// Post runs fn on this loop soon: fn may touch the loop's confined state (its rooms, its
+// handlers' maps), resolve its Futures and start its tasks, and must not block. Functions
+// posted from one goroutine, or from one task of any loop, run in the order they were
+// posted. It returns ErrServerClosed once the loop no longer runs posted functions. Any
+// goroutine.
+func (l *Loop) Post(fn func()) error { return l.srv.Post(fn) }
 
-// Server returns the shard's own Server: give it to NewRoom, NewFuture, NewEvent,
-// NewCond, Go or Every for a room, a wait or a task on this shard, and call them on this
-// shard's loop (in a function passed to Post) or before ListenAndServe. Its
-// lifecycle methods, Handle and the stats cover the whole server, as on the Server New
-// returned. Any goroutine.
-func (h *Shard) Server() *Server { return h.srv }
+// Server returns the loop's own Server: give it to NewRoom, NewFuture, NewEvent, NewCond,
+// Go or Every for a room, a wait or a task on this loop, and call them on this loop (in a
+// function passed to Post) or before ListenAndServe. Its lifecycle methods, Handle and the
+// stats cover the whole server, as on the Server New returned. Any goroutine.
+func (l *Loop) Server() *Server { return l.srv }
 
-// DrainReport returns what this shard's graceful shutdown drained; it waits until the
-// shard has stopped. Any goroutine.
-func (h *Shard) DrainReport() DrainReport {
-	<-h.srv.done
-	return h.srv.drain.report
+// DrainReport returns what this loop's graceful shutdown drained; it waits until the loop
+// has stopped. Any goroutine.
+func (l *Loop) DrainReport() DrainReport {
+	<-l.srv.done
+	return l.srv.drain.report
 }
 
-// Shard returns the index of the shard the task runs on, in [0, Server.Shards()): for a
-// request, the shard its connection landed on. Task.Server returns that shard's Server.
-// From the task itself (Ctx.Shard in a handler).
-func (t *Task) Shard() int { return t.srv.shardIdx }
+// Loop returns the loop the task runs on: for a request, the loop its connection landed
+// on. Task.Server returns that loop's Server. From the task itself (Ctx.Loop in a
+// handler).
+func (t *Task) Loop() *Loop { return t.srv.loopRef }

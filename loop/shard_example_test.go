@@ -7,32 +7,32 @@ import (
 	"github.com/batonrt/baton/loop"
 )
 
-// Several loops in one process: state kept per shard needs no lock, a key such as a room
-// id has a home shard, and a handler reaches another shard through its Post.
-func ExampleServer_Shard() {
+// Several loops in one process: state kept per loop needs no lock, a key such as a room
+// id has a home loop, and a handler reaches another loop through its Post.
+func ExampleServer_Loop() {
 	srv := loop.New(loop.Config{Addr: "127.0.0.1:0", Shards: 2, Logger: quiet()})
-	hits := make([]int, srv.Shards()) // hits[i] is touched by shard i's loop only
+	hits := make([]int, len(srv.Loops())) // hits[i] is touched by loop i only
 	srv.Handle("GET /hit", func(c *loop.Ctx) {
-		hits[c.Shard()]++
-		c.String(200, strconv.Itoa(hits[c.Shard()]))
+		hits[c.Loop().Index()]++
+		c.String(200, strconv.Itoa(hits[c.Loop().Index()]))
 	})
-	inbox := make([][]string, srv.Shards()) // inbox[i]: shard i's loop only
+	inbox := make([][]string, len(srv.Loops())) // inbox[i]: loop i only
 	srv.Handle("POST /rooms/{id}/say", func(c *loop.Ctx) {
-		home := srv.ShardFor(c.PathValue("id")) // the shard that holds this room
-		from := c.Shard()
-		_ = srv.Shard(home).Post(func() { inbox[home] = append(inbox[home], "hello from shard "+strconv.Itoa(from)) })
+		home := srv.LoopFor(c.PathValue("id")) // the loop that holds this room
+		from := c.Loop().Index()
+		_ = home.Post(func() { inbox[home.Index()] = append(inbox[home.Index()], "hello from loop "+strconv.Itoa(from)) })
 		c.NoContent()
 	})
 	base := serve(srv)
-	fmt.Println(get(base + "/hit")) // the first hit of whichever shard took the connection
+	fmt.Println(get(base + "/hit")) // the first hit of whichever loop took the connection
 	fmt.Println(post(base + "/rooms/arena-7/say"))
-	home := srv.ShardFor("arena-7")
+	home := srv.LoopFor("arena-7")
 	got := make(chan int)
-	_ = srv.Shard(home).Post(func() { got <- len(inbox[home]) }) // runs after the handler's post
-	fmt.Println(srv.Shards(), "shards;", <-got, "message on the room's shard")
+	_ = home.Post(func() { got <- len(inbox[home.Index()]) }) // runs after the handler's post
+	fmt.Println(len(srv.Loops()), "loops;", <-got, "message on the room's loop")
 	_ = srv.Close()
 	// Output:
 	// 200 1
 	// 204
-	// 2 shards; 1 message on the room's shard
+	// 2 loops; 1 message on the room's loop
 }

@@ -24,7 +24,7 @@ import (
 )
 
 // shardOf answers each request with the index of the shard that ran it.
-func shardOf(c *Ctx) { c.String(200, strconv.Itoa(c.Shard())) }
+func shardOf(c *Ctx) { c.String(200, strconv.Itoa(c.Loop().Index())) }
 
 // spreadConns opens n connections to addr, sends one GET path on each and returns the
 // shards named in the answers (the body of a shardOf-like handler), one per connection.
@@ -54,10 +54,10 @@ func TestShardsServeConcurrently(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			for arrived.Load() < 2 && time.Now().Before(deadline) {
 			}
-			c.String(200, fmt.Sprintf("%d met=%v", c.Shard(), arrived.Load() >= 2))
+			c.String(200, fmt.Sprintf("%d met=%v", c.Loop().Index(), arrived.Load() >= 2))
 		})
 	})
-	require.Equal(t, shards, s.Shards())
+	require.Equal(t, shards, s.loopCount())
 
 	// The kernel hashes each connection's addresses to one of the shards' sockets.
 	byShard := map[int]*client{}
@@ -103,7 +103,7 @@ func TestShardStateIsPerShardWithoutLocks(t *testing.T) {
 	}
 	s, addr := startServer(t, Config{Shards: shards}, func(s *Server) {
 		s.Handle("GET /hit/{key}", func(c *Ctx) {
-			m := counts[c.Shard()]
+			m := counts[c.Loop().Index()]
 			m[c.PathValue("key")]++
 			c.Yield() // another request of this shard runs between the read and the answer
 			c.String(200, strconv.Itoa(m[c.PathValue("key")]))
@@ -129,7 +129,7 @@ func TestShardStateIsPerShardWithoutLocks(t *testing.T) {
 	total := 0
 	for i := 0; i < shards; i++ {
 		done := make(chan int)
-		require.NoError(t, s.Shard(i).Post(func() { // read each map on its own loop
+		require.NoError(t, s.Loop(i).Post(func() { // read each map on its own loop
 			n := 0
 			for _, v := range counts[i] {
 				n += v
@@ -147,9 +147,9 @@ func TestShardCrossPostsArriveInOrder(t *testing.T) {
 	finished := make(chan int, 1)
 	_, addr := startServer(t, Config{Shards: shards}, func(s *Server) {
 		s.Handle("GET /send", func(c *Ctx) {
-			to := (c.Shard() + 1) % shards
+			to := (c.Loop().Index() + 1) % shards
 			for i := 1; i <= n; i++ {
-				if err := s.Shard(to).Post(func() {
+				if err := s.Loop(to).Post(func() {
 					seqs[to] = append(seqs[to], i)
 					if i == n {
 						finished <- to
@@ -180,16 +180,16 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 	var release atomic.Bool
 	s := New(Config{Addr: "127.0.0.1:0", Shards: shards, Logger: quietLogger(t)})
 	s.Handle("GET /slow", func(c *Ctx) {
-		started[c.Shard()].Add(1)
+		started[c.Loop().Index()].Add(1)
 		for !release.Load() {
 			if c.Sleep(time.Millisecond) != nil {
 				return
 			}
 		}
-		c.String(200, strconv.Itoa(c.Shard()))
+		c.String(200, strconv.Itoa(c.Loop().Index()))
 	})
 	for i := 0; i < shards; i++ {
-		s.Shard(i).Server().OnDrain(func() { draining[i].Store(true) })
+		s.Loop(i).Server().OnDrain(func() { draining[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
 	cs := make([]*client, conns)
@@ -245,10 +245,10 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 	assert.Equal(t, conns, rep.InFlight, "the report sums the shards")
 	sum := 0
 	for i := 0; i < shards; i++ {
-		sum += s.Shard(i).DrainReport().InFlight
+		sum += s.Loop(i).DrainReport().InFlight
 	}
 	assert.Equal(t, conns, sum)
-	assert.ErrorIs(t, s.Shard(1).Post(func() {}), ErrServerClosed)
+	assert.ErrorIs(t, s.Loop(1).Post(func() {}), ErrServerClosed)
 }
 
 func TestShardsConfig(t *testing.T) {
@@ -267,33 +267,33 @@ func TestShardsConfig(t *testing.T) {
 	require.ErrorContains(t, err, "Config.Shards")
 
 	one := New(Config{Logger: quietLogger(t)})
-	assert.Equal(t, 1, one.Shards())
-	assert.Equal(t, 0, one.Shard(0).Index())
-	assert.Equal(t, 0, one.ShardFor("room-1"))
-	assert.Panics(t, func() { one.Shard(1) })
+	assert.Equal(t, 1, one.loopCount())
+	assert.Equal(t, 0, one.Loop(0).Index())
+	assert.Equal(t, 0, one.LoopFor("room-1").Index())
+	assert.Panics(t, func() { one.Loop(1) })
 	require.NoError(t, one.Close())
 
 	s := New(Config{Shards: 4, Logger: quietLogger(t)})
-	assert.Equal(t, 4, s.Shards())
-	assert.Panics(t, func() { s.Shard(4) })
-	assert.Panics(t, func() { s.Shard(-1) })
+	assert.Equal(t, 4, s.loopCount())
+	assert.Panics(t, func() { s.Loop(4) })
+	assert.Panics(t, func() { s.Loop(-1) })
 	hit := map[int]bool{}
 	for i := 0; i < 100; i++ {
-		k := s.ShardFor("room-" + strconv.Itoa(i))
-		require.Equal(t, k, s.ShardFor("room-"+strconv.Itoa(i)), "stable")
+		k := s.LoopFor("room-" + strconv.Itoa(i)).Index()
+		require.Equal(t, k, s.LoopFor("room-"+strconv.Itoa(i)).Index(), "stable")
 		hit[k] = true
 	}
 	assert.Len(t, hit, 4, "100 keys reach every shard")
 	for i := 0; i < 4; i++ {
-		assert.Equal(t, i, s.Shard(i).Index())
-		assert.Same(t, s.Shard(i), s.Shard(i).Server().Shard(i))
+		assert.Equal(t, i, s.Loop(i).Index())
+		assert.Same(t, s.Loop(i), s.Loop(i).Server().Loop(i))
 	}
 	// Closed before it started: every shard is stopped, ListenAndServe refuses.
 	require.NoError(t, s.Close())
 	<-s.Done()
 	<-s.Ready()
 	assert.ErrorIs(t, s.ListenAndServe(), ErrServerClosed)
-	assert.ErrorIs(t, s.Shard(2).Post(func() {}), ErrServerClosed)
+	assert.ErrorIs(t, s.Loop(2).Post(func() {}), ErrServerClosed)
 }
 
 func TestShardsPortInUse(t *testing.T) {
@@ -309,7 +309,7 @@ func TestShardsPortInUse(t *testing.T) {
 	assert.Contains(t, err.Error(), "shard 0")
 	<-s.Ready()
 	<-s.Done()
-	assert.ErrorIs(t, s.Shard(1).Post(func() {}), ErrServerClosed)
+	assert.ErrorIs(t, s.Loop(1).Post(func() {}), ErrServerClosed)
 	require.NoError(t, s.Close())
 }
 
@@ -460,7 +460,7 @@ func TestShardsHealthNamesTheHeldShard(t *testing.T) {
 	s, addr := startServer(t, Config{Shards: shards, Health: HealthConfig{StallAfter: 20 * time.Millisecond}}, func(s *Server) {
 		s.HandleHealth()
 		s.Handle("GET /hold", func(c *Ctx) {
-			holder.Store(int32(c.Shard()))
+			holder.Store(int32(c.Loop().Index()))
 			for !release.Load() { // holds this shard's loop: no park
 			}
 			c.String(200, "released")
@@ -504,7 +504,7 @@ func TestShardsReadyzFailsWhileAnyShardDrains(t *testing.T) {
 
 	// Shard 2 holds its drain: it stays draining after the others stopped.
 	released := make(chan func(), 1)
-	require.NoError(t, s.Shard(2).Post(func() { released <- s.Shard(2).Server().HoldDrain() }))
+	require.NoError(t, s.Loop(2).Post(func() { released <- s.Loop(2).Server().HoldDrain() }))
 	release := <-released
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()
@@ -513,7 +513,7 @@ func TestShardsReadyzFailsWhileAnyShardDrains(t *testing.T) {
 		return r.Status == "not_ready" && slices.Contains(r.Failing, "draining") && slices.Contains(r.FailingShards, 2)
 	}, 10*time.Second, time.Millisecond)
 	assert.True(t, s.Readyz().Draining)
-	require.NoError(t, s.Shard(2).Post(release))
+	require.NoError(t, s.Loop(2).Post(release))
 	require.NoError(t, <-shut)
 	require.ErrorIs(t, <-errc, ErrServerClosed)
 	assert.Equal(t, "stopped", s.Healthz().Status)
@@ -532,7 +532,7 @@ func TestShardRoomsRunOnTheirShard(t *testing.T) {
 			r, err := NewRoom(c.Server(), RoomConfig[int]{Name: name, Period: time.Millisecond,
 				Tick: func(r *Room[int], t *Tick[int]) {
 					if t.N == 1 {
-						ticked <- made{shard: c.Shard(), tickShard: t.Task.Shard()}
+						ticked <- made{shard: c.Loop().Index(), tickShard: t.Task.Loop().Index()}
 						r.Stop()
 					}
 				}})
@@ -557,18 +557,18 @@ func TestShardsShareOneOffloadPool(t *testing.T) {
 			const shards, conns = 3, 30
 			s, addr := startServer(t, Config{Shards: shards, MultiThread: mt}, func(s *Server) {
 				s.Handle("GET /off", func(c *Ctx) {
-					before := c.Shard()
+					before := c.Loop().Index()
 					v, err := offload.Do(c, func(context.Context) (int, error) { return before, nil })
 					if err != nil {
 						c.String(500, err.Error())
 						return
 					}
-					c.String(200, fmt.Sprintf("%d", v*100+c.Shard())) // resumed on its own shard
+					c.String(200, fmt.Sprintf("%d", v*100+c.Loop().Index())) // resumed on its own shard
 				})
 				s.HandleStats("/debug/baton")
 			})
 			for i := 0; i < shards; i++ {
-				assert.Same(t, s.pool, s.Shard(i).Server().pool, "one pool for the process")
+				assert.Same(t, s.pool, s.Loop(i).Server().pool, "one pool for the process")
 			}
 			for i := 0; i < conns; i++ {
 				resp, body := dial(t, addr).get("/off")
@@ -604,10 +604,10 @@ func TestShardEngineStopStopsTheServer(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Shards: 3, Logger: quietLogger(t)})
 	var drained [3]atomic.Bool
 	for i := 0; i < 3; i++ {
-		s.Shard(i).Server().OnDrain(func() { drained[i].Store(true) })
+		s.Loop(i).Server().OnDrain(func() { drained[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
-	eng := s.Shard(1).Server().eng.Load()
+	eng := s.Loop(1).Server().eng.Load()
 	require.NotNil(t, eng)
 	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal error
 	err := <-errc
@@ -617,7 +617,7 @@ func TestShardEngineStopStopsTheServer(t *testing.T) {
 	assert.True(t, drained[0].Load() && drained[2].Load(), "the other shards drained")
 	<-s.Done()
 	for i := 0; i < 3; i++ {
-		assert.ErrorIs(t, s.Shard(i).Post(func() {}), ErrServerClosed)
+		assert.ErrorIs(t, s.Loop(i).Post(func() {}), ErrServerClosed)
 	}
 	require.NoError(t, s.Shutdown(context.Background()))
 	assert.ErrorIs(t, s.ListenAndServe(), ErrServerClosed)

@@ -34,7 +34,7 @@ func startBatonShards(srv *loop.Server, noAccounting bool) (*Running, error) {
 }
 
 // registerRoomsBatonShards is registerRoomsBaton for a server with shards: room i runs on
-// shard ShardFor(its name), made by a setup task of that shard (over one period, as with
+// loop LoopFor(its name), made by a setup task of that shard (over one period, as with
 // one loop); a room's simulation state is touched by its ticks only, on its shard. The
 // rooms are found through a sync.Map, because an input may arrive on any shard
 // (Room.Input is safe from any goroutine); the setup is guarded by a mutex and the tick
@@ -70,8 +70,8 @@ func registerRoomsBatonShards(srv *loop.Server) {
 		if s.HeavyIters > 0 {
 			n++
 		}
-		for j := range srv.Shards() {
-			sh := srv.Shard(j).Server()
+		for j := range len(srv.Loops()) {
+			sh := srv.Loop(j).Server()
 			// Each shard makes its rooms at once, their first ticks spread over one
 			// period by FirstTick (see registerRoomsBaton).
 			sh.Go("rooms-setup", func(t *loop.Task) {
@@ -81,7 +81,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 					if i == s.Rooms {
 						name, heavy = HeavyRoomName, true
 					}
-					if srv.ShardFor(name) != j {
+					if srv.LoopFor(name).Index() != j {
 						continue
 					}
 					cfg := benchRoomConfig(i, name, heavy, rec)
