@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/health"
 )
 
 // The environment that turns this test binary into a baton process of the nginx test
@@ -53,7 +54,7 @@ func TestMain(m *testing.M) {
 //     answers each message m with "<instance> m";
 //   - GET /inflight: "<GETs> <POSTs>" sleeping slowSleep or longer in their handlers now
 //     (the test waits for some before it sends SIGTERM);
-//   - GET /healthz, GET /readyz (Server.HandleHealth).
+//   - GET /healthz, GET /readyz (package loop/health, mounted on the main port).
 //
 // On SIGTERM it calls Shutdown with a 10 s deadline: new requests get 503 with
 // Retry-After, requests in flight finish, WebSockets get a 1001 close. It then prints its
@@ -69,7 +70,12 @@ func runNode() int {
 	defer ledger.Close()
 
 	srv := loop.New(loop.Config{Addr: os.Getenv(nodeEnvAddr), Logger: log})
-	srv.HandleHealth()
+	checks, err := health.New(srv, health.Config{})
+	if err != nil {
+		log.Error("node: health", "err", err)
+		return 2
+	}
+	checks.Mount()
 	// Handlers sleeping slowSleep or longer now, by method: every handler runs on the loop
 	// (single-thread mode), so plain ints.
 	var sleepingGets, sleepingPosts int

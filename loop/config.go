@@ -215,10 +215,6 @@ type Config struct {
 	// "Shards"). It works in both modes (MultiThread runs each shard's handlers in
 	// goroutines of their own). Zero means 1; at most MaxShards.
 	Shards int
-
-	// Health sets the limits of /healthz and /readyz (Server.HealthHandler,
-	// Server.HandleHealth; docs/health.md). Its zero value gives the documented defaults.
-	Health HealthConfig
 }
 
 // withDefaults returns a copy of c with every zero field replaced by its default.
@@ -300,9 +296,6 @@ func (c Config) Validate() error {
 			return errors.New("loop: " + ce.Describe("Config.Offload."))
 		}
 		return fmt.Errorf("loop: Config.Offload: %w", err)
-	}
-	if err := c.Health.Validate(); err != nil {
-		return err
 	}
 	if err := c.WebSocket.Validate(); err != nil {
 		return err

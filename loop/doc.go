@@ -56,8 +56,8 @@
 // Ctx.Upgrade turns a request into a WebSocket connection whose handler task reads and
 // writes it; Ctx.UpgradeTo hands it to callbacks instead, holding no task while idle;
 // NewPrepared and Broadcast send one encoded frame to many (docs/websocket.md).
-// Server.HealthHandler and Server.HandleHealth answer /healthz and /readyz from the loop's
-// own view; package loop/ratelimit is a keyed token-bucket rate limiter (docs/health.md).
+// Package loop/health answers /healthz and /readyz from the loop's own view
+// (Loop.Vitals); package loop/ratelimit is a keyed token-bucket rate limiter (docs/health.md).
 //
 // # Shards: more than one core
 //

@@ -81,7 +81,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.life.move(stateStarting, stateServing) // fails if a Shutdown came first: its drain is posted
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
 		s.startWatchdog()
-		s.startHealth()
+		s.startLag()
 		close(s.ready)
 		s.door.open(int(s.ctlPeer.Load()))
 		s.guard.start(*s.eng.Load()) // accept once the loop is reachable

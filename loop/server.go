@@ -108,8 +108,8 @@ type Server struct {
 	acct       acct
 	drains     drainWatch
 	rooms      roomTable
-	ws         wsServer    // WebSocket figures (ws_stats.go)
-	health     healthState // published for the health checks (health.go)
+	ws         wsServer   // WebSocket figures (ws_stats.go)
+	lag        lagSampler // the loop's lag and utilisation, published for Vitals (vitals.go)
 	arr        arrivalBound
 }
 
@@ -175,7 +175,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 		s.pool = offload.New(cfg.Offload)
 	}
 	s.initAccounting()
-	s.initHealth()
+	s.initLag()
 	s.date.Update(time.Now())
 	s.publishDate()
 	return s
@@ -187,6 +187,11 @@ func (s *Server) warnConfig() {
 		s.log.Warn("loop: Config.CPUClock needs Config.LockOSThread (the loop's thread changes under it otherwise); CPU time is not measured")
 	}
 }
+
+// Config returns the server's configuration with every default applied: what a feature
+// built beside the engine (package loop/health, say) reads to derive its own defaults.
+// Any goroutine.
+func (s *Server) Config() Config { return s.cfg }
 
 // publishDate makes the loop's current Date value readable by every goroutine.
 func (s *Server) publishDate() {

@@ -26,13 +26,13 @@ const shardFailDrain = 10 * time.Second
 // A Server with Config.Shards = N is N complete single-loop Servers (each with its gnet
 // engine, door, scheduler, connections, admission, accounting, rooms and WebSocket table),
 // built from the same Config by New. The one New returns is shard 0 and also the face of
-// the whole: ListenAndServe, Shutdown, Ready, Done, Addr, DrainReport, Snapshot, the health
-// checks and the stats pages cover every shard, and Handle, HandleHTTP, Use, Group,
-// HandleHealth and HandleStats register on every shard. Every other method (Post, Go,
+// the whole: ListenAndServe, Shutdown, Ready, Done, Addr, DrainReport, Snapshot and the
+// stats pages cover every shard, and Handle, HandleHTTP, Use, Group and HandleStats
+// register on every shard. Every other method (Post, Go,
 // Every, OnDrain, HoldDrain, Draining, NewGate, NewFuture and the other constructors that
 // take a Server) is about that Server's own shard. Nothing of a shard's loop-owned state is
 // reachable from another shard, so handlers and rooms of a shard need no locks; shards talk
-// through Shard.Post.
+// through Loop.Post.
 //
 // Each shard listens with its own SO_REUSEPORT socket on the same address and accepts on
 // its own goroutine; the kernel spreads new connections over the sockets by a hash of the

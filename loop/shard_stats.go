@@ -405,58 +405,6 @@ func sumWSDocs(per []wsStatsDoc) wsStatsDoc {
 	return t
 }
 
-// healthz is Healthz with shards: stalled while any shard's loop is held (naming them),
-// else starting or stopped while any shard is, else ok.
-func (set *shardSet) healthz() HealthReport {
-	r := HealthReport{Status: "ok", Shards: make([]HealthReport, len(set.all))}
-	for i, sh := range set.all {
-		h := sh.healthzOne()
-		r.Shards[i] = h
-		switch {
-		case h.Status == "stalled":
-			if r.Status != "stalled" {
-				r.Status, r.Task, r.Room, r.TaskID, r.HeldForMs = h.Status, h.Task, h.Room, h.TaskID, h.HeldForMs
-			}
-			r.StalledShards = append(r.StalledShards, i)
-		case h.Status != "ok" && r.Status == "ok":
-			r.Status = h.Status
-		}
-	}
-	return r
-}
-
-// readyz is Readyz with shards: ready only while every shard is; the figures are the
-// worst shard's and Failing the union of the shards' failing checks.
-func (set *shardSet) readyz() ReadyReport {
-	var r ReadyReport
-	r.Shards = make([]ReadyReport, len(set.all))
-	for i, sh := range set.all {
-		p := sh.readyzOne()
-		r.Shards[i] = p
-		if i == 0 {
-			r = ReadyReport{Failing: []string{}, MaxLoopLagMs: p.MaxLoopLagMs, MaxUtilisation: p.MaxUtilisation,
-				MaxOffloadQueue: p.MaxOffloadQueue, Utilisation: p.Utilisation, OffloadQueue: p.OffloadQueue,
-				UtilisationSecs: p.UtilisationSecs, LagSampleEveryMs: p.LagSampleEveryMs, Shards: r.Shards}
-		}
-		r.LoopLagMs = max(r.LoopLagMs, p.LoopLagMs)
-		r.Utilisation = max(r.Utilisation, p.Utilisation)
-		r.Draining = r.Draining || p.Draining
-		for _, f := range p.Failing {
-			if !slices.Contains(r.Failing, f) {
-				r.Failing = append(r.Failing, f)
-			}
-		}
-		if len(p.Failing) > 0 {
-			r.FailingShards = append(r.FailingShards, i)
-		}
-	}
-	r.Status = "ready"
-	if len(r.Failing) > 0 {
-		r.Status = "not_ready"
-	}
-	return r
-}
-
 // shardPageKinds are the stats pages a server with shards answers from every shard.
 var shardPageKinds = append(slices.Clone(statsKinds), "rooms", "websockets")
 

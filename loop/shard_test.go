@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/offload"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/offload"
 )
 
 // shardOf answers each request with the index of the shard that ran it.
@@ -450,73 +450,6 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	for _, f := range []string{"`shards`", "`stalled_shards`", "`failing_shards`"} {
 		assert.True(t, strings.Contains(string(doc), f), "docs/health.md does not define %s", f)
 	}
-}
-
-func TestShardsHealthNamesTheHeldShard(t *testing.T) {
-	const shards = 2
-	var holder atomic.Int32
-	holder.Store(-1)
-	var release atomic.Bool
-	s, addr := startServer(t, Config{Shards: shards, Health: HealthConfig{StallAfter: 20 * time.Millisecond}}, func(s *Server) {
-		s.HandleHealth()
-		s.Handle("GET /hold", func(c *Ctx) {
-			holder.Store(int32(c.Loop().Index()))
-			for !release.Load() { // holds this shard's loop: no park
-			}
-			c.String(200, "released")
-		})
-	})
-	admin := httptest.NewServer(s.HealthHandler())
-	defer admin.Close()
-	require.Eventually(t, func() bool { return s.Healthz().Status == "ok" }, 10*time.Second, time.Millisecond)
-	require.Len(t, s.Healthz().Shards, shards)
-
-	c := dial(t, addr)
-	c.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
-	defer release.Store(true) // never leave a loop held behind a failed assertion
-	require.Eventually(t, func() bool { return holder.Load() >= 0 && s.Healthz().Status == "stalled" }, 10*time.Second, time.Millisecond)
-	h := s.Healthz()
-	assert.Equal(t, []int{int(holder.Load())}, h.StalledShards)
-	assert.Equal(t, "GET /hold", h.Task)
-	assert.Equal(t, "stalled", h.Shards[holder.Load()].Status)
-	assert.Equal(t, "ok", h.Shards[1-holder.Load()].Status, "the other shard turns")
-	code, page := getJSON(t, admin.URL+"/healthz")
-	assert.Equal(t, 503, code)
-	assert.Equal(t, []any{float64(holder.Load())}, page["stalled_shards"])
-
-	release.Store(true)
-	resp, body := c.read("GET")
-	assert.Equal(t, 200, resp.StatusCode, body)
-	require.Eventually(t, func() bool { return s.Healthz().Status == "ok" }, 10*time.Second, time.Millisecond)
-	code, _ = getJSON(t, admin.URL+"/healthz")
-	assert.Equal(t, 200, code)
-}
-
-func TestShardsReadyzFailsWhileAnyShardDrains(t *testing.T) {
-	const shards = 3
-	s := New(Config{Addr: "127.0.0.1:0", Shards: shards, Logger: quietLogger(t)})
-	s.HandleHealth()
-	errc := serveInBackground(t, s)
-	require.Eventually(t, func() bool { return s.Readyz().Status == "ready" }, 10*time.Second, time.Millisecond)
-	r := s.Readyz()
-	require.Len(t, r.Shards, shards)
-	assert.Empty(t, r.FailingShards)
-
-	// Shard 2 holds its drain: it stays draining after the others stopped.
-	released := make(chan func(), 1)
-	require.NoError(t, s.Loop(2).Post(func() { released <- s.Loop(2).Server().HoldDrain() }))
-	release := <-released
-	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(context.Background()) }()
-	require.Eventually(t, func() bool {
-		r := s.Readyz()
-		return r.Status == "not_ready" && slices.Contains(r.Failing, "draining") && slices.Contains(r.FailingShards, 2)
-	}, 10*time.Second, time.Millisecond)
-	assert.True(t, s.Readyz().Draining)
-	require.NoError(t, s.Loop(2).Post(release))
-	require.NoError(t, <-shut)
-	require.ErrorIs(t, <-errc, ErrServerClosed)
-	assert.Equal(t, "stopped", s.Healthz().Status)
 }
 
 func TestShardRoomsRunOnTheirShard(t *testing.T) {

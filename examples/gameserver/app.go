@@ -13,6 +13,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/offload"
 )
@@ -48,10 +49,11 @@ const (
 // app is the game server: loop-owned state shared by handlers and ticks without locks.
 // Every field below srv is touched only on the loop (handlers, ticks, posted functions).
 type app struct {
-	opts options
-	srv  *loop.Server
-	st   *store.Store
-	log  *slog.Logger
+	opts   options
+	srv    *loop.Server
+	health *health.Checker // /healthz and /readyz; safe for concurrent use
+	st     *store.Store
+	log    *slog.Logger
 
 	ticketLimit *ratelimit.Limiter // POST /tickets and new tickets over WebSocket, per player
 	inputLimit  *ratelimit.Limiter // inputs, per player
@@ -109,6 +111,9 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 		arenas:      map[string]*arena{},
 		prefix:      "m" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-",
 	}
+	if a.health, err = health.New(a.srv, health.Config{}); err != nil {
+		return nil, err
+	}
 	a.routes()
 	// Rooms are made on the loop: this runs once the server is ready.
 	if err := a.srv.Post(a.start); err != nil {
@@ -131,7 +136,7 @@ func (a *app) routes() {
 	s.Handle("GET /players/{id}", a.profile)
 	s.Handle("GET /rooms", a.listRooms)
 	s.HandleStats("/debug/baton") // also on the main port: one address is enough for a demo
-	s.HandleHealth()
+	a.health.Mount()
 }
 
 // start runs on the loop once the server is ready: the writer, the matchmaker, bot arenas,

@@ -1,0 +1,150 @@
+package loop
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonrt/baton/internal/scheduler"
+)
+
+// LagSampleEvery is how often a loop samples its own lag: a timer due every 100 ms and how
+// late it runs (Vitals.Lag). Ten timer callbacks a second cost the loop microseconds; a
+// hog of a few tens of milliseconds is caught within a second.
+const LagSampleEvery = 100 * time.Millisecond
+
+// UtilisationWindow is the window of Vitals.Utilisation: ten complete seconds, so that one
+// busy second (a burst, a collection) does not swing it.
+const UtilisationWindow = 10 * time.Second
+
+// Vitals is what a loop publishes about itself for other goroutines, read without waiting
+// for the loop (atomics and the scheduler's published slot), so it answers while a task
+// holds the loop and can name that task. Package loop/health turns it into /healthz and
+// /readyz. Plain data.
+type Vitals struct {
+	// Phase is the server's lifecycle phase: "starting" (the loop does not run yet),
+	// "serving", "draining" (Shutdown began) or "stopped" (the loop is unwinding or gone).
+	Phase string
+	// Lag is how late the loop runs due work: the largest lateness of its lag sample (a
+	// timer due every LagSampleEvery) over the current and the previous second, or how
+	// overdue the next sample is now (Overdue), whichever is larger.
+	Lag time.Duration
+	// Overdue is how late the next lag sample is now: the time the loop has not turned
+	// for, past LagSampleEvery. 0 while it is not due or before the loop runs.
+	Overdue time.Duration
+	// Utilisation is the loop's busy share over the last UtilisationWindow, in [0, 1]; -1
+	// when unmeasured (accounting off, or not yet one window).
+	Utilisation float64
+	// Running reports whether a task's slice runs on the loop now; Task, TaskID and
+	// SliceFor then name it: its route ("GET /x") or background task name ("room:arena-7"
+	// for a room's tick; "" when accounting is off), its id, and how long this slice has
+	// run.
+	Running  bool
+	Task     string
+	TaskID   uint64
+	SliceFor time.Duration
+	// OffloadQueued is how many offloaded calls wait for a token in the process's shared
+	// offload pool (offload.Pool.Queued).
+	OffloadQueued int
+}
+
+// Vitals returns what the loop publishes about itself now. It never waits for the loop.
+// Any goroutine.
+func (l *Loop) Vitals() Vitals {
+	s := l.srv
+	v := Vitals{Utilisation: -1, OffloadQueued: s.pool.Queued()}
+	switch st := s.life.load(); {
+	case st < stateServing:
+		v.Phase = "starting"
+	case st >= stateStopping:
+		v.Phase = "stopped"
+	case st >= stateDraining:
+		v.Phase = "draining"
+	default:
+		v.Phase = "serving"
+	}
+	v.Overdue = s.lag.overdue(s.nanotimeAny())
+	v.Lag = max(time.Duration(s.lag.lag.Load()), v.Overdue)
+	if u := math.Float64frombits(s.lag.util.Load()); !math.IsNaN(u) {
+		v.Utilisation = u
+	}
+	if id, elapsed, running := s.sched.Running(); running {
+		name, _ := s.acct.current.Describe(id)
+		// The name is this task's only if its slice still runs after Describe: the loop
+		// cannot publish another while stuck. Otherwise the slice ended meanwhile and the
+		// loop turned.
+		if id2, el2, ok2 := s.sched.Running(); ok2 && id2 == id && el2 >= elapsed {
+			v.Running, v.Task, v.TaskID, v.SliceFor = true, name, id, el2
+		}
+	}
+	return v
+}
+
+// lagSampler measures the loop's lag for Vitals: a timer due every LagSampleEvery records
+// how late it ran, and the loop's utilisation, and publishes both.
+type lagSampler struct {
+	// Safe for concurrent use.
+	due  atomic.Int64  // loop clock when the next sample is due; 0 before the first
+	lag  atomic.Int64  // largest sample lateness over the current and the previous second, ns
+	util atomic.Uint64 // math.Float64bits of the utilisation over UtilisationWindow; NaN when unmeasured
+
+	// Loop-owned.
+	timer    *scheduler.Timer
+	fn       func()
+	dueAt    int64
+	winStart int64 // the current lag second's start
+	curMax   int64
+	prevMax  int64
+}
+
+// initLag prepares the sampler. Called by New.
+func (s *Server) initLag() {
+	s.lag.util.Store(math.Float64bits(math.NaN()))
+	s.lag.fn = s.lagSample
+}
+
+// startLag starts the loop's lag sampler. Loop-confined (called once the loop runs).
+func (s *Server) startLag() {
+	h := &s.lag
+	now := s.nanotime()
+	h.winStart = now
+	h.dueAt = now + int64(LagSampleEvery)
+	h.due.Store(h.dueAt)
+	h.timer = s.sched.AfterFunc(LagSampleEvery, h.fn)
+}
+
+// lagSample runs on the loop every LagSampleEvery: it records how late it ran and the
+// loop's utilisation, and publishes both. Loop-confined.
+func (s *Server) lagSample() {
+	h := &s.lag
+	now := s.nanotime()
+	late := max(now-h.dueAt, 0)
+	if now-h.winStart >= int64(time.Second) {
+		h.prevMax, h.curMax, h.winStart = h.curMax, 0, now
+	}
+	h.curMax = max(h.curMax, late)
+	h.lag.Store(max(h.curMax, h.prevMax))
+	if s.acct.on {
+		w := s.acct.loop.Window(s.timeAt(now), UtilisationWindow)
+		u := math.NaN()
+		if w.Elapsed > 0 {
+			u = w.Utilisation()
+		}
+		h.util.Store(math.Float64bits(u))
+	}
+	if s.life.load() < stateStopping {
+		h.dueAt = now + int64(LagSampleEvery)
+		h.due.Store(h.dueAt)
+		h.timer.Reset(LagSampleEvery)
+	}
+}
+
+// overdue is how late the next lag sample is at now (any clock reading on the loop's
+// clock): 0 when it is not due yet or the sampler does not run. Any goroutine.
+func (h *lagSampler) overdue(now int64) time.Duration {
+	due := h.due.Load()
+	if due == 0 {
+		return 0
+	}
+	return time.Duration(max(now-due, 0))
+}
