@@ -10,7 +10,8 @@ import (
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
-// BenchmarkTickLateness measures how late room ticks start on an otherwise idle loop, with
+// BenchmarkTickLateness measures how late deadline ticks (a task sleeping to absolute
+// deadlines, as a room's tick task does) start on an otherwise idle loop, with
 // the scheduler's alarm as the loop makes it by default (alarm=timerfd: newAlarm,
 // timerSlack) and with the runtime timer (alarm=runtime: time.AfterFunc, no slack). One op is
 // one tick; the ticks are empty. Cases: one room at 500 Hz (a lone timer), and 250 rooms at
@@ -76,30 +77,34 @@ func benchTickLateness(b *testing.B, rooms int, period time.Duration, precise bo
 	late := make([]time.Duration, 0, b.N)
 	done := make(chan struct{})
 	recording := false // loop-confined
-	made := make(chan []*Room[int], 1)
-	// Rooms are made over one period, from a task, so that their deadlines spread over it.
-	s.Go("rooms-setup", func(t *Task) {
-		rs := make([]*Room[int], rooms)
-		for i := range rs {
-			r, err := NewRoom(s, RoomConfig[int]{Name: fmt.Sprint("r", i), Period: period,
-				Tick: func(_ *Room[int], tk *Tick[int]) {
-					if !recording || len(late) == cap(late) {
+	// Tickers (a task each, sleeping to absolute deadlines as a room's tick task does) are
+	// made over one period, from a task, so that their deadlines spread over it.
+	stopped := make(chan struct{})
+	var handles []*TaskHandle
+	s.Go("tickers-setup", func(t *Task) {
+		for i := range rooms {
+			handles = append(handles, s.Go(fmt.Sprint("r", i), func(tk *Task) {
+				next := s.nanotime() + int64(period)
+				for {
+					if err := tk.Sleep(time.Duration(next - s.nanotime())); err != nil {
 						return
 					}
-					if late = append(late, tk.Late); len(late) == cap(late) {
-						close(done)
+					if recording && len(late) < cap(late) {
+						if late = append(late, time.Duration(s.nanotime()-next)); len(late) == cap(late) {
+							close(done)
+						}
 					}
-				}})
-			if err != nil {
-				b.Error(err)
-				break
-			}
-			rs[i] = r
+					next += int64(period)
+					if now := s.nanotime(); next <= now { // late: skip the deadlines missed
+						next += ((now-next)/int64(period) + 1) * int64(period)
+					}
+				}
+			}))
 			_ = t.Sleep(period / time.Duration(rooms))
 		}
-		made <- rs
+		close(stopped)
 	})
-	rs := <-made
+	<-stopped
 	time.Sleep(4 * period) // warm up
 	cpu0, fires0 := processCPU(), fires.Load()
 	b.ResetTimer()
@@ -107,11 +112,13 @@ func benchTickLateness(b *testing.B, rooms int, period time.Duration, precise bo
 	<-done
 	b.StopTimer()
 	cpu, nfires := processCPU()-cpu0, fires.Load()-fires0
-	for _, r := range rs {
-		r.Stop()
-	}
-	for _, r := range rs {
-		<-r.Done()
+	inLoop(b, s, func() {
+		for _, h := range handles {
+			h.Stop()
+		}
+	})
+	for _, h := range handles {
+		<-h.Done()
 	}
 	slices.Sort(late)
 	pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) }

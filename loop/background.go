@@ -24,6 +24,9 @@ type bgRun struct {
 	stopped bool  // Stop arrived before the task started: it never starts
 }
 
+// Task returns the running task: nil before it starts and after it ends. Loop-confined.
+func (h *TaskHandle) Task() *Task { return h.run.bt }
+
 // Name returns the task's name, as given to Go or Every.
 func (h *TaskHandle) Name() string { return h.name }
 

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -34,7 +33,6 @@ const (
 	DashboardMaxSubscribers = 8
 	// dashTopTasks is how many live and finished tasks a frame lists (the busiest).
 	dashTopTasks = 15
-	dashTopRooms = 10 // the busiest rooms by loop share; the rest are one "other" row
 	// dashHistory is how many per-interval points of utilisation and lag a frame carries:
 	// five minutes.
 	dashHistory = 300
@@ -72,7 +70,9 @@ type dashFrame struct {
 	Admission *AdmissionSnapshot `json:"admission,omitempty"`
 	History   []dashPoint        `json:"history"`
 	Stall     *dashStall         `json:"stall"` // non-nil while the loop does not answer
-	Rooms     json.RawMessage    `json:"rooms"` // null until the server has rooms
+	// Panels holds, by section name, what each section added with AddStats shows on the
+	// dashboard (its Panel of the totals); absent until the section exists.
+	Panels map[string]any `json:"panels,omitempty"`
 }
 
 // dashHub renders frames for the dashboard's subscribers. Safe for concurrent use.
@@ -187,7 +187,7 @@ func (h *dashHub) frame() []byte {
 			fr.Tasks = buf.Bytes()
 		}
 		fr.Offload, fr.Admission = &snap.Offload, &snap.Admission
-		fr.Rooms = dashRooms(&snap.Rooms)
+		fr.Panels = h.s.panels(snap.Sections)
 		h.addPoint(fr.Time, &snap.Loop)
 	}
 	h.mu.Lock()
@@ -349,64 +349,4 @@ func (s *Server) serveDashboardHTTP(w http.ResponseWriter, r *http.Request) bool
 			return true
 		}
 	}
-}
-
-// dashRoom is one row of the dashboard's rooms table: flat, in the page's units
-// (milliseconds, percent), busiest first.
-type dashRoom struct {
-	Room     string  `json:"room"`
-	State    string  `json:"state"`
-	Share10s float64 `json:"loop_share_10s_pct"`
-	Ticks    uint64  `json:"ticks"`
-	Overruns uint64  `json:"overruns"`
-	Skipped  uint64  `json:"skipped"`
-	TickP99  float64 `json:"tick_p99_ms"`
-	LateP99  float64 `json:"lateness_p99_ms"`
-	Inputs   uint64  `json:"inputs"`
-	Dropped  uint64  `json:"dropped"`
-	Members  int     `json:"members"`
-}
-
-// dashRooms returns the rooms table of a frame (the dashTopRooms busiest, then the rest as
-// one row), or nil when the server has no rooms. The hub's goroutine.
-func dashRooms(rs *accounting.RoomsSnapshot) json.RawMessage {
-	if rs.Total == 0 {
-		return nil
-	}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
-	row := func(r *accounting.RoomSnapshot, name string) dashRoom {
-		return dashRoom{Room: name, State: r.State, Share10s: 100 * r.Share[1], Ticks: r.Ticks,
-			Overruns: r.Overruns, Skipped: r.Skipped, TickP99: ms(r.TickDuration.P99),
-			LateP99: ms(r.TickLateness.P99), Inputs: r.Inputs, Dropped: r.Dropped, Members: r.Members}
-	}
-	top := rs.Rooms[:min(len(rs.Rooms), dashTopRooms)]
-	rows := make([]dashRoom, 0, len(top)+1)
-	for i := range top {
-		rows = append(rows, row(&top[i], top[i].Name))
-	}
-	if rest := rs.Total - len(top); rest > 0 {
-		other := dashRoom{Room: fmt.Sprintf("other (%d rooms)", rest)} // percentiles do not sum: left 0
-		add := func(r *accounting.RoomSnapshot) {
-			x := row(r, "")
-			other.Share10s += x.Share10s
-			other.Ticks += x.Ticks
-			other.Overruns += x.Overruns
-			other.Skipped += x.Skipped
-			other.Inputs += x.Inputs
-			other.Dropped += x.Dropped
-			other.Members += x.Members
-		}
-		for i := len(top); i < len(rs.Rooms); i++ {
-			add(&rs.Rooms[i])
-		}
-		if rs.Other != nil {
-			add(rs.Other)
-		}
-		rows = append(rows, other)
-	}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		return nil
-	}
-	return b
 }

@@ -12,8 +12,6 @@ type DrainReport struct {
 	ForcedTasks     int    // requests still unfinished (running or queued) when the deadline forced the stop
 	Refused         uint64 // requests refused with 429 (admission queue full) over the server's life
 	DeadlineReached bool   // the Shutdown context ended before the drain finished
-	RoomsEnded      int    // rooms that ended (were stopped and their tasks finished) during the drain
-	RoomsForced     int    // rooms still running when the drain deadline forced the stop
 	// WebSockets sent a 1001 close frame when Shutdown began: closed with the client's
 	// close frame in answer (or by the handler), or forced (no answer within
 	// Config.WebSocket.CloseTimeout, or the Shutdown context ended first).
@@ -33,8 +31,9 @@ type drainer struct {
 }
 
 // beginDrain starts a graceful shutdown on the loop: it records what is in flight, sets
-// the drain signal, runs the OnDrain hooks, gives idle connections a short grace and marks
-// every open connection as one the drain waits for. Connections opened from now on are
+// the drain signal, runs the OnDrain hooks, then gives idle connections a short grace,
+// sends WebSockets their close frame and marks every open connection as one the drain
+// waits for. Connections opened from now on are
 // answered 503 and closed, and the drain does not wait for them, so clients (or a load
 // balancer) reconnecting after their 503 cannot hold the drain open.
 func (s *Server) beginDrain() {
@@ -45,6 +44,15 @@ func (s *Server) beginDrain() {
 	d.begun = true
 	d.report.InFlight = s.inflight
 	d.report.Queued = len(s.adm.queue)
+	// The hooks first (rooms' OnDrain among them): what they send players (a final state,
+	// "server restarting") is queued before the WebSockets' close frames below.
+	s.drainSig.Set()
+	s.hooksMu.Lock()
+	hooks := append([]func(){}, s.onDrain...)
+	s.hooksMu.Unlock()
+	for _, fn := range hooks {
+		s.safely(fn)
+	}
 	for _, cs := range s.conns.all {
 		cs.beforeDrain = true
 		s.conns.beforeDrain++
@@ -60,14 +68,6 @@ func (s *Server) beginDrain() {
 			cs.ws.beginDrain()
 		}
 	}
-	s.drainSig.Set()
-	s.drainRooms()
-	s.hooksMu.Lock()
-	hooks := append([]func(){}, s.onDrain...)
-	s.hooksMu.Unlock()
-	for _, fn := range hooks {
-		s.safely(fn)
-	}
 	s.checkDrained()
 }
 
@@ -75,7 +75,7 @@ func (s *Server) beginDrain() {
 // queued and none of the connections open when the drain began (they close gracefully
 // after their last responses). Loop-confined.
 func (s *Server) checkDrained() {
-	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 && s.rooms.live == 0 && s.drain.holds == 0 {
+	if s.drain.begun && s.life.load() == stateDraining && s.inflight == 0 && len(s.adm.queue) == 0 && s.conns.beforeDrain == 0 && s.drain.holds == 0 {
 		s.requestStop()
 	}
 }
@@ -86,8 +86,9 @@ func (s *Server) checkDrained() {
 func (s *Server) Draining() *Event { return s.drainSig }
 
 // OnDrain registers fn to run on the loop when Shutdown begins, before the server waits for
-// work in flight: tell players, stop accepting matchmaking, stop tick tasks. fn must not
-// block. Safe for concurrent use; functions registered after the drain began do not run.
+// work in flight and before WebSockets get their close frame: tell players (what fn sends
+// them is queued ahead of the close), stop accepting matchmaking, stop tick tasks. Hooks
+// run in registration order. fn must not block. Safe for concurrent use; functions registered after the drain began do not run.
 func (s *Server) OnDrain(fn func()) {
 	s.hooksMu.Lock()
 	s.onDrain = append(s.onDrain, fn)

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/batonrt/baton/internal/leakcheck"
 )
 
@@ -173,3 +175,21 @@ func mustStatus(t testing.TB, resp *http.Response, want int) {
 }
 
 func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// inLoop runs fn on s's loop and waits for it.
+func inLoop(t testing.TB, s *Server, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	require.NoError(t, s.Post(func() { defer close(done); fn() }))
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("loop did not run the posted function within 10s")
+	}
+}
+
+// spinFor holds the thread (and the loop, when called on it) for d.
+func spinFor(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}

@@ -130,7 +130,6 @@ func (s *Server) requestStop() {
 		return
 	}
 	s.drain.report.ForcedTasks = s.inflight + len(s.adm.queue)
-	s.drain.report.RoomsForced = s.rooms.live
 	s.door.post(s.pumpFn)
 }
 

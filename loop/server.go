@@ -71,6 +71,7 @@ type Server struct {
 	eco       ecosystem              // the net/http adapter's gate, the request record (nethttp.go, accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
+	statsReg  *statsRegistry  // AddStats's sections, shared by every shard (statsections.go)
 	dashOnce  sync.Once
 	dash      *dashHub // the live dashboard's frames (dashboard.go), made on first use
 	eng       atomic.Pointer[gnet.Engine]
@@ -107,10 +108,10 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
-	rooms      roomTable
 	ws         wsServer   // WebSocket figures (ws_stats.go)
 	lag        lagSampler // the loop's lag and utilisation, published for Vitals (vitals.go)
 	arr        arrivalBound
+	values     map[any]any // Loop.SetValue: features' per-loop state
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -141,6 +142,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 		pending: map[*TaskHandle]struct{}{},
 	}
 	s.loopRef = &Loop{srv: s}
+	s.statsReg = &statsRegistry{}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.ctlPeer.Store(-1)
 	s.door.init()

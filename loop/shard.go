@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"strconv"
 	"sync"
@@ -70,6 +69,7 @@ func newShards(cfg Config) *Server {
 	for i := 1; i < cfg.Shards; i++ {
 		set.all[i] = newServer(sub, root.pool)
 		set.all[i].shardIdx = i
+		set.all[i].statsReg = root.statsReg // one registry: a section is every loop's
 	}
 	for _, sh := range set.all {
 		sh.shards = set
@@ -235,95 +235,8 @@ func (set *shardSet) drainReport() DrainReport {
 		r.ForcedTasks += d.ForcedTasks
 		r.Refused += d.Refused
 		r.DeadlineReached = r.DeadlineReached || d.DeadlineReached
-		r.RoomsEnded += d.RoomsEnded
-		r.RoomsForced += d.RoomsForced
 		r.WebSocketsClosed += d.WebSocketsClosed
 		r.WebSocketsForced += d.WebSocketsForced
 	}
 	return r
 }
-
-// Loop is one of a Server's event loops (Config.Shards of them; one by default): a handle
-// for code that must reach that loop (post to it, start a task or make a room on it, read
-// its vitals). Get it from Server.Loops, Server.Loop, Server.LoopFor, or from a task with
-// Task.Loop. Its methods are safe for concurrent use.
-type Loop struct {
-	srv *Server
-}
-
-// Loops returns every event loop of the server, in index order (Config.Shards of them).
-// Any goroutine.
-func (s *Server) Loops() []*Loop {
-	if s.shards == nil {
-		return []*Loop{s.loopRef}
-	}
-	out := make([]*Loop, len(s.shards.all))
-	for i, sh := range s.shards.all {
-		out[i] = sh.loopRef
-	}
-	return out
-}
-
-// loopCount is how many event loops the server runs.
-func (s *Server) loopCount() int {
-	if s.shards == nil {
-		return 1
-	}
-	return len(s.shards.all)
-}
-
-// Loop returns loop i, for i in [0, len(Loops())). It panics when i is out of range, like a
-// slice index. Any goroutine.
-func (s *Server) Loop(i int) *Loop {
-	if s.shards == nil {
-		if i != 0 {
-			panic(fmt.Sprintf("loop: Loop(%d) out of range [0:1]", i))
-		}
-		return s.loopRef
-	}
-	if i < 0 || i >= len(s.shards.all) {
-		panic(fmt.Sprintf("loop: Loop(%d) out of range [0:%d]", i, len(s.shards.all)))
-	}
-	return s.shards.all[i].loopRef
-}
-
-// LoopFor maps key (a room id, a player id) to one of the server's loops: FNV-1a of key
-// modulo the number of loops. The same key always maps to the same loop while the number
-// of loops stays the same; changing Config.Shards moves most keys. Any goroutine.
-func (s *Server) LoopFor(key string) *Loop {
-	n := s.loopCount()
-	if n == 1 {
-		return s.Loop(0)
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return s.Loop(int(h.Sum32() % uint32(n)))
-}
-
-// Index returns the loop's index in [0, len(Server.Loops())). Any goroutine.
-func (l *Loop) Index() int { return l.srv.shardIdx }
-
-// Post runs fn on this loop soon: fn may touch the loop's confined state (its rooms, its
-// handlers' maps), resolve its Futures and start its tasks, and must not block. Functions
-// posted from one goroutine, or from one task of any loop, run in the order they were
-// posted. It returns ErrServerClosed once the loop no longer runs posted functions. Any
-// goroutine.
-func (l *Loop) Post(fn func()) error { return l.srv.Post(fn) }
-
-// Server returns the loop's own Server: give it to NewRoom, NewFuture, NewEvent, NewCond,
-// Go or Every for a room, a wait or a task on this loop, and call them on this loop (in a
-// function passed to Post) or before ListenAndServe. Its lifecycle methods, Handle and the
-// stats cover the whole server, as on the Server New returned. Any goroutine.
-func (l *Loop) Server() *Server { return l.srv }
-
-// DrainReport returns what this loop's graceful shutdown drained; it waits until the loop
-// has stopped. Any goroutine.
-func (l *Loop) DrainReport() DrainReport {
-	<-l.srv.done
-	return l.srv.drain.report
-}
-
-// Loop returns the loop the task runs on: for a request, the loop its connection landed
-// on. Task.Server returns that loop's Server. From the task itself (Ctx.Loop in a
-// handler).
-func (t *Task) Loop() *Loop { return t.srv.loopRef }

@@ -74,11 +74,11 @@ func (set *shardSet) snapshot(ctx context.Context, v View) (Snapshot, error) {
 	tasks := make([]accounting.TasksSnapshot, len(per))
 	offs := make([]OffloadSnapshot, len(per))
 	adms := make([]AdmissionSnapshot, len(per))
-	rooms := make([]accounting.RoomsSnapshot, len(per))
+	secs := make([]map[string]any, len(per))
 	wss := make([]WebSocketsSnapshot, len(per))
 	for i := range per {
 		loops[i], routes[i], tasks[i], offs[i] = per[i].Loop, per[i].Routes, per[i].Tasks, per[i].Offload
-		adms[i], rooms[i], wss[i] = per[i].Admission, per[i].Rooms, per[i].WebSockets
+		adms[i], secs[i], wss[i] = per[i].Admission, per[i].Sections, per[i].WebSockets
 	}
 	if v&ViewLoop != 0 {
 		total.Loop = sumLoops(loops)
@@ -95,8 +95,8 @@ func (set *shardSet) snapshot(ctx context.Context, v View) (Snapshot, error) {
 	if v&ViewAdmission != 0 {
 		total.Admission = sumAdmission(adms)
 	}
-	if v&ViewRooms != 0 {
-		total.Rooms = sumRooms(rooms, accounting.DefaultTopRooms)
+	if v&ViewSections != 0 {
+		total.Sections = set.all[0].sumSections(secs)
 	}
 	if v&ViewWebSockets != 0 {
 		total.WebSockets = sumWebSockets(wss)
@@ -256,65 +256,6 @@ func sumAdmission(per []AdmissionSnapshot) AdmissionSnapshot {
 	return t
 }
 
-// sumRooms ranks every shard's listed rooms together, keeps the top n and sums the rest,
-// with every shard's "other" row, into one "other" row. A room's shares are of its own
-// shard's loop.
-func sumRooms(per []accounting.RoomsSnapshot, n int) accounting.RoomsSnapshot {
-	var t accounting.RoomsSnapshot
-	var all []accounting.RoomSnapshot
-	var other *accounting.RoomSnapshot
-	addOther := func(r *accounting.RoomSnapshot) {
-		if other == nil {
-			other = &accounting.RoomSnapshot{Name: "other"}
-		}
-		other.Ticks += r.Ticks
-		other.Overruns += r.Overruns
-		other.Skipped += r.Skipped
-		other.CaughtUp += r.CaughtUp
-		other.Panics += r.Panics
-		for _, s := range []struct{ dst, src *accounting.Summary }{{&other.TickDuration, &r.TickDuration}, {&other.TickWall, &r.TickWall}, {&other.TickLateness, &r.TickLateness}} {
-			s.dst.Count += s.src.Count
-			s.dst.Sum += s.src.Sum
-			s.dst.Max = max(s.dst.Max, s.src.Max)
-		}
-		for w := range other.Share {
-			other.Share[w] += r.Share[w]
-		}
-		other.LoopTime += r.LoopTime
-		other.Inputs += r.Inputs
-		other.Dropped += r.Dropped
-		other.Refused += r.Refused
-		other.Queued += r.Queued
-		other.Members += r.Members
-		other.Rooms += r.Rooms
-	}
-	for _, p := range per {
-		t.Total += p.Total
-		all = append(all, p.Rooms...)
-		if p.Other != nil {
-			addOther(p.Other)
-		}
-	}
-	sort.SliceStable(all, func(i, j int) bool {
-		a, b := &all[i], &all[j]
-		if a.Share[1] != b.Share[1] {
-			return a.Share[1] > b.Share[1]
-		}
-		if a.Share[2] != b.Share[2] {
-			return a.Share[2] > b.Share[2]
-		}
-		return a.Name < b.Name
-	})
-	if len(all) > n {
-		for i := n; i < len(all); i++ {
-			addOther(&all[i])
-		}
-		all = all[:n]
-	}
-	t.Rooms, t.Other = all, other
-	return t
-}
-
 // sumWebSockets adds the shards' WebSocket figures, routes merged by pattern.
 func sumWebSockets(per []WebSocketsSnapshot) WebSocketsSnapshot {
 	var t WebSocketsSnapshot
@@ -406,7 +347,7 @@ func sumWSDocs(per []wsStatsDoc) wsStatsDoc {
 }
 
 // shardPageKinds are the stats pages a server with shards answers from every shard.
-var shardPageKinds = append(slices.Clone(statsKinds), "rooms", "websockets")
+var shardPageKinds = append(slices.Clone(statsKinds), "websockets")
 
 // handleStats is HandleStats with shards: every shard answers every page with the totals
 // and each shard's figures (gathered from each shard's loop, off the loop of the shard
@@ -417,6 +358,7 @@ func (set *shardSet) handleStats(prefix string) {
 	for _, kind := range shardPageKinds {
 		root.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { set.servePage(c, kind) }, Exempt())
 	}
+	root.handleSections(prefix) // AddStats's pages, from every shard (statsections.go)
 	for _, sh := range set.all {
 		sh.handle("GET "+prefix+"/", func(c *Ctx) { c.Bytes(200, "text/html; charset=utf-8", dashboardHTML) }, sh.middleware, []RouteOption{Exempt()})
 		sh.handle("GET "+prefix+"/events", sh.serveDashEvents, sh.middleware, []RouteOption{Exempt()})
@@ -444,7 +386,10 @@ func (set *shardSet) servePage(c *Ctx, kind string) {
 func (set *shardSet) statsHandler() http.Handler {
 	root := set.all[0]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if root.cfg.NoAccounting && !strings.HasSuffix(r.URL.Path, "/rooms") {
+		if root.serveSectionHTTP(w, r) { // AddStats's pages, from every shard (statsections.go)
+			return
+		}
+		if root.cfg.NoAccounting {
 			http.NotFound(w, r)
 			return
 		}
@@ -472,19 +417,6 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 	per := make([][]byte, len(set.all))
 	var err error
 	switch kind {
-	case "rooms":
-		top, ok := roomsTop(q.Get("top"))
-		if !ok {
-			return http.StatusBadRequest, "text/plain; charset=utf-8", []byte("400 Bad Request: top must be a non-negative integer\n")
-		}
-		var snaps []accounting.RoomsSnapshot
-		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.RoomsSnapshot { return sh.snapshotRooms(top) }); err == nil {
-			write := accounting.WriteRoomsJSON
-			if text {
-				write = accounting.WriteRoomsText
-			}
-			total, per, err = renderEach(sumRooms(snaps, top), snaps, func(b *bytes.Buffer, v accounting.RoomsSnapshot) error { return write(b, v) })
-		}
 	case "websockets":
 		var docs []wsStatsDoc
 		if docs, err = askShards(ctx, set, func(sh *Server) wsStatsDoc { return sh.wsSnapshot() }); err == nil {

@@ -376,7 +376,7 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	assert.Equal(t, sum, page["parsed_total"].(float64))
 	assert.GreaterOrEqual(t, sum, float64(conns))
 
-	for _, kind := range []string{"loop", "tasks", "offload", "rooms", "websockets"} {
+	for _, kind := range []string{"loop", "tasks", "offload", "websockets"} {
 		code, page = getJSON(t, base+kind)
 		require.Equal(t, 200, code, kind)
 		shardRows(t, page, shards)
@@ -449,38 +449,6 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	require.NoError(t, err)
 	for _, f := range []string{"`shards`", "`stalled_shards`", "`failing_shards`"} {
 		assert.True(t, strings.Contains(string(doc), f), "docs/health.md does not define %s", f)
-	}
-}
-
-func TestShardRoomsRunOnTheirShard(t *testing.T) {
-	const shards = 3
-	type made struct {
-		shard, tickShard int
-	}
-	ticked := make(chan made, 16)
-	var rooms sync.Map
-	_, addr := startServer(t, Config{Shards: shards}, func(s *Server) {
-		s.Handle("GET /room/{name}", func(c *Ctx) {
-			name := c.PathValue("name")
-			r, err := NewRoom(c.Server(), RoomConfig[int]{Name: name, Period: time.Millisecond,
-				Tick: func(r *Room[int], t *Tick[int]) {
-					if t.N == 1 {
-						ticked <- made{shard: c.Loop().Index(), tickShard: t.Task.Loop().Index()}
-						r.Stop()
-					}
-				}})
-			if c.RoomError(err) {
-				return
-			}
-			rooms.Store(name, r)
-			c.String(200, "ok")
-		})
-	})
-	for i := 0; i < 6; i++ {
-		resp, body := dial(t, addr).get("/room/r" + strconv.Itoa(i))
-		require.Equal(t, 200, resp.StatusCode, body)
-		m := <-ticked
-		assert.Equal(t, m.shard, m.tickShard, "the room ticks on the shard of the handler that made it")
 	}
 }
 

@@ -19,12 +19,12 @@ const (
 	ViewTasks                       // Snapshot.Tasks: live and recently finished tasks (the tasks page)
 	ViewOffload                     // Snapshot.Offload: the offload pool and gates (the offload page)
 	ViewAdmission                   // Snapshot.Admission: slots, queue, refusals (the admission page)
-	ViewRooms                       // Snapshot.Rooms: the busiest rooms and the rest summed (the rooms page)
+	ViewSections                    // Snapshot.Sections: the sections features added with AddStats (their pages)
 	ViewWebSockets                  // Snapshot.WebSockets: WebSocket totals and per-route figures (the websockets page)
 )
 
 // AllViews selects every section of a Snapshot.
-const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission | ViewRooms | ViewWebSockets
+const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission | ViewSections | ViewWebSockets
 
 // Snapshot is the server's figures at one instant: the same values the stats pages render
 // as JSON, as Go structs, for exporters and games that would otherwise parse JSON.
@@ -37,10 +37,11 @@ type Snapshot struct {
 	Tasks     accounting.TasksSnapshot   // ViewTasks
 	Offload   OffloadSnapshot            // ViewOffload
 	Admission AdmissionSnapshot          // ViewAdmission
-	// Rooms lists the accounting.DefaultTopRooms busiest rooms by loop share; Rooms.Other
-	// sums the rest, so listed rooms plus Other are every room. ViewRooms.
-	Rooms      accounting.RoomsSnapshot
 	WebSockets WebSocketsSnapshot // ViewWebSockets
+	// Sections holds, by name, the figures of each section added with AddStats (a
+	// feature's: package loop/room's "rooms"), as its Take returned them (its Sum's with
+	// several loops). ViewSections.
+	Sections map[string]any
 	// Shards holds each shard's own sections, in shard order, with Config.Shards > 1 (nil
 	// otherwise); the fields above are then the totals (docs/accounting.md, "Shards").
 	Shards []Snapshot
@@ -92,7 +93,7 @@ type AdmissionSnapshot struct {
 
 // onLoopViews are the sections read on the loop; the offload pool is safe for concurrent
 // use and is read by the caller.
-const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission | ViewRooms | ViewWebSockets
+const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission | ViewSections | ViewWebSockets
 
 // Snapshot returns the sections v of the server's figures. The loop's sections are copied
 // on the loop through Post (a copy of plain data: the loop is held only for that; the
@@ -160,8 +161,8 @@ func (s *Server) takeViews(dst *Snapshot, v View) (routes *accounting.RoutesCopy
 	if v&ViewAdmission != 0 {
 		dst.Admission = s.admissionSnapshot()
 	}
-	if v&ViewRooms != 0 && s.acct.on {
-		dst.Rooms = s.snapshotRooms(accounting.DefaultTopRooms)
+	if v&ViewSections != 0 {
+		dst.Sections = s.takeSections()
 	}
 	if v&ViewWebSockets != 0 {
 		dst.WebSockets = s.wsTotals()

@@ -369,8 +369,8 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
-	s.handleRoomsPage(prefix)                                       // room.go
 	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
+	s.handleSections(prefix)                                        // AddStats's pages (statsections.go)
 
 	s.handleDashboard(prefix) // prefix/ and prefix/events: the live dashboard
 }
@@ -488,8 +488,7 @@ func (s *Server) StatsHandler() http.Handler {
 			s.serveWSStatsHTTP(w, r) // ws_stats.go
 			return
 		}
-		if strings.HasSuffix(r.URL.Path, "/rooms") {
-			s.serveRoomsHTTP(w, r) // room_table.go
+		if s.serveSectionHTTP(w, r) { // AddStats's pages (statsections.go)
 			return
 		}
 		kind := ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,8 +48,11 @@ type Task struct {
 
 	suspendFn func(offload.Wait) (func(), func() error) // t.suspend, made once: no allocation per offloaded call
 
-	room *roomCore // the room the task belongs to (room.go), nil for most
+	ends []*endHook // OnEnd hooks, run on the loop when the task ends; loop-confined
 }
+
+// endHook is one OnEnd registration; cancel clears fn.
+type endHook struct{ fn func() }
 
 // taskOps is the seam between the two ways a task runs. loopTask parks a coroutine on the
 // loop through the scheduler; *gtask blocks a goroutine (multi-thread request handlers).
@@ -105,6 +109,75 @@ func (t *Task) OnLoop(fn func()) {
 		return
 	}
 	t.srv.mode.onLoop(t.c, fn)
+}
+
+// OnEnd arranges for fn to run on the loop when the task ends: its function has returned
+// (or was unwound at the final stop) and before its Context is cancelled. It is how a
+// feature keeps a set of tasks (a room's members) without the engine knowing it: fn runs
+// once, in registration order with the task's other hooks, and must not park. cancel
+// removes the hook (fn then never runs); ok is false, and nothing is registered, when the
+// task is not running (not started, or ended). Loop-confined: a task of this loop, from
+// the loop (a multi-thread handler's task included: its end is recorded on the loop).
+func (t *Task) OnEnd(fn func()) (cancel func(), ok bool) {
+	if t.t == nil && t.g == nil {
+		return func() {}, false
+	}
+	h := &endHook{fn: fn}
+	t.ends = append(t.ends, h)
+	return func() {
+		h.fn = nil
+		for i, x := range t.ends {
+			if x == h {
+				t.ends = append(t.ends[:i], t.ends[i+1:]...)
+				break
+			}
+		}
+	}, true
+}
+
+// Cancel cancels the task with cause: its parks (Sleep, Await, offloaded calls) return
+// cause at once and its Context is cancelled with it, so it can return and run its
+// deferred functions. The first cause sticks; cancelling an ended task does nothing. A
+// feature that owns tasks (a room stopping its members) uses it. Loop-confined.
+func (t *Task) Cancel(cause error) {
+	if t.t == nil && t.g == nil {
+		return
+	}
+	t.cancel(cause)
+}
+
+// Totals returns the task's figures so far: time running (on the loop, or a multi-thread
+// handler's stretches between blocking calls), time waiting to run, and time parked. Zero
+// with Config.NoAccounting. Cheaper than Stats: no allocation. Loop-confined.
+func (t *Task) Totals() (onLoop, queue, parked time.Duration) {
+	switch {
+	case t.t != nil:
+		return t.t.Totals()
+	case t.g != nil:
+		st := t.g.stats(t)
+		return st.OnLoop, st.QueueDelay, st.ParkedTotal()
+	}
+	return 0, 0, 0
+}
+
+// Contain runs fn on the task, containing a panic the way the loop contains a background
+// task's: logged with its stack (rate-limited) and counted in the server's panics, and
+// Contain returns true. A feature that runs application callbacks on its own task (a
+// room's tick) keeps going after one panics. At the final stop the task's unwinding is
+// not contained. From the task itself.
+func (t *Task) Contain(fn func()) (panicked bool) {
+	s := t.srv
+	defer func() {
+		if v := recover(); v != nil {
+			if s.life.load() >= stateStopping {
+				panic(v) // the scheduler is unwinding the task: let it
+			}
+			panicked = true
+			s.onTaskPanic(t.t, v, debug.Stack())
+		}
+	}()
+	fn()
+	return false
 }
 
 // Err returns why the task was cancelled (context.Canceled when its client disconnected,
@@ -205,10 +278,17 @@ func (t *Task) cancel(err error) {
 	}
 }
 
-// release cancels the context at the end of the task.
+// release runs the OnEnd hooks and cancels the context at the end of the task.
 func (t *Task) release() {
-	if t.room != nil {
-		t.room.taskEnded(t)
+	if len(t.ends) > 0 {
+		ends := t.ends
+		t.ends = nil
+		for _, h := range ends {
+			if fn := h.fn; fn != nil {
+				h.fn = nil
+				fn()
+			}
+		}
 	}
 	if t.cancelCtx != nil {
 		t.cancelCtx(context.Canceled)

@@ -53,16 +53,7 @@ type Vitals struct {
 func (l *Loop) Vitals() Vitals {
 	s := l.srv
 	v := Vitals{Utilisation: -1, OffloadQueued: s.pool.Queued()}
-	switch st := s.life.load(); {
-	case st < stateServing:
-		v.Phase = "starting"
-	case st >= stateStopping:
-		v.Phase = "stopped"
-	case st >= stateDraining:
-		v.Phase = "draining"
-	default:
-		v.Phase = "serving"
-	}
+	v.Phase = l.Phase()
 	v.Overdue = s.lag.overdue(s.nanotimeAny())
 	v.Lag = max(time.Duration(s.lag.lag.Load()), v.Overdue)
 	if u := math.Float64frombits(s.lag.util.Load()); !math.IsNaN(u) {

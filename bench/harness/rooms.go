@@ -78,7 +78,7 @@ light ticks to keep their median at 20 µs while the host's speed drifts; extra.
 .paced_iters says where it ended). Rooms are created by POST /rooms/setup, their first
 deadlines spread evenly over one period. Group inputs: 4 players per room, each sending 2 inputs/s
 (POST /rooms/{id}/input, open loop, one connection per player: N x 8 requests/s); a full queue
-(64) answers 429. baton: each room is a loop.Room (deadline ticks, inputs through
+(64) answers 429. baton: each room is a loop/room Room (deadline ticks, inputs through
 Room.Input). net/http, the Nakama pattern: a goroutine per room driven by time.Ticker, the
 room state and input queue behind a mutex. Both measure tick lateness the same way (tick start
 minus its scheduled deadline start + k x period, deadlines missed count as skipped) and count

@@ -5,14 +5,15 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 )
 
-// registerRoomsBaton adds the rooms routes to srv: each room is a loop.Room (deadline
+// registerRoomsBaton adds the rooms routes to srv: each room is a room.Room (deadline
 // ticks on the loop, inputs through Room.Input, refused with 429 when the queue is full);
 // the rooms map and the simulation states are plain values touched only on the loop.
 func registerRoomsBaton(srv *loop.Server) {
 	var (
-		rooms map[string]*loop.Room[Input]
+		rooms map[string]*room.Room[Input]
 		setup RoomSetup
 		rec   = newTickRecorder()
 	)
@@ -30,7 +31,7 @@ func registerRoomsBaton(srv *loop.Server) {
 			c.String(409, "rooms already set up\n")
 			return
 		}
-		setup, rooms = s, make(map[string]*loop.Room[Input], s.Rooms+1)
+		setup, rooms = s, make(map[string]*room.Room[Input], s.Rooms+1)
 		rec.setup(s)
 		n := s.Rooms
 		if s.HeavyIters > 0 {
@@ -48,9 +49,9 @@ func registerRoomsBaton(srv *loop.Server) {
 			}
 			cfg := benchRoomConfig(i, name, heavy, rec)
 			cfg.FirstTick = firstTick(i, n, began)
-			r, err := loop.NewRoom(c.Server(), cfg)
+			r, err := room.New(c.Loop(), cfg)
 			if err != nil {
-				c.RoomError(err)
+				room.Error(c, err)
 				return
 			}
 			rooms[name] = r
@@ -74,13 +75,13 @@ func registerRoomsBaton(srv *loop.Server) {
 // state, a tick that applies the queued inputs, runs rec's passes of the simulation (the
 // heavy room's or a light one's) and records the tick's lateness, duration, skipped
 // deadlines and inputs in rec.
-func benchRoomConfig(i int, name string, heavy bool, rec *tickRecorder) loop.RoomConfig[Input] {
+func benchRoomConfig(i int, name string, heavy bool, rec *tickRecorder) room.Config[Input] {
 	state := NewRoomState(uint64(i))
 	var lastN uint64
-	return loop.RoomConfig[Input]{
+	return room.Config[Input]{
 		Name: name, Period: RoomPeriod, Budget: RoomBudget,
-		InputQueue: RoomInputQueue, InputFull: loop.RefuseInput,
-		Tick: func(_ *loop.Room[Input], tk *loop.Tick[Input]) {
+		InputQueue: RoomInputQueue, InputFull: room.RefuseInput,
+		Tick: func(_ *room.Room[Input], tk *room.Tick[Input]) {
 			now := time.Now()
 			late := now.Sub(tk.Deadline)
 			applied := 0
@@ -101,7 +102,7 @@ func benchRoomConfig(i int, name string, heavy bool, rec *tickRecorder) loop.Roo
 
 // roomInput answers an input request for room r (nil: no such room): 400 for a malformed
 // body, 404, 429 when the room's queue is full (counted in rec), else 200.
-func roomInput(c *loop.Ctx, r *loop.Room[Input], rec *tickRecorder) {
+func roomInput(c *loop.Ctx, r *room.Room[Input], rec *tickRecorder) {
 	in, ok := ParseInput(c.Body())
 	if !ok {
 		c.String(400, "bad input\n")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 )
 
 // startBatonShards serves the plaintext and rooms routes on srv, a baton server with
@@ -44,7 +45,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 		mu    sync.Mutex // guards setup and started
 		setup RoomSetup
 		began bool
-		rooms sync.Map // room name → *loop.Room[Input]
+		rooms sync.Map // room name → *room.Room[Input]
 		rec   = newTickRecorder()
 	)
 	srv.Handle("POST /rooms/setup", func(c *loop.Ctx) {
@@ -86,7 +87,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 					}
 					cfg := benchRoomConfig(i, name, heavy, rec)
 					cfg.FirstTick = firstTick(i, n, start)
-					r, err := loop.NewRoom(sh, cfg)
+					r, err := room.New(srv.Loop(j), cfg)
 					if err != nil {
 						return // draining or stopped
 					}
@@ -98,9 +99,9 @@ func registerRoomsBatonShards(srv *loop.Server) {
 		c.String(200, "ok")
 	})
 	srv.Handle("POST /rooms/{id}/input", func(c *loop.Ctx) {
-		var r *loop.Room[Input]
+		var r *room.Room[Input]
 		if v, ok := rooms.Load(c.PathValue("id")); ok {
-			r = v.(*loop.Room[Input])
+			r = v.(*room.Room[Input])
 		}
 		roomInput(c, r, rec)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/offload"
@@ -62,7 +63,7 @@ type app struct {
 	waits     map[string]*loop.Future[assignment] // by ticket id
 	arenas    map[string]*arena                   // by match id, running and recently ended
 	live      int                                 // arenas not yet ended
-	db        *loop.Room[store.Finished]          // the writer: finished matches are its inputs
+	db        *room.Room[store.Finished]          // the writer: finished matches are its inputs
 	backlog   []store.Finished                    // results the writer must retry or never queued
 	dbDrain   bool                                // the drain began: the writer stops once all is written
 	nextMatch uint64
@@ -142,13 +143,13 @@ func (a *app) routes() {
 // start runs on the loop once the server is ready: the writer, the matchmaker, bot arenas,
 // the drain hook and the demo switches.
 func (a *app) start() {
-	db, err := loop.NewRoom(a.srv, loop.RoomConfig[store.Finished]{
+	db, err := room.New(a.srv.Loop(0), room.Config[store.Finished]{
 		Name:       "db-writer",
 		Period:     dbPeriod,
 		Tick:       a.writeTick,
 		InputQueue: 4096,
-		InputFull:  loop.RefuseInput, // a result is never dropped: it goes to the backlog
-		OnDrain:    func(*loop.Room[store.Finished], time.Time) { a.dbDrain = true },
+		InputFull:  room.RefuseInput, // a result is never dropped: it goes to the backlog
+		OnDrain:    func(*room.Room[store.Finished], time.Time) { a.dbDrain = true },
 	})
 	if err != nil {
 		a.log.Error("gameserver: cannot start the database writer", "err", err)
@@ -276,7 +277,7 @@ func (a *app) submit(f store.Finished) {
 // queued since the last tick in one transaction, through the offload pool (the tick
 // parks; the loop goes on). A failed batch is kept and retried. While draining it stops
 // once every arena has ended and everything is written: the drain waits for it.
-func (a *app) writeTick(r *loop.Room[store.Finished], t *loop.Tick[store.Finished]) {
+func (a *app) writeTick(r *room.Room[store.Finished], t *room.Tick[store.Finished]) {
 	batch := append([]store.Finished(nil), a.backlog...)
 	a.backlog = nil
 	t.DrainInputs(func(f store.Finished) { batch = append(batch, f) })
@@ -289,7 +290,7 @@ func (a *app) writeTick(r *loop.Room[store.Finished], t *loop.Tick[store.Finishe
 		if err != nil {
 			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", len(batch), "err", err)
 			a.backlog = append(batch, a.backlog...)
-			if errors.Is(err, loop.ErrRoomStopped) || errors.Is(err, context.Canceled) {
+			if errors.Is(err, room.ErrRoomStopped) || errors.Is(err, context.Canceled) {
 				return
 			}
 		} else {

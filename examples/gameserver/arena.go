@@ -7,6 +7,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 )
 
 // arena is one match on the loop: a game.Match as a room's state, ticked at 20 Hz. Its
@@ -17,7 +18,7 @@ type arena struct {
 	app   *app
 	id    string
 	m     *game.Match
-	room  *loop.Room[game.Input]
+	room  *room.Room[game.Input]
 	bots  []game.PlayerID
 	heavy bool // burns heavyBurn per tick (-heavy-room)
 	loner bool // bots only: starts another when it ends
@@ -40,13 +41,13 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 	}
 	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
 		conns: map[game.PlayerID]*loop.WSConn{}, changed: loop.NewCond(a.srv)}
-	ar.room, err = loop.NewRoom(a.srv, loop.RoomConfig[game.Input]{
+	ar.room, err = room.New(a.srv.Loop(0), room.Config[game.Input]{
 		Name:       "arena-" + id,
 		Period:     tickPeriod,
 		Tick:       ar.tick,
 		InputQueue: 256,
 		// A dropped input is superseded by the player's next one (sent at up to 20 Hz).
-		InputFull: loop.DropInput,
+		InputFull: room.DropInput,
 		OnDrain:   ar.onDrain,
 	})
 	if err != nil {
@@ -60,7 +61,7 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 
 // tick is the room's tick: apply the inputs queued since the last one, steer the bots,
 // step the simulation by the time that really passed, and broadcast the new state.
-func (ar *arena) tick(r *loop.Room[game.Input], t *loop.Tick[game.Input]) {
+func (ar *arena) tick(r *room.Room[game.Input], t *room.Tick[game.Input]) {
 	if ar.heavy {
 		burn(heavyBurn) // the demo's culprit: the rooms page names this room
 	}
@@ -77,7 +78,7 @@ func (ar *arena) tick(r *loop.Room[game.Input], t *loop.Tick[game.Input]) {
 
 // onDrain ends the match now (Shutdown): its result counts like any other, and the
 // writer writes it before the server stops.
-func (ar *arena) onDrain(r *loop.Room[game.Input], deadline time.Time) {
+func (ar *arena) onDrain(r *room.Room[game.Input], deadline time.Time) {
 	if ar.ended {
 		return
 	}

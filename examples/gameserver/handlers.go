@@ -14,6 +14,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/offload"
 )
@@ -315,8 +316,8 @@ func (a *app) postInput(c *loop.Ctx) {
 		return
 	}
 	in.Player = player
-	if err := ar.room.Input(in); err != nil && !errors.Is(err, loop.ErrInputDropped) {
-		if !c.RoomError(err) {
+	if err := ar.room.Input(in); err != nil && !errors.Is(err, room.ErrInputDropped) {
+		if !room.Error(c, err) {
 			c.String(500, err.Error()+"\n")
 		}
 		return

@@ -56,3 +56,20 @@ func TestCheckLoopAcrossDepths(t *testing.T) {
 		assert.Contains(t, <-ch, "only the loop goroutine")
 	}
 }
+
+// TestOnLoop: the loop goroutine and its tasks' coroutines are on the loop; another
+// goroutine is not.
+func TestOnLoop(t *testing.T) {
+	s := New(Config{Post: func(func()) {}})
+	got := make(chan bool, 1)
+	go func() { got <- s.OnLoop() }()
+	require.False(t, <-got, "a goroutine before the loop ran")
+	var inTask bool
+	s.Spawn(func(*Task) { inTask = s.OnLoop() }, nil)
+	s.Run()
+	assert.True(t, inTask, "a task's coroutine")
+	assert.True(t, s.OnLoop(), "the loop goroutine (the first caller of Run)")
+	go func() { got <- s.OnLoop() }()
+	assert.False(t, <-got, "another goroutine")
+	s.Close()
+}

@@ -48,6 +48,7 @@ func (s *Scheduler) checkLoopSlow(sp uintptr) {
 	g := goroutineID()
 	if s.loopGID == 0 {
 		s.loopGID = g
+		s.addGID(g)
 	} else if g != s.loopGID {
 		panic(fmt.Sprintf("scheduler: Run called from goroutine %d, but the loop is goroutine %d: only the loop goroutine may run tasks", g, s.loopGID))
 	}
@@ -56,4 +57,43 @@ func (s *Scheduler) checkLoopSlow(sp uintptr) {
 		lo, hi = sp, sp
 	}
 	s.spLo, s.spSpan = lo, hi-lo
+}
+
+// BindLoop records the calling goroutine as the loop's, as the first Run would: for a loop
+// that runs other code (posted functions, callbacks) before its first Run, so that OnLoop
+// knows it from the start. It panics when called from another goroutine than an earlier
+// Run or BindLoop. Loop-confined.
+func (s *Scheduler) BindLoop() {
+	var marker byte
+	s.checkLoopSlow(uintptr(unsafe.Pointer(&marker)))
+}
+
+// addGID records g as one of the loop's goroutines (the loop's own, or a coroutine's).
+func (s *Scheduler) addGID(g uint64) {
+	s.gidsMu.Lock()
+	if s.gids == nil {
+		s.gids = map[uint64]struct{}{}
+	}
+	s.gids[g] = struct{}{}
+	s.gidsMu.Unlock()
+}
+
+// dropGID forgets a coroutine's goroutine when the coroutine ends.
+func (s *Scheduler) dropGID(g uint64) {
+	s.gidsMu.Lock()
+	delete(s.gids, g)
+	s.gidsMu.Unlock()
+}
+
+// OnLoop reports whether the caller runs on the loop: the loop goroutine itself (a
+// callback, a posted function, a timer) or a task's coroutine (a handler, a background
+// task, a tick). It reads the caller's goroutine id from a stack trace (about a
+// microsecond): for checks at entry points that are not on a hot path (making a room), or
+// in invariants builds. Any goroutine.
+func (s *Scheduler) OnLoop() bool {
+	g := goroutineID()
+	s.gidsMu.Lock()
+	_, ok := s.gids[g]
+	s.gidsMu.Unlock()
+	return ok
 }

@@ -9,7 +9,7 @@ import (
 
 // leakOpts are the options of every goleak check: they ignore the coroutine that
 // TestGoexitOnLockedLoopLeaksTheCoroutine leaks on purpose.
-var leakOpts = []goleak.Option{goleak.IgnoreAnyFunction("github.com/batonrt/baton/scheduler.(*Task).goexit")}
+var leakOpts = []goleak.Option{goleak.IgnoreAnyFunction("github.com/batonrt/baton/internal/scheduler.(*Task).goexit")}
 
 // TestMain checks that no test leaks a goroutine.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakOpts...) }

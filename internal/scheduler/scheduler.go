@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/batonrt/baton/internal/clock"
@@ -196,6 +197,11 @@ type Scheduler struct {
 	timerCB  func()
 
 	loopGID uint64 // goroutine id of the loop (0 until the first Run)
+
+	// The goroutines that count as the loop, for OnLoop (goid.go): the loop's own and its
+	// coroutines'. Written once per coroutine, read only by OnLoop.
+	gidsMu sync.Mutex
+	gids   map[uint64]struct{} // guarded by gidsMu
 
 	spawned, completed, panics, coroutines uint64
 	goexits, leaked                        uint64

@@ -470,6 +470,8 @@ func (t *Task) suspend() {
 func (t *Task) body(yield func(struct{}) bool) {
 	t.yield = yield
 	t.gid = goroutineID()
+	t.s.addGID(t.gid)
+	defer t.s.dropGID(t.gid)
 	for {
 		t.call()
 		t.state = Done

@@ -3,10 +3,13 @@
 package looptest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -79,3 +82,74 @@ func Start(t testing.TB, s *loop.Server) string {
 // starts is still checked. Use them with goleak.VerifyTestMain or goleak.VerifyNone. Any
 // goroutine.
 func GoleakOptions() []goleak.Option { return leakcheck.GnetPool() }
+
+// OnLoop runs fn on loop l (through its Post) and waits for it, failing the test when the
+// loop does not run it within 10 s: how a test reaches loop-confined state. Call it from
+// the test's goroutine.
+func OnLoop(t testing.TB, l *loop.Loop, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	if err := l.Post(func() { defer close(done); fn() }); err != nil {
+		t.Fatalf("looptest: Post: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("looptest: the loop did not run the posted function within 10s")
+	}
+}
+
+// Conn is a raw HTTP/1.1 client over one connection, for tests that need to see the
+// bytes, pipeline requests or hold a connection: Dial makes one. Use it from one goroutine.
+type Conn struct {
+	t  testing.TB
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// Dial connects to addr (host:port); the connection is closed when the test ends.
+func Dial(t testing.TB, addr string) *Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("looptest: dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &Conn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// Send writes raw to the connection, failing the test on error.
+func (c *Conn) Send(raw string) {
+	c.t.Helper()
+	_ = c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c.c, raw); err != nil {
+		c.t.Fatalf("looptest: write: %v", err)
+	}
+}
+
+// Read reads one response (to a request with method) and its whole body, failing the test
+// when none arrives within 20 s.
+func (c *Conn) Read(method string) (*http.Response, string) {
+	c.t.Helper()
+	_ = c.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
+	if err != nil {
+		c.t.Fatalf("looptest: read response: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		c.t.Fatalf("looptest: read body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// Get sends a GET for path and reads its response.
+func (c *Conn) Get(path string) (*http.Response, string) {
+	c.t.Helper()
+	c.Send("GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
+	return c.Read("GET")
+}
+
+// Raw returns the underlying connection, for deadlines and half-closes.
+func (c *Conn) Raw() net.Conn { return c.c }

@@ -1,6 +1,7 @@
-package loop
+package room
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,52 +21,42 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/looptest"
 	"github.com/batonrt/baton/offload"
 )
 
-// inLoop runs fn on s's loop and waits for it.
-func inLoop(t testing.TB, s *Server, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	require.NoError(t, s.Post(func() { defer close(done); fn() }))
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("loop did not run the posted function within 10s")
-	}
-}
-
 // newRoomT makes a room on the loop, failing the test on error.
-func newRoomT[I any](t testing.TB, s *Server, cfg RoomConfig[I]) *Room[I] {
+func newRoomT[I any](t testing.TB, s *loop.Server, cfg Config[I]) *Room[I] {
 	t.Helper()
 	var r *Room[I]
 	var err error
-	inLoop(t, s, func() { r, err = NewRoom(s, cfg) })
+	looptest.OnLoop(t, s.Loop(0), func() { r, err = New(s.Loop(0), cfg) })
 	require.NoError(t, err)
 	return r
 }
 
 // roomStats reads r's figures on the loop.
-func roomStats[I any](t testing.TB, s *Server, r *Room[I]) RoomStats {
+func roomStats[I any](t testing.TB, s *loop.Server, r *Room[I]) Stats {
 	t.Helper()
-	var st RoomStats
-	inLoop(t, s, func() { st = r.Stats() })
+	var st Stats
+	looptest.OnLoop(t, s.Loop(0), func() { st = r.Stats() })
 	return st
 }
 
-func TestRoomConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	tick := func(*Room[int], *Tick[int]) {}
-	ok := RoomConfig[int]{Name: "a", Period: time.Millisecond, Tick: tick}
+	ok := Config[int]{Name: "a", Period: time.Millisecond, Tick: tick}
 	require.NoError(t, ok.Validate())
-	cases := map[string]func(c *RoomConfig[int]){
-		"RoomConfig.Name":       func(c *RoomConfig[int]) { c.Name = "" },
-		"RoomConfig.Period":     func(c *RoomConfig[int]) { c.Period = 0 },
-		"RoomConfig.Tick":       func(c *RoomConfig[int]) { c.Tick = nil },
-		"RoomConfig.Late":       func(c *RoomConfig[int]) { c.Late = CatchUp(-1) },
-		"RoomConfig.Budget":     func(c *RoomConfig[int]) { c.Budget = -1 },
-		"RoomConfig.FirstTick":  func(c *RoomConfig[int]) { c.FirstTick = -1 },
-		"RoomConfig.InputQueue": func(c *RoomConfig[int]) { c.InputQueue = -1 },
-		"RoomConfig.InputFull":  func(c *RoomConfig[int]) { c.InputFull = 7 },
+	cases := map[string]func(c *Config[int]){
+		"Config.Name":       func(c *Config[int]) { c.Name = "" },
+		"Config.Period":     func(c *Config[int]) { c.Period = 0 },
+		"Config.Tick":       func(c *Config[int]) { c.Tick = nil },
+		"Config.Late":       func(c *Config[int]) { c.Late = CatchUp(-1) },
+		"Config.Budget":     func(c *Config[int]) { c.Budget = -1 },
+		"Config.FirstTick":  func(c *Config[int]) { c.FirstTick = -1 },
+		"Config.InputQueue": func(c *Config[int]) { c.InputQueue = -1 },
+		"Config.InputFull":  func(c *Config[int]) { c.InputFull = 7 },
 	}
 	for field, mutate := range cases {
 		c := ok
@@ -74,9 +65,9 @@ func TestRoomConfigValidate(t *testing.T) {
 		require.Error(t, err, field)
 		assert.Contains(t, err.Error(), field)
 	}
-	s := New(Config{Logger: quietLogger(t)})
-	_, err := NewRoom(s, RoomConfig[int]{Name: "x", Tick: tick})
-	require.ErrorContains(t, err, "RoomConfig.Period")
+	s := loop.New(loop.Config{Logger: quietLogger(t)})
+	_, err := New(s.Loop(0), Config[int]{Name: "x", Tick: tick})
+	require.ErrorContains(t, err, "Config.Period")
 	assert.Equal(t, "skip", SkipLate.String())
 	assert.Equal(t, "catch-up(2)", CatchUp(2).String())
 }
@@ -87,7 +78,7 @@ func TestRoomConfigValidate(t *testing.T) {
 func TestRoomTicksDoNotDrift(t *testing.T) {
 	const period = 20 * time.Millisecond
 	const ticks = 200
-	s, _ := startServer(t, Config{}, nil)
+	s, _ := startServer(t, loop.Config{}, nil)
 	type obs struct {
 		n        uint64
 		deadline time.Time
@@ -96,7 +87,7 @@ func TestRoomTicksDoNotDrift(t *testing.T) {
 	}
 	got := make(chan obs, ticks+10)
 	var stop atomic.Bool
-	r := newRoomT(t, s, RoomConfig[int]{Name: "clock", Period: period, Tick: func(r *Room[int], tk *Tick[int]) {
+	r := newRoomT(t, s, Config[int]{Name: "clock", Period: period, Tick: func(r *Room[int], tk *Tick[int]) {
 		if !stop.Load() {
 			got <- obs{tk.N, tk.Deadline, time.Now(), tk.DT}
 		}
@@ -137,7 +128,7 @@ func TestRoomTicksDoNotDrift(t *testing.T) {
 // ones follow it a Period apart, so rooms made together can be spread over the period.
 func TestRoomFirstTick(t *testing.T) {
 	const period = 40 * time.Millisecond
-	s, _ := startServer(t, Config{}, nil)
+	s, _ := startServer(t, loop.Config{}, nil)
 	type obs struct {
 		n        uint64
 		deadline time.Time
@@ -146,11 +137,11 @@ func TestRoomFirstTick(t *testing.T) {
 	got := make([]chan obs, len(firsts))
 	rooms := make([]*Room[int], len(firsts))
 	before := time.Now()
-	inLoop(t, s, func() {
+	looptest.OnLoop(t, s.Loop(0), func() {
 		for i, first := range firsts {
 			ch := make(chan obs, 8)
 			got[i] = ch
-			r, err := NewRoom(s, RoomConfig[int]{Name: fmt.Sprint("spread", i), Period: period, FirstTick: first,
+			r, err := New(s.Loop(0), Config[int]{Name: fmt.Sprint("spread", i), Period: period, FirstTick: first,
 				Tick: func(r *Room[int], tk *Tick[int]) {
 					ch <- obs{tk.N, tk.Deadline}
 					if tk.N >= 3 {
@@ -205,11 +196,11 @@ type lateTick struct {
 // the first ticks late) blocks the loop until 3.5 periods after its deadline. It returns what the ticks saw and the blocking tick's index.
 func lateRun(t *testing.T, policy LatePolicy) ([]lateTick, int) {
 	const period = latePeriod
-	s, _ := startServer(t, Config{StallThreshold: -1}, nil)
+	s, _ := startServer(t, loop.Config{StallThreshold: -1}, nil)
 	var mu sync.Mutex
 	var ticks []lateTick
 	blocked := -1
-	r := newRoomT(t, s, RoomConfig[int]{Name: "late", Period: period, Late: policy, Tick: func(r *Room[int], tk *Tick[int]) {
+	r := newRoomT(t, s, Config[int]{Name: "late", Period: period, Late: policy, Tick: func(r *Room[int], tk *Tick[int]) {
 		st := tk.Stats()
 		mu.Lock()
 		ticks = append(ticks, lateTick{tk.N, tk.Late, st.Skipped, st.CaughtUp})
@@ -277,15 +268,15 @@ func spinFor(d time.Duration) {
 func TestRoomOverrunLoggedOnceWithStack(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	s, _ := startServer(t, Config{Logger: log, StallThreshold: 20 * time.Millisecond}, nil)
-	r := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Tick: roomHeavyTick})
+	s, _ := startServer(t, loop.Config{Logger: log, StallThreshold: 20 * time.Millisecond}, nil)
+	r := newRoomT(t, s, Config[int]{Name: "heavy", Period: 20 * time.Millisecond, Tick: roomHeavyTick})
 	require.Eventually(t, func() bool { return roomStats(t, s, r).Ticks >= 5 }, 10*time.Second, 5*time.Millisecond)
 	st := roomStats(t, s, r)
 	assert.EqualValues(t, 3, st.Overruns)
 	r.Stop()
 	<-r.Done()
 	out := logs.String()
-	assert.Equal(t, 1, strings.Count(out, "room tick overran its budget"), "one overrun line for three overruns:\n%s", out)
+	assert.Equal(t, 1, strings.Count(out, "room: tick overran its budget"), "one overrun line for three overruns:\n%s", out)
 	assert.Contains(t, out, "room=heavy")
 	assert.Contains(t, out, "tick=1 ")
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "a task is holding the loop") },
@@ -301,8 +292,8 @@ func TestRoomOverrunLoggedOnceWithStack(t *testing.T) {
 // call through offload) past its budget holds the loop for microseconds: its duration is
 // its on-loop time, under budget, and its wall time, parks included, is a figure of its own.
 func TestRoomTickParksAreNotOverruns(t *testing.T) {
-	s, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) { s.HandleStats("/debug/baton") })
-	r := newRoomT(t, s, RoomConfig[int]{Name: "parker", Period: 30 * time.Millisecond, Budget: 5 * time.Millisecond,
+	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { s.HandleStats("/debug/baton") })
+	r := newRoomT(t, s, Config[int]{Name: "parker", Period: 30 * time.Millisecond, Budget: 5 * time.Millisecond,
 		Tick: func(_ *Room[int], tk *Tick[int]) { _ = tk.Task.Sleep(12 * time.Millisecond) }})
 	require.Eventually(t, func() bool { return roomStats(t, s, r).Ticks >= 5 }, 10*time.Second, 5*time.Millisecond)
 	st := roomStats(t, s, r)
@@ -313,7 +304,7 @@ func TestRoomTickParksAreNotOverruns(t *testing.T) {
 	assert.GreaterOrEqual(t, st.TickWall.Max, 12*time.Millisecond, "wall time includes the park")
 	assert.GreaterOrEqual(t, st.TickWall.Sum, 12*time.Millisecond*time.Duration(st.TickWall.Count))
 	assert.Equal(t, st.Ticks, st.TickWall.Count)
-	resp, body := dial(t, addr).get("/debug/baton/rooms")
+	resp, body := looptest.Dial(t, addr).Get("/debug/baton/rooms")
 	require.Equal(t, 200, resp.StatusCode)
 	var doc struct {
 		Rooms []struct {
@@ -352,7 +343,7 @@ type roomPageRow struct {
 
 func getRooms(t *testing.T, addr, query string) roomsPageDoc {
 	t.Helper()
-	resp, body := dial(t, addr).get("/debug/baton/rooms" + query)
+	resp, body := looptest.Dial(t, addr).Get("/debug/baton/rooms" + query)
 	require.Equal(t, 200, resp.StatusCode, body)
 	var doc roomsPageDoc
 	require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
@@ -360,13 +351,13 @@ func getRooms(t *testing.T, addr, query string) roomsPageDoc {
 }
 
 func TestRoomsPageNamesHeavyRoom(t *testing.T) {
-	s, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) { s.HandleStats("/debug/baton") })
-	heavy := newRoomT(t, s, RoomConfig[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
+	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { s.HandleStats("/debug/baton") })
+	heavy := newRoomT(t, s, Config[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
 		Tick: func(*Room[int], *Tick[int]) { spinFor(8 * time.Millisecond) }})
 	for i := range 3 {
 		// A budget of 18 ms: an empty tick overruns only if the OS takes the loop's thread
 		// away for that long in the middle of it.
-		newRoomT(t, s, RoomConfig[int]{Name: fmt.Sprint("light", i), Period: 20 * time.Millisecond, Budget: 18 * time.Millisecond,
+		newRoomT(t, s, Config[int]{Name: fmt.Sprint("light", i), Period: 20 * time.Millisecond, Budget: 18 * time.Millisecond,
 			Tick: func(*Room[int], *Tick[int]) {}})
 	}
 	var doc roomsPageDoc
@@ -393,11 +384,11 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	require.NotNil(t, top.Other)
 	assert.Equal(t, 3, top.Other.Rooms)
 	assert.LessOrEqual(t, top.Other.Overruns, uint64(3))
-	resp, text := dial(t, addr).get("/debug/baton/rooms?format=text&top=1")
+	resp, text := looptest.Dial(t, addr).Get("/debug/baton/rooms?format=text&top=1")
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, text, "heavy")
 	assert.Contains(t, text, "(other: 3 rooms)")
-	resp, _ = dial(t, addr).get("/debug/baton/rooms?top=x")
+	resp, _ = looptest.Dial(t, addr).Get("/debug/baton/rooms?top=x")
 	assert.Equal(t, 400, resp.StatusCode)
 	// The same page on the admin handler.
 	admin := httptest.NewServer(s.StatsHandler())
@@ -414,18 +405,18 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	assert.Equal(t, 400, hr.StatusCode)
 
 	// A stopped room stays listed as stopped, then its slot is freed.
-	inLoop(t, s, func() { s.rooms.retain = 50 * time.Millisecond })
+	looptest.OnLoop(t, s.Loop(0), func() { tableOf(s.Loop(0)).retain = 50 * time.Millisecond })
 	heavy.Stop()
 	<-heavy.Done()
 	require.Eventually(t, func() bool { return getRooms(t, addr, "").Total == 3 }, 10*time.Second, 20*time.Millisecond)
 }
 
 func TestRoomInputQueue(t *testing.T) {
-	s, addr := startServer(t, Config{}, func(s *Server) {})
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {})
 	gate := make(chan struct{})
 	var got []int
 	var mu sync.Mutex
-	drop := newRoomT(t, s, RoomConfig[int]{Name: "drop", Period: 10 * time.Millisecond, InputQueue: 4,
+	drop := newRoomT(t, s, Config[int]{Name: "drop", Period: 10 * time.Millisecond, InputQueue: 4,
 		Tick: func(r *Room[int], tk *Tick[int]) {
 			select {
 			case <-gate:
@@ -461,7 +452,7 @@ func TestRoomInputQueue(t *testing.T) {
 	assert.NoError(t, drop.Input(42), "the drained queue has room again")
 
 	// RefuseInput over the wire: the handler answers 429 with Retry-After.
-	refuse := newRoomT(t, s, RoomConfig[string]{Name: "refuse", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
+	refuse := newRoomT(t, s, Config[string]{Name: "refuse", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
 		Tick: func(*Room[string], *Tick[string]) {}})
 	require.NoError(t, refuse.Input("first"))
 	require.ErrorIs(t, refuse.Input("second"), ErrInputFull)
@@ -474,15 +465,15 @@ func TestRoomInputQueue(t *testing.T) {
 
 func TestRoomInputRefusedOverTheWire(t *testing.T) {
 	var room atomic.Pointer[Room[string]]
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("POST /input", func(c *Ctx) {
-			if c.RoomError(room.Load().Input(string(c.Body()))) {
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("POST /input", func(c *loop.Ctx) {
+			if Error(c, room.Load().Input(string(c.Body()))) {
 				return
 			}
 			c.String(200, "ok\n")
 		})
 		require.NoError(t, s.Post(func() {
-			r, err := NewRoom(s, RoomConfig[string]{Name: "wire", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
+			r, err := New(s.Loop(0), Config[string]{Name: "wire", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
 				Tick: func(*Room[string], *Tick[string]) {}})
 			if err == nil {
 				room.Store(r)
@@ -490,10 +481,10 @@ func TestRoomInputRefusedOverTheWire(t *testing.T) {
 		}))
 	})
 	require.Eventually(t, func() bool { return room.Load() != nil }, 5*time.Second, time.Millisecond)
-	c := dial(t, addr)
+	c := looptest.Dial(t, addr)
 	post := func() (int, string) {
-		c.send("POST /input HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
-		resp, _ := c.read("POST")
+		c.Send("POST /input HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+		resp, _ := c.Read("POST")
 		return resp.StatusCode, resp.Header.Get("Retry-After")
 	}
 	code, _ := post()
@@ -506,30 +497,30 @@ func TestRoomInputRefusedOverTheWire(t *testing.T) {
 func TestRoomStopRunsMemberDefers(t *testing.T) {
 	var room atomic.Pointer[Room[int]]
 	handlerDone := make(chan error, 1)
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /join", func(c *Ctx) {
-			if err := room.Load().Attach(&c.Task); c.RoomError(err) {
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /join", func(c *loop.Ctx) {
+			if err := room.Load().Attach(&c.Task); Error(c, err) {
 				return
 			}
 			defer func() { handlerDone <- c.Err() }()
 			_ = c.Sleep(time.Hour) // a connection held open: returns when the room stops
 		})
 	})
-	r := newRoomT(t, s, RoomConfig[int]{Name: "match", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {}})
+	r := newRoomT(t, s, Config[int]{Name: "match", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {}})
 	room.Store(r)
 	taskDone := make(chan error, 1)
-	var h *TaskHandle
-	inLoop(t, s, func() {
-		h = r.Go("save", func(t *Task) {
+	var h *loop.TaskHandle
+	looptest.OnLoop(t, s.Loop(0), func() {
+		h = r.Go("save", func(t *loop.Task) {
 			defer func() { taskDone <- t.Err() }()
 			_ = t.Sleep(time.Hour)
 		})
 	})
-	c := dial(t, addr)
-	c.send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
+	c := looptest.Dial(t, addr)
+	c.Send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
 	require.Eventually(t, func() bool {
 		var n int
-		inLoop(t, s, func() { n = r.Members() })
+		looptest.OnLoop(t, s.Loop(0), func() { n = r.Members() })
 		return n == 2
 	}, 5*time.Second, time.Millisecond)
 	assert.Equal(t, 2, roomStats(t, s, r).Members)
@@ -553,22 +544,22 @@ func TestRoomStopRunsMemberDefers(t *testing.T) {
 		t.Fatal("room not done")
 	}
 	var err, err2 error
-	inLoop(t, s, func() {
-		err = r.Attach(&Task{})
+	looptest.OnLoop(t, s.Loop(0), func() {
+		err = r.Attach(&loop.Task{})
 		assert.Equal(t, 0, r.Members())
-		r2, _ := NewRoom(s, RoomConfig[int]{Name: "other", Period: time.Hour, Tick: func(*Room[int], *Tick[int]) {}})
-		err2 = r2.Attach(&Task{})
+		r2, _ := New(s.Loop(0), Config[int]{Name: "other", Period: time.Hour, Tick: func(*Room[int], *Tick[int]) {}})
+		err2 = r2.Attach(&loop.Task{})
 		r2.Stop()
 	})
 	assert.ErrorIs(t, err, ErrRoomStopped)
 	assert.ErrorContains(t, err2, "not running")
-	_, body := c.read("GET") // the handler returned without writing: the server answered for it
+	_, body := c.Read("GET") // the handler returned without writing: the server answered for it
 	_ = body
 }
 
 func TestRoomPanicKeepsTicking(t *testing.T) {
-	s, _ := startServer(t, Config{}, nil)
-	r := newRoomT(t, s, RoomConfig[int]{Name: "oops", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
+	s, _ := startServer(t, loop.Config{}, nil)
+	r := newRoomT(t, s, Config[int]{Name: "oops", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
 		if tk.N == 1 {
 			panic("boom")
 		}
@@ -579,17 +570,17 @@ func TestRoomPanicKeepsTicking(t *testing.T) {
 }
 
 func TestRoomDrain(t *testing.T) {
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	errc := serveInBackground(t, s)
 	tick := func(*Room[int], *Tick[int]) {}
 	var gotDeadline time.Time
 	var newDuringDrain error
 	saved := make(chan struct{})
-	newRoomT(t, s, RoomConfig[int]{Name: "saver", Period: 10 * time.Millisecond, Tick: tick,
+	newRoomT(t, s, Config[int]{Name: "saver", Period: 10 * time.Millisecond, Tick: tick,
 		OnDrain: func(r *Room[int], deadline time.Time) {
 			gotDeadline = deadline
-			_, newDuringDrain = NewRoom(s, RoomConfig[int]{Name: "late", Period: time.Second, Tick: tick})
-			r.Go("save", func(t *Task) {
+			_, newDuringDrain = New(s.Loop(0), Config[int]{Name: "late", Period: time.Second, Tick: tick})
+			r.Go("save", func(t *loop.Task) {
 				defer r.Stop()
 				// Saving the game, off the loop: the drain waits for it.
 				_, err := offload.Do(t, func(ctx context.Context) (int, error) {
@@ -601,16 +592,17 @@ func TestRoomDrain(t *testing.T) {
 				}
 			})
 		}})
-	newRoomT(t, s, RoomConfig[int]{Name: "plain", Period: 10 * time.Millisecond, Tick: tick})
-	stubborn := newRoomT(t, s, RoomConfig[int]{Name: "stubborn", Period: 10 * time.Millisecond, Tick: tick,
+	newRoomT(t, s, Config[int]{Name: "plain", Period: 10 * time.Millisecond, Tick: tick})
+	stubborn := newRoomT(t, s, Config[int]{Name: "stubborn", Period: 10 * time.Millisecond, Tick: tick,
 		OnDrain: func(*Room[int], time.Time) {}})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	want, _ := ctx.Deadline()
 	err := s.Shutdown(ctx)
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "the stubborn room holds the drain until the deadline")
-	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.ErrorIs(t, <-errc, loop.ErrServerClosed)
 	rep := s.DrainReport()
+	ended, forced := Drained(s)
 	assert.True(t, gotDeadline.Equal(want), "OnDrain got %v, want the Shutdown deadline %v", gotDeadline, want)
 	assert.ErrorIs(t, newDuringDrain, ErrDraining)
 	select {
@@ -618,34 +610,35 @@ func TestRoomDrain(t *testing.T) {
 	default:
 		t.Fatal("the save task did not finish")
 	}
-	assert.Equal(t, 2, rep.RoomsEnded, "saver and plain ended")
-	assert.Equal(t, 1, rep.RoomsForced, "stubborn was forced")
+	assert.Equal(t, 2, ended, "saver and plain ended")
+	assert.Equal(t, 1, forced, "stubborn was forced")
 	assert.True(t, rep.DeadlineReached)
 	<-stubborn.Done()
 }
 
 func TestRoomDrainCompletesWhenRoomsEnd(t *testing.T) {
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	errc := serveInBackground(t, s)
-	newRoomT(t, s, RoomConfig[int]{Name: "quick", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {},
+	newRoomT(t, s, Config[int]{Name: "quick", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {},
 		OnDrain: func(r *Room[int], _ time.Time) { r.Stop() }})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
-	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.ErrorIs(t, <-errc, loop.ErrServerClosed)
 	rep := s.DrainReport()
-	assert.Equal(t, 1, rep.RoomsEnded)
-	assert.Equal(t, 0, rep.RoomsForced)
+	ended, forced := Drained(s)
+	assert.Equal(t, 1, ended)
+	assert.Equal(t, 0, forced)
 	assert.False(t, rep.DeadlineReached)
-	_, err := NewRoom(s, RoomConfig[int]{Name: "after", Period: time.Second, Tick: func(*Room[int], *Tick[int]) {}})
-	assert.ErrorIs(t, err, ErrServerClosed)
+	_, err := New(s.Loop(0), Config[int]{Name: "after", Period: time.Second, Tick: func(*Room[int], *Tick[int]) {}})
+	assert.ErrorIs(t, err, loop.ErrServerClosed)
 }
 
 func TestRoomMultiThreadMode(t *testing.T) {
 	var room atomic.Pointer[Room[int]]
 	handlerDone := make(chan error, 1)
-	s, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {
-		s.Handle("GET /join", func(c *Ctx) {
+	s, addr := startServer(t, loop.Config{MultiThread: true}, func(s *loop.Server) {
+		s.Handle("GET /join", func(c *loop.Ctx) {
 			// Input is safe from any goroutine; Attach is loop-confined: posted.
 			_ = room.Load().Input(1)
 			_ = s.Post(func() { _ = room.Load().Attach(&c.Task) })
@@ -654,15 +647,15 @@ func TestRoomMultiThreadMode(t *testing.T) {
 		})
 	})
 	var ticks, inputs atomic.Int64
-	r := newRoomT(t, s, RoomConfig[int]{Name: "mt", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
+	r := newRoomT(t, s, Config[int]{Name: "mt", Period: 5 * time.Millisecond, Tick: func(r *Room[int], tk *Tick[int]) {
 		tk.DrainInputs(func(int) { inputs.Add(1) })
 		ticks.Add(1)
 	}})
 	room.Store(r)
-	dial(t, addr).send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
+	looptest.Dial(t, addr).Send("GET /join HTTP/1.1\r\nHost: t\r\n\r\n")
 	require.Eventually(t, func() bool {
 		var n int
-		inLoop(t, s, func() { n = r.Members() })
+		looptest.OnLoop(t, s.Loop(0), func() { n = r.Members() })
 		return n == 1 && inputs.Load() == 1 && ticks.Load() > 2
 	}, 5*time.Second, time.Millisecond)
 	r.Stop()
@@ -680,18 +673,18 @@ func TestRoomMultiThreadMode(t *testing.T) {
 }
 
 func TestRoomErrorAnswers(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /e/{which}", func(c *Ctx) {
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /e/{which}", func(c *loop.Ctx) {
 			errs := map[string]error{"drain": ErrDraining, "full": ErrInputFull, "stopped": ErrRoomStopped,
 				"other": errors.New("x"), "nil": nil}
-			if !c.RoomError(errs[c.PathValue("which")]) {
+			if !Error(c, errs[c.PathValue("which")]) {
 				c.String(200, "handler\n")
 			}
 		})
 	})
-	c := dial(t, addr)
+	c := looptest.Dial(t, addr)
 	for path, want := range map[string]int{"drain": 503, "full": 429, "stopped": 410, "other": 200, "nil": 200} {
-		resp, _ := c.get("/e/" + path)
+		resp, _ := c.Get("/e/" + path)
 		assert.Equal(t, want, resp.StatusCode, path)
 		if want == 503 || want == 429 {
 			assert.NotEmpty(t, resp.Header.Get("Retry-After"), path)
@@ -705,9 +698,9 @@ func TestRoomErrorAnswers(t *testing.T) {
 func TestRoomWebSocketMember(t *testing.T) {
 	var room atomic.Pointer[Room[string]]
 	handlerDone := make(chan error, 1)
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /play", func(c *Ctx) {
-			ws, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /play", func(c *loop.Ctx) {
+			ws, err := c.Upgrade(loop.UpgradeOptions{})
 			if err != nil {
 				return
 			}
@@ -726,7 +719,7 @@ func TestRoomWebSocketMember(t *testing.T) {
 		})
 	})
 	got := make(chan string, 10)
-	r := newRoomT(t, s, RoomConfig[string]{Name: "ws", Period: 5 * time.Millisecond,
+	r := newRoomT(t, s, Config[string]{Name: "ws", Period: 5 * time.Millisecond,
 		Tick: func(r *Room[string], tk *Tick[string]) { tk.DrainInputs(func(m string) { got <- m }) }})
 	room.Store(r)
 	conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play", nil)
@@ -747,4 +740,23 @@ func TestRoomWebSocketMember(t *testing.T) {
 		t.Fatal("the connection's handler did not end")
 	}
 	<-r.Done()
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use: a log written by the loop, read by
+// the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -1,56 +1,67 @@
-package loop
+// Package room runs game rooms on baton's loop: a tick function against absolute deadlines
+// with a budget and a late-tick policy, a bounded queue of player inputs, member tasks whose
+// loop time counts to the room, figures of its own (the stats section "rooms": the page
+// /debug/baton/rooms, Snapshot.Sections["rooms"], the dashboard's rooms panel), and a
+// drain that lets each room save and tell its players before the server stops.
+//
+// A Room lives on one loop: its tick, its members and the loop's room table are
+// loop-confined and need no lock; Input, Stop, Done and Name may be called from any
+// goroutine. The package is a client of package loop's exported API only: tasks
+// (Loop.Start, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
+// (Server.OnDrain, Server.HoldDrain) and the stats registry (Server.AddStats).
+// docs/rooms.md describes rooms in full.
+package room
 
 import (
 	"errors"
 	"fmt"
 	"iter"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/internal/scheduler"
+	"github.com/batonrt/baton/loop"
 )
 
 // Room errors.
 var (
-	// ErrDraining is returned by NewRoom once Shutdown has begun: a handler answers 503
-	// with Retry-After (Ctx.RoomError does) so the client goes to another instance.
-	ErrDraining = errors.New("loop: server is draining")
+	// ErrDraining is returned by New once Shutdown has begun: a handler answers 503
+	// with Retry-After (Error does) so the client goes to another instance.
+	ErrDraining = errors.New("room: server is draining")
 	// ErrInputFull is returned by Room.Input when the room's input queue is full and its
-	// policy is RefuseInput: a handler answers 429 with Retry-After (Ctx.RoomError does).
-	ErrInputFull = errors.New("loop: room input queue full")
+	// policy is RefuseInput: a handler answers 429 with Retry-After (Error does).
+	ErrInputFull = errors.New("room: input queue full")
 	// ErrInputDropped is returned by Room.Input when the room's input queue is full and
 	// its policy is DropInput: the input was dropped and counted. A handler usually
 	// ignores it (the client's next input supersedes this one).
-	ErrInputDropped = errors.New("loop: room input dropped: queue full")
+	ErrInputDropped = errors.New("room: input dropped: queue full")
 	// ErrRoomStopped is returned by Room methods once the room was stopped, and is the
 	// cancellation cause of its tasks (their parks return it, their Context is cancelled
 	// with it).
-	ErrRoomStopped = errors.New("loop: room stopped")
+	ErrRoomStopped = errors.New("room: stopped")
 )
 
-// Room defaults.
+// Defaults.
 const (
-	// DefaultRoomInputQueue is RoomConfig.InputQueue when zero: at 20 Hz, 256 inputs per
+	// DefaultInputQueue is Config.InputQueue when zero: at 20 Hz, 256 inputs per
 	// tick is 64 players sending 4 inputs each between two ticks, far more than a room
 	// receives, yet a flood stops at a few KiB of queued inputs.
-	DefaultRoomInputQueue = 256
+	DefaultInputQueue = 256
 
-	// roomOverrunLogEvery rate-limits a room's overrun log lines: the first overrun is
+	// overrunLogEvery rate-limits a room's overrun log lines: the first overrun is
 	// logged, then at most one line per room per this interval (with the number of
 	// overruns not logged); every overrun is counted.
-	roomOverrunLogEvery = 10 * time.Second
+	overrunLogEvery = 10 * time.Second
 
-	// roomRetain is how long a stopped room's figures stay on the rooms page (marked
+	// retainStopped is how long a stopped room's figures stay on the rooms page (marked
 	// stopped) before its slot is freed: the longest loop-share window, so a room that
 	// stopped after hogging the loop is still there to be named.
-	roomRetain = time.Minute
+	retainStopped = time.Minute
 
-	// roomDrainRetryAfter is the Retry-After of a 503 refusing a room while draining: the
+	// drainRetryAfter is the Retry-After of a 503 refusing a room while draining: the
 	// server will not come back, so the client should try another instance soon.
-	roomDrainRetryAfter = 1
+	drainRetryAfter = 1
 )
 
 // LatePolicy says what a room does with tick deadlines that passed while a tick (or
@@ -88,15 +99,15 @@ const (
 	RefuseInput
 )
 
-// RoomConfig configures a room. Name, Period and Tick are required.
-type RoomConfig[I any] struct {
+// Config configures a room. Name, Period and Tick are required.
+type Config[I any] struct {
 	// Name names the room on the rooms page; its tick task is named "room:<Name>" on the
 	// tasks page, in the stall log and in CPU accounting.
 	Name string
 	// Period is the time between tick deadlines (50 ms for 20 Hz).
 	Period time.Duration
-	// FirstTick is how long after NewRoom the first tick is due; zero means one Period.
-	// Tick N is due FirstTick + (N-1)·Period after NewRoom. Rooms made together (a server
+	// FirstTick is how long after New the first tick is due; zero means one Period.
+	// Tick N is due FirstTick + (N-1)·Period after New. Rooms made together (a server
 	// restoring its rooms at start) tick together unless their FirstTicks spread them over
 	// the period, and a loop whose ticks come due in bunches makes the last of each bunch
 	// late (docs/rooms.md, "Spreading rooms").
@@ -111,7 +122,7 @@ type RoomConfig[I any] struct {
 	// Period/2, leaving the other half of each period to the rest of the loop.
 	Budget time.Duration
 	// InputQueue bounds the inputs waiting for the next tick; zero means
-	// DefaultRoomInputQueue.
+	// DefaultInputQueue.
 	InputQueue int
 	// InputFull says what Input does when the queue is full: DropInput (the zero value)
 	// or RefuseInput.
@@ -125,24 +136,24 @@ type RoomConfig[I any] struct {
 }
 
 // Validate reports the first invalid field, naming it. Any goroutine.
-func (c RoomConfig[I]) Validate() error {
+func (c Config[I]) Validate() error {
 	switch {
 	case c.Name == "":
-		return errors.New("loop: RoomConfig.Name is empty")
+		return errors.New("room: Config.Name is empty")
 	case c.Period <= 0:
-		return fmt.Errorf("loop: RoomConfig.Period (%v) must be positive", c.Period)
+		return fmt.Errorf("room: Config.Period (%v) must be positive", c.Period)
 	case c.Tick == nil:
-		return errors.New("loop: RoomConfig.Tick is nil")
+		return errors.New("room: Config.Tick is nil")
 	case c.Late.catchUp < 0:
-		return fmt.Errorf("loop: RoomConfig.Late: CatchUp(%d) must catch up at least 1 tick", c.Late.catchUp)
+		return fmt.Errorf("room: Config.Late: CatchUp(%d) must catch up at least 1 tick", c.Late.catchUp)
 	case c.FirstTick < 0:
-		return fmt.Errorf("loop: RoomConfig.FirstTick (%v) must not be negative", c.FirstTick)
+		return fmt.Errorf("room: Config.FirstTick (%v) must not be negative", c.FirstTick)
 	case c.Budget < 0:
-		return fmt.Errorf("loop: RoomConfig.Budget (%v) must not be negative", c.Budget)
+		return fmt.Errorf("room: Config.Budget (%v) must not be negative", c.Budget)
 	case c.InputQueue < 0:
-		return fmt.Errorf("loop: RoomConfig.InputQueue (%d) must not be negative", c.InputQueue)
+		return fmt.Errorf("room: Config.InputQueue (%d) must not be negative", c.InputQueue)
 	case c.InputFull != DropInput && c.InputFull != RefuseInput:
-		return fmt.Errorf("loop: RoomConfig.InputFull (%d) is not DropInput or RefuseInput", c.InputFull)
+		return fmt.Errorf("room: Config.InputFull (%d) is not DropInput or RefuseInput", c.InputFull)
 	}
 	return nil
 }
@@ -151,7 +162,7 @@ func (c RoomConfig[I]) Validate() error {
 // room reuses it: do not keep it past the tick.
 type Tick[I any] struct {
 	// N is the tick's deadline number: the deadline is the room's start +
-	// RoomConfig.FirstTick + (N-1)·Period. It starts at 1; deadlines skipped by the late
+	// Config.FirstTick + (N-1)·Period. It starts at 1; deadlines skipped by the late
 	// policy leave gaps, so (N-1)·Period is the game time since the first tick.
 	N uint64
 	// DT is the time since the previous tick started (since the room started, for the
@@ -162,7 +173,7 @@ type Tick[I any] struct {
 	// Late is how long after Deadline the tick started.
 	Late time.Duration
 	// Task is the room's tick task: park it (Sleep, offload calls) or pass its Context.
-	Task *Task
+	Task *loop.Task
 
 	room *Room[I]
 }
@@ -179,13 +190,13 @@ func (t *Tick[I]) Inputs() iter.Seq[I] {
 	return func(yield func(I) bool) { t.room.drainSeq(yield) }
 }
 
-// Stats returns the room's figures so far (see RoomStats). The tick's task only.
-func (t *Tick[I]) Stats() RoomStats { return t.room.Stats() }
+// Stats returns the room's figures so far (see Stats). The tick's task only.
+func (t *Tick[I]) Stats() Stats { return t.room.Stats() }
 
-// RoomStats is a room's figures: ticks, overruns, skipped and caught-up ticks, tick
+// Stats is a room's figures: ticks, overruns, skipped and caught-up ticks, tick
 // duration and lateness percentiles, loop share, inputs and members. docs/rooms.md says
 // what each means.
-type RoomStats = accounting.RoomSnapshot
+type Stats = accounting.RoomSnapshot
 
 // Room is a game session: a tick function run against absolute deadlines on the loop, a
 // bounded queue of player inputs it drains, and the member tasks (request handlers,
@@ -193,28 +204,29 @@ type RoomStats = accounting.RoomSnapshot
 // to the room, and Stop cancels them. Rooms always run on the loop, in both modes.
 //
 // Methods say on which goroutine they may be called: Input, Stop, Done and Name from any;
-// the others on the loop (from a loop-mode handler, a task, a tick, or a function passed
-// to Server.Post; in multi-thread mode handlers run off the loop, so use Post).
+// the others on the room's loop (a loop-mode handler, a task, a tick, or a function passed
+// to the loop's Post; in multi-thread mode handlers run off the loop, so use Post).
 type Room[I any] struct {
 	// First, with the core's first fields: what every tick touches, in as few cache lines
 	// as possible (a thousand rooms' state is out of cache by a room's next tick).
-	tick   Tick[I]
-	tickFn func(r *Room[I], t *Tick[I])
-	in     []I // queued inputs; guarded by core.inMu
-	out    []I // inputs being drained; the tick's
-	core   roomCore
-	cfg    RoomConfig[I]
+	tick     Tick[I]
+	tickFn   func(r *Room[I], t *Tick[I])
+	tickCall func() // calls tickFn with the room and its tick: made once, run under Contain
+	in       []I    // queued inputs; guarded by core.inMu
+	out      []I    // inputs being drained; the tick's
+	core     core
+	cfg      Config[I]
 }
 
-// roomCore is the part of a room that does not depend on its input type: what the server's
-// room table, the drain and the member tasks see.
-type roomCore struct {
+// core is the part of a room that does not depend on its input type: what the loop's room
+// table, the drain and the member tasks see.
+type core struct {
 	// Touched by every tick first.
-	srv        *Server
+	tbl        *table
 	period     int64
 	catchUp    int
 	lastOnLoop time.Duration
-	tickTask   *Task // nil once ended
+	tickTask   *loop.Task // nil once ended
 	members    []member
 
 	inMu                     sync.Mutex
@@ -229,11 +241,12 @@ type roomCore struct {
 	name     string
 	taskName string // "room:" + name
 	budget   time.Duration
-	slot     int  // index in roomTable.all
+	slot     int  // index in table.all
 	stopping bool // Stop arrived (or the drain stopped it)
 	ended    bool
 	endedAt  int64
 	onDrain  func(deadline time.Time)
+	release  func() // the room's hold on the loop's drain (Server.HoldDrain)
 
 	nextLog    int64
 	suppressed uint64
@@ -245,41 +258,45 @@ type roomCore struct {
 
 // member is a task that belongs to a room.
 type member struct {
-	t    *Task
-	id   uint64        // its task id when attached: a pooled Task is another task later
-	last time.Duration // its loop time already charged to the room
+	t      *loop.Task
+	cancel func()        // removes the OnEnd hook that detaches it
+	last   time.Duration // its loop time already charged to the room
 }
 
-// NewRoom starts a room on s: its first tick is RoomConfig.FirstTick (by default one
-// Period) from now. It returns an error naming the invalid RoomConfig field, ErrDraining
-// once Shutdown has begun (answer 503: Ctx.RoomError), or ErrServerClosed after the
-// server stopped. Loop-confined: call it from a handler (loop mode), a task, a tick or a
-// function passed to Server.Post (also before ListenAndServe: the function runs once the
-// server is ready). With Config.Shards > 1 the room runs on the shard of s: in a handler
-// pass c.Server() (the handler's shard), or srv.Loop(i).Server() from a function posted
-// to shard i.
-func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
+// New starts a room on loop l: its first tick is Config.FirstTick (by default one Period)
+// from now. It returns an error naming the invalid Config field, ErrNotOnLoop when called
+// from a goroutine that is not l's, ErrDraining once Shutdown has begun (answer 503:
+// Error), or loop.ErrServerClosed after the server stopped. Loop-confined: call it on l,
+// from a handler (loop mode), a task, a tick or a function passed to l.Post (also before
+// ListenAndServe: the function runs once the server is ready). In a handler pass c.Loop()
+// (the handler's loop); srv.LoopFor(id) names a room's home loop, reached with its Post.
+func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch st := s.life.load(); {
-	case st >= stateStopping:
-		return nil, ErrServerClosed
-	case st >= stateDraining:
+	switch l.Phase() {
+	case "stopped":
+		return nil, loop.ErrServerClosed
+	case "draining":
 		return nil, ErrDraining
+	}
+	if !l.OnLoop() {
+		return nil, ErrNotOnLoop
 	}
 	if cfg.Budget == 0 {
 		cfg.Budget = cfg.Period / 2
 	}
 	if cfg.InputQueue == 0 {
-		cfg.InputQueue = DefaultRoomInputQueue
+		cfg.InputQueue = DefaultInputQueue
 	}
+	tbl := tableOf(l)
 	r := &Room[I]{cfg: cfg, tickFn: cfg.Tick}
 	r.tick.room = r
+	r.tickCall = func() { r.tickFn(r, &r.tick) }
 	c := &r.core
-	now := s.nanotime()
-	*c = roomCore{
-		srv: s, name: cfg.Name, taskName: "room:" + cfg.Name, period: int64(cfg.Period), budget: cfg.Budget,
+	now := tbl.now()
+	*c = core{
+		tbl: tbl, name: cfg.Name, taskName: "room:" + cfg.Name, period: int64(cfg.Period), budget: cfg.Budget,
 		catchUp: cfg.Late.catchUp,
 		done:    make(chan struct{}), inputCap: cfg.InputQueue, refuse: cfg.InputFull == RefuseInput,
 	}
@@ -287,19 +304,33 @@ func NewRoom[I any](s *Server, cfg RoomConfig[I]) (*Room[I], error) {
 	if cfg.OnDrain != nil {
 		c.onDrain = func(deadline time.Time) { cfg.OnDrain(r, deadline) }
 	}
-	s.rooms.add(c, now)
+	tbl.add(c, now)
+	c.release = l.Server().HoldDrain() // the drain waits for the room to end
 	first := cfg.FirstTick
 	if first == 0 {
 		first = cfg.Period
 	}
-	bt := s.spawnOnLoop(c.taskName, func(bt *Task) { r.run(bt, now, now+int64(first)) })
-	bt.room = c // the tick task is not a member, but its end ends the room
+	h := l.Start(c.taskName, func(bt *loop.Task) { r.run(bt, now, now+int64(first)) })
+	bt := h.Task()
+	if bt == nil { // the loop is stopping: the task will not run
+		c.stopping = true
+		c.checkEnded()
+		return nil, loop.ErrServerClosed
+	}
 	c.tickTask = bt
+	bt.OnEnd(func() { c.tickEnded(bt) }) // the tick task is not a member, but its end ends the room
 	return r, nil
 }
 
+// ErrNotOnLoop is returned by New when called from a goroutine that is not the loop's: a
+// room's state is loop-confined, and making it elsewhere would race with the loop.
+var ErrNotOnLoop = errors.New("room: New called off the loop (call it from a task or a function posted to the loop)")
+
 // Name returns the room's name. Any goroutine.
 func (r *Room[I]) Name() string { return r.core.name }
+
+// Loop returns the loop the room runs on. Any goroutine.
+func (r *Room[I]) Loop() *loop.Loop { return r.core.tbl.l }
 
 // Done returns a channel closed once the room has ended: it was stopped (or the server
 // stopped) and its tick task and member tasks have all finished. Any goroutine.
@@ -316,7 +347,7 @@ func (r *Room[I]) Stop() {
 		c.inMu.Lock()
 		c.closed = true
 		c.inMu.Unlock()
-		if c.srv.Post(c.stopOnLoop) != nil {
+		if c.tbl.l.Post(c.stopOnLoop) != nil {
 			c.end() // the loop is gone, and the room with it
 		}
 	})
@@ -325,13 +356,13 @@ func (r *Room[I]) Stop() {
 // Members returns the number of member tasks (the tick task not included). Loop-confined.
 func (r *Room[I]) Members() int { return len(r.core.members) }
 
-// Stats returns the room's figures so far (see RoomStats). It computes percentiles over
-// two small histograms and shares over 60 one-second buckets (a few µs): read it when
-// the game needs it, not on every tick of a thousand rooms. Loop-confined.
-func (r *Room[I]) Stats() RoomStats {
+// Stats returns the room's figures so far (see Stats). It computes percentiles over two
+// small histograms and shares over 60 one-second buckets (a few µs): read it when the
+// game needs it, not on every tick of a thousand rooms. Loop-confined.
+func (r *Room[I]) Stats() Stats {
 	c := &r.core
 	c.sync()
-	return c.rec.Snapshot(c.srv.nanotime())
+	return c.rec.Snapshot(c.tbl.now())
 }
 
 // Input queues v for the room's next tick. It never parks. When the queue is full it
@@ -396,28 +427,21 @@ func (r *Room[I]) drainSeq(yield func(I) bool) {
 	}
 }
 
-// Go starts fn as a member task of the room, named "room:<room>/<name>": like Server.Go,
-// but its loop time counts to the room and Stop cancels it. Starting a task in a stopped
-// room returns a handle that is already done. Loop-confined.
-func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
+// Go starts fn as a member task of the room, named "room:<room>/<name>": like the loop's
+// Go, but its loop time counts to the room and Stop cancels it. In a stopped room fn does
+// not run and the handle is done within the loop turn. Loop-confined.
+func (r *Room[I]) Go(name string, fn func(t *loop.Task)) *loop.TaskHandle {
 	if fn == nil {
-		panic("loop: Room.Go(" + name + ", nil)")
+		panic("room: Room.Go(" + name + ", nil)")
 	}
 	c := &r.core
-	h := c.srv.newHandle(c.taskName + "/" + name)
 	if c.stopping || c.ended {
-		h.end()
-		return h
+		return c.tbl.l.Start(c.taskName+"/"+name, func(*loop.Task) {})
 	}
-	bt := c.srv.spawnOnLoop(h.name, func(bt *Task) {
-		defer func() {
-			h.run.bt = nil
-			h.end()
-		}()
-		fn(bt)
-	})
-	h.run.bt = bt
-	c.attach(bt)
+	h := c.tbl.l.Start(c.taskName+"/"+name, fn)
+	if bt := h.Task(); bt != nil {
+		c.attach(bt)
+	}
 	return h
 }
 
@@ -426,28 +450,23 @@ func (r *Room[I]) Go(name string, fn func(t *Task)) *TaskHandle {
 // upgrading handler's) or a background task's. A task belongs to one room at a time:
 // attaching it moves it. In a stopped room it returns ErrRoomStopped; a task that has
 // ended (or not started) is refused. Loop-confined: a multi-thread handler attaches its
-// task through Server.Post.
-func (r *Room[I]) Attach(t *Task) error {
+// task through the loop's Post.
+func (r *Room[I]) Attach(t *loop.Task) error {
 	c := &r.core
-	switch {
-	case c.stopping || c.ended:
+	if c.stopping || c.ended {
 		return ErrRoomStopped
-	case t.t == nil && t.g == nil:
-		return errors.New("loop: Room.Attach: the task is not running")
 	}
-	if t.room == c {
+	if prev := c.tbl.owner[t]; prev == c {
 		return nil
+	} else if prev != nil {
+		prev.detach(t)
 	}
-	if t.room != nil {
-		t.room.detach(t)
-	}
-	c.attach(t)
-	return nil
+	return c.attach(t)
 }
 
 // Detach ends t's membership: its loop time so far stays counted. Loop-confined.
-func (r *Room[I]) Detach(t *Task) {
-	if t.room == &r.core {
+func (r *Room[I]) Detach(t *loop.Task) {
+	if r.core.tbl.owner[t] == &r.core {
 		r.core.detach(t)
 	}
 }
@@ -455,9 +474,9 @@ func (r *Room[I]) Detach(t *Task) {
 // run is the body of the room's tick task, for a room started at start (a clock reading):
 // ticks against absolute deadlines first + (N-1)·Period, with the late policy deciding
 // about deadlines that passed during a tick.
-func (r *Room[I]) run(bt *Task, start, first int64) {
+func (r *Room[I]) run(bt *loop.Task, start, first int64) {
 	c := &r.core
-	s := c.srv
+	tbl := c.tbl
 	defer r.takeInputs() // the queue's memory goes with the room
 	r.tick.Task = bt
 	next, n, prev := first, uint64(1), start
@@ -465,37 +484,39 @@ func (r *Room[I]) run(bt *Task, start, first int64) {
 	end := start // the clock at the end of the previous tick: one reading serves both
 	for {
 		if next > end {
-			if err := bt.t.Sleep(time.Duration(next - end)); err != nil || bt.err != nil {
+			if err := bt.Sleep(time.Duration(next - end)); err != nil {
 				return
 			}
-		} else if bt.err != nil {
+		} else if bt.Err() != nil {
 			return
 		}
-		began := s.nanotime()
+		began := tbl.now()
 		c.chargeTick(bt, began)
 		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
-		r.tick.Deadline = s.timeAt(next)
+		r.tick.Deadline = tbl.timeAt(next)
 		var off0 time.Duration
-		if s.acct.on {
-			_, q, p := bt.t.Totals()
+		if tbl.acct {
+			_, q, p := bt.Totals()
 			off0 = q + p
 		}
-		r.runTick()
-		end = s.nanotime()
+		if bt.Contain(r.tickCall) {
+			c.rec.Panicked() // logged and counted by the loop; the room goes on
+		}
+		end = tbl.now()
 		wall := time.Duration(end - began)
 		dur := wall // without per-task figures a tick's on-loop time is its wall time
-		if s.acct.on {
+		if tbl.acct {
 			// Its slices only: a tick that parks (offload, Sleep, a Future) holds the loop
 			// for less than its wall time, and the budget is about holding the loop. Both
 			// readings are taken inside a slice, so the parks and queue waits between them
 			// are complete in the task's totals: they are the tick's time off the loop.
-			_, q, p := bt.t.Totals()
+			_, q, p := bt.Totals()
 			dur = min(max(wall-(q+p-off0), 0), wall)
 		}
 		if c.rec.Tick(r.tick.Late, dur, wall) {
 			c.overrun(n, dur, wall, end)
 		}
-		if !s.acct.on {
+		if !tbl.acct {
 			c.rec.LoopTime(end, dur) // no per-task figures: a tick's loop time is its length
 		}
 		c.chargeMembers(end)
@@ -522,119 +543,96 @@ func (r *Room[I]) run(bt *Task, start, first int64) {
 	}
 }
 
-// runTick runs one tick, containing a panic: logged and counted, and the room goes on
-// (its next tick runs), as a background Every task does.
-func (r *Room[I]) runTick() {
-	defer func() {
-		if v := recover(); v != nil {
-			s := r.core.srv
-			if s.life.load() >= stateStopping {
-				panic(v) // the scheduler is unwinding the task: let it
-			}
-			r.core.rec.Panicked()
-			s.onTaskPanic(r.tick.Task.t, v, debug.Stack())
-		}
-	}()
-	r.tickFn(r, &r.tick)
-}
-
-// spawnOnLoop starts fn as a background task named name on the loop now, as Server.Go
-// does once its posted start runs. Loop-confined.
-func (s *Server) spawnOnLoop(name string, fn func(t *Task)) *Task {
-	bt := &Task{srv: s, ops: loopTask{}, name: name}
-	bt.t = s.sched.Spawn(func(t *scheduler.Task) {
-		defer func() {
-			bt.release()
-			if s.acct.on {
-				s.acct.loop.TaskFinished()
-			}
-		}()
-		s.publishTask(t, &bt.name)
-		fn(bt)
-	}, bt)
-	bt.t.SetLabel(name)
-	if s.acct.on {
-		s.acct.loop.TaskStarted()
-	}
-	s.postPump()
-	return bt
-}
-
 // attach adds t to the members. Loop-confined.
-func (c *roomCore) attach(t *Task) {
-	t.room = c
+func (c *core) attach(t *loop.Task) error {
+	cancel, ok := t.OnEnd(func() { c.memberEnded(t) })
+	if !ok {
+		return errors.New("room: Room.Attach: the task is not running")
+	}
 	var last time.Duration
-	if t.t != nil {
-		last, _, _ = t.t.Totals()
+	if c.tbl.acct {
+		last, _, _ = t.Totals()
 	}
-	c.members = append(c.members, member{t: t, id: t.idOrZero(), last: last})
+	c.tbl.owner[t] = c
+	c.members = append(c.members, member{t: t, cancel: cancel, last: last})
 	if c.stopping {
-		t.cancel(ErrRoomStopped)
+		t.Cancel(ErrRoomStopped)
 	}
+	return nil
 }
 
 // detach removes t from the members, charging its loop time since the last charge.
 // Loop-confined.
-func (c *roomCore) detach(t *Task) {
-	t.room = nil
+func (c *core) detach(t *loop.Task) {
 	for i := range c.members {
 		if m := &c.members[i]; m.t == t {
-			if t.t != nil && t.t.ID() == m.id && c.srv.acct.on { // still the task attached
-				on, _, _ := t.t.Totals()
-				c.rec.LoopTime(c.srv.nanotime(), on-m.last)
-			}
-			last := len(c.members) - 1
-			c.members[i] = c.members[last]
-			c.members[last] = member{}
-			c.members = c.members[:last]
+			m.cancel()
+			c.remove(i)
 			break
 		}
 	}
 	c.checkEnded()
 }
 
-// taskEnded is called by Task.release for a task that belongs to a room (a member, or the
-// tick task). Loop-confined.
-func (c *roomCore) taskEnded(t *Task) {
-	if t == c.tickTask {
-		t.room = nil
-		c.chargeTick(t, c.srv.nanotime())
-		c.tickTask = nil
-		c.checkEnded()
-		return
+// memberEnded is a member's OnEnd hook: the task ended. Loop-confined.
+func (c *core) memberEnded(t *loop.Task) {
+	for i := range c.members {
+		if c.members[i].t == t {
+			c.remove(i)
+			break
+		}
 	}
-	c.detach(t)
+	c.checkEnded()
+}
+
+// remove drops member i, charging its loop time since the last charge. Loop-confined.
+func (c *core) remove(i int) {
+	m := &c.members[i]
+	if c.tbl.acct {
+		on, _, _ := m.t.Totals()
+		c.rec.LoopTime(c.tbl.now(), on-m.last)
+	}
+	delete(c.tbl.owner, m.t)
+	last := len(c.members) - 1
+	c.members[i] = c.members[last]
+	c.members[last] = member{}
+	c.members = c.members[:last]
+}
+
+// tickEnded is the tick task's OnEnd hook. Loop-confined.
+func (c *core) tickEnded(bt *loop.Task) {
+	c.chargeTick(bt, c.tbl.now())
+	c.tickTask = nil
+	c.checkEnded()
 }
 
 // chargeTick charges the tick task's loop time since the last charge (its slices up to
 // the latest switch) to the room.
-func (c *roomCore) chargeTick(bt *Task, now int64) {
-	if !c.srv.acct.on || bt.t == nil {
+func (c *core) chargeTick(bt *loop.Task, now int64) {
+	if !c.tbl.acct {
 		return
 	}
-	on, _, _ := bt.t.Totals()
+	on, _, _ := bt.Totals()
 	c.rec.LoopTime(now, on-c.lastOnLoop)
 	c.lastOnLoop = on
 }
 
 // chargeMembers charges the members' loop time since the last charge. Loop-confined.
-func (c *roomCore) chargeMembers(now int64) {
-	if !c.srv.acct.on {
+func (c *core) chargeMembers(now int64) {
+	if !c.tbl.acct {
 		return
 	}
 	for i := range c.members {
 		m := &c.members[i]
-		if t := m.t.t; t != nil && t.ID() == m.id {
-			on, _, _ := t.Totals()
-			c.rec.LoopTime(now, on-m.last)
-			m.last = on
-		}
+		on, _, _ := m.t.Totals()
+		c.rec.LoopTime(now, on-m.last)
+		m.last = on
 	}
 }
 
 // sync brings the room's input counters and member count into its recorder.
 // Loop-confined.
-func (c *roomCore) sync() {
+func (c *core) sync() {
 	c.inMu.Lock()
 	in, dr, rf, q := c.inputs, c.dropped, c.refused, c.queueLen
 	c.inMu.Unlock()
@@ -643,28 +641,28 @@ func (c *roomCore) sync() {
 	c.rec.SetMembers(len(c.members), q)
 }
 
-// overrun logs a tick over budget, at most once per room per roomOverrunLogEvery and
-// within the server-wide room log limit.
-func (c *roomCore) overrun(n uint64, dur, wall time.Duration, now int64) {
-	s := c.srv
+// overrun logs a tick over budget, at most once per room per overrunLogEvery and within
+// the loop-wide room log limit.
+func (c *core) overrun(n uint64, dur, wall time.Duration, now int64) {
+	tbl := c.tbl
 	if now < c.nextLog {
 		c.suppressed++
 		return
 	}
-	ok, _ := s.rooms.log.Allow(s.timeAt(now))
+	ok, _ := tbl.log.Allow(tbl.timeAt(now))
 	if !ok {
 		c.suppressed++
 		return
 	}
-	c.nextLog = now + int64(roomOverrunLogEvery)
-	s.log.Warn("loop: room tick overran its budget", "room", c.name, "task", c.taskName, "tick", n,
+	c.nextLog = now + int64(overrunLogEvery)
+	tbl.logger.Warn("room: tick overran its budget", "room", c.name, "task", c.taskName, "tick", n,
 		"duration", dur, "wall", wall, "budget", c.budget, "period", time.Duration(c.period),
 		"overruns", c.rec.Overruns(), "not_logged", c.suppressed)
 	c.suppressed = 0
 }
 
 // stopOnLoop stops the room. Loop-confined.
-func (c *roomCore) stopOnLoop() {
+func (c *core) stopOnLoop() {
 	if c.stopping {
 		return
 	}
@@ -673,32 +671,32 @@ func (c *roomCore) stopOnLoop() {
 	c.closed = true
 	c.inMu.Unlock()
 	if c.tickTask != nil {
-		c.tickTask.cancel(ErrRoomStopped)
+		c.tickTask.Cancel(ErrRoomStopped)
 	}
-	for i := range c.members {
-		c.members[i].t.cancel(ErrRoomStopped)
+	for _, m := range append([]member(nil), c.members...) { // a cancel may end a member at once
+		m.t.Cancel(ErrRoomStopped)
 	}
 	c.checkEnded()
 }
 
 // checkEnded ends the room once it was stopped (or its tick task ended) and nothing of it
 // runs any more. Loop-confined.
-func (c *roomCore) checkEnded() {
+func (c *core) checkEnded() {
 	if c.ended || c.tickTask != nil {
 		return
 	}
-	if len(c.members) > 0 && c.srv.life.load() < stateStopping {
+	if len(c.members) > 0 && c.tbl.l.Phase() != "stopped" {
 		if !c.stopping {
 			c.stopOnLoop() // the tick task ended by itself (its context's server stops): cancel the rest
 		}
 		return
 	}
 	c.end()
-	c.srv.rooms.ended(c)
+	c.tbl.ended(c)
 }
 
 // end closes Done. Any goroutine, once.
-func (c *roomCore) end() {
+func (c *core) end() {
 	c.ended = true
 	select {
 	case <-c.done:
@@ -707,14 +705,14 @@ func (c *roomCore) end() {
 	}
 }
 
-// RoomError answers a request refused by a room call and reports whether it did: 503 with
-// Retry-After for ErrDraining (or ErrServerClosed), 429 with Retry-After for ErrInputFull,
-// 410 for ErrRoomStopped. Other errors (nil, ErrInputDropped) are left to the handler.
-// The handler's task only.
-func (c *Ctx) RoomError(err error) bool {
+// Error answers c's request refused by a room call and reports whether it did: 503 with
+// Retry-After for ErrDraining (or loop.ErrServerClosed), 429 with Retry-After for
+// ErrInputFull, 410 for ErrRoomStopped. Other errors (nil, ErrInputDropped) are left to
+// the handler. The handler's task only.
+func Error(c *loop.Ctx, err error) bool {
 	switch {
-	case errors.Is(err, ErrDraining), errors.Is(err, ErrServerClosed):
-		c.SetHeader("Retry-After", strconv.Itoa(roomDrainRetryAfter))
+	case errors.Is(err, ErrDraining), errors.Is(err, loop.ErrServerClosed):
+		c.SetHeader("Retry-After", strconv.Itoa(drainRetryAfter))
 		c.String(503, "503 Service Unavailable: draining\n")
 	case errors.Is(err, ErrInputFull):
 		c.SetHeader("Retry-After", "1") // a tick drains the queue: the next second has room

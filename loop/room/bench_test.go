@@ -1,9 +1,13 @@
-package loop
+package room
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/looptest"
 )
 
 // BenchmarkRoomTick measures what a room tick costs the loop: 1,000 rooms whose period is
@@ -14,13 +18,13 @@ import (
 func BenchmarkRoomTick(b *testing.B) {
 	for _, acct := range []bool{true, false} {
 		b.Run(fmt.Sprintf("accounting=%v", acct), func(b *testing.B) {
-			s, _ := startServer(b, Config{NoAccounting: !acct, StallThreshold: -1}, nil)
+			s, _ := startServer(b, loop.Config{NoAccounting: !acct, StallThreshold: -1}, nil)
 			done := make(chan struct{})
 			count, target := 0, 0
 			rooms := make([]*Room[int], 1000)
-			inLoop(b, s, func() {
+			looptest.OnLoop(b, s.Loop(0), func() {
 				for i := range rooms {
-					r, err := NewRoom(s, RoomConfig[int]{Name: fmt.Sprint("r", i), Period: 100 * time.Microsecond,
+					r, err := New(s.Loop(0), Config[int]{Name: fmt.Sprint("r", i), Period: 100 * time.Microsecond,
 						Tick: func(*Room[int], *Tick[int]) {
 							if count++; count == target {
 								close(done)
@@ -34,7 +38,7 @@ func BenchmarkRoomTick(b *testing.B) {
 			})
 			time.Sleep(50 * time.Millisecond) // warm up: queues grown, coroutines made
 			b.ReportAllocs()
-			inLoop(b, s, func() { count, target = 0, b.N })
+			looptest.OnLoop(b, s.Loop(0), func() { count, target = 0, b.N })
 			b.ResetTimer()
 			<-done
 			b.StopTimer()
@@ -51,12 +55,12 @@ func BenchmarkRoomTick(b *testing.B) {
 // BenchmarkEveryTick is BenchmarkRoomTick's load on Server.Every: the baseline a room's
 // tick adds its deadline policy, budget check and figures to.
 func BenchmarkEveryTick(b *testing.B) {
-	s, _ := startServer(b, Config{StallThreshold: -1}, nil)
+	s, _ := startServer(b, loop.Config{StallThreshold: -1}, nil)
 	done := make(chan struct{})
 	count, target := 0, 0
-	hs := make([]*TaskHandle, 1000)
+	hs := make([]*loop.TaskHandle, 1000)
 	for i := range hs {
-		hs[i] = s.Every(fmt.Sprint("e", i), 100*time.Microsecond, func(*Task) {
+		hs[i] = s.Every(fmt.Sprint("e", i), 100*time.Microsecond, func(*loop.Task) {
 			if count++; count == target {
 				close(done)
 			}
@@ -64,7 +68,7 @@ func BenchmarkEveryTick(b *testing.B) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	b.ReportAllocs()
-	inLoop(b, s, func() { count, target = 0, b.N })
+	looptest.OnLoop(b, s.Loop(0), func() { count, target = 0, b.N })
 	b.ResetTimer()
 	<-done
 	b.StopTimer()
@@ -85,11 +89,11 @@ func BenchmarkRooms20Hz(b *testing.B) {
 }
 
 func benchRooms20Hz(b *testing.B, work time.Duration) {
-	s, _ := startServer(b, Config{StallThreshold: -1}, nil)
+	s, _ := startServer(b, loop.Config{StallThreshold: -1}, nil)
 	rooms := make([]*Room[int], 1000)
-	inLoop(b, s, func() {
+	looptest.OnLoop(b, s.Loop(0), func() {
 		for i := range rooms {
-			r, err := NewRoom(s, RoomConfig[int]{Name: fmt.Sprint("r", i), Period: 50 * time.Millisecond,
+			r, err := New(s.Loop(0), Config[int]{Name: fmt.Sprint("r", i), Period: 50 * time.Millisecond,
 				Tick: func(r *Room[int], t *Tick[int]) {
 					t.DrainInputs(func(int) {})
 					if work > 0 {
@@ -106,8 +110,8 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 	var busy0 time.Duration
 	var ticks0 uint64
 	read := func() (busy time.Duration, ticks uint64) {
-		inLoop(b, s, func() {
-			busy = s.snapshotLoop().BusyTotal
+		busy = loopBusy(b, s)
+		looptest.OnLoop(b, s.Loop(0), func() {
 			for _, r := range rooms {
 				ticks += r.core.rec.Snapshot(0).Ticks
 			}
@@ -124,7 +128,7 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 	elapsed := time.Since(start)
 	busy1, ticks1 := read()
 	var p99, maxLate time.Duration
-	inLoop(b, s, func() {
+	looptest.OnLoop(b, s.Loop(0), func() {
 		for _, r := range rooms {
 			st := r.Stats()
 			p99 = max(p99, st.TickLateness.P99)
@@ -148,15 +152,16 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 // BenchmarkEvery20Hz is BenchmarkRooms20Hz/work=0s on Server.Every: the baseline for the
 // loop's busy time per tick.
 func BenchmarkEvery20Hz(b *testing.B) {
-	s, _ := startServer(b, Config{StallThreshold: -1}, nil)
+	s, _ := startServer(b, loop.Config{StallThreshold: -1}, nil)
 	var ticks uint64 // loop-confined
-	hs := make([]*TaskHandle, 1000)
+	hs := make([]*loop.TaskHandle, 1000)
 	for i := range hs {
-		hs[i] = s.Every(fmt.Sprint("e", i), 50*time.Millisecond, func(*Task) { ticks++ })
+		hs[i] = s.Every(fmt.Sprint("e", i), 50*time.Millisecond, func(*loop.Task) { ticks++ })
 	}
 	time.Sleep(200 * time.Millisecond)
 	read := func() (busy time.Duration, n uint64) {
-		inLoop(b, s, func() { busy, n = s.snapshotLoop().BusyTotal, ticks })
+		busy = loopBusy(b, s)
+		looptest.OnLoop(b, s.Loop(0), func() { n = ticks })
 		return
 	}
 	busy0, ticks0 := read()
@@ -176,4 +181,14 @@ func BenchmarkEvery20Hz(b *testing.B) {
 		h.Stop()
 		<-h.Done()
 	}
+}
+
+// loopBusy returns the loop's busy time so far (Snapshot's loop section), read off the loop.
+func loopBusy(b *testing.B, s *loop.Server) time.Duration {
+	b.Helper()
+	snap, err := s.Snapshot(context.Background(), loop.ViewLoop)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return snap.Loop.BusyTotal
 }
