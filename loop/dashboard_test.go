@@ -158,4 +158,3 @@ func TestDashboardNamesAStall(t *testing.T) {
 		}
 	}
 }
-

@@ -78,7 +78,7 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := (*Server)(e)
 	if _, ok := gc.Context().(controlMarker); ok {
 		s.control = gc
-		s.sched.BindLoop() // this is the loop goroutine: posted functions run here
+		s.sched.BindLoop()                       // this is the loop goroutine: posted functions run here
 		s.life.move(stateStarting, stateServing) // fails if a Shutdown came first: its drain is posted
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
 		s.startWatchdog()

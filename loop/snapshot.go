@@ -31,13 +31,13 @@ const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission
 // Sections not asked for are zero; with Config.NoAccounting, Loop, Routes and Tasks are
 // always zero. Plain data: the caller owns it.
 type Snapshot struct {
-	Taken     time.Time                  // when the loop took it
-	Loop      accounting.LoopSnapshot    // ViewLoop
-	Routes    []accounting.RouteSnapshot // ViewRoutes, sorted by route key
-	Tasks     accounting.TasksSnapshot   // ViewTasks
-	Offload   OffloadSnapshot            // ViewOffload
-	Admission AdmissionSnapshot          // ViewAdmission
-	WebSockets WebSocketsSnapshot // ViewWebSockets
+	Taken      time.Time                  // when the loop took it
+	Loop       accounting.LoopSnapshot    // ViewLoop
+	Routes     []accounting.RouteSnapshot // ViewRoutes, sorted by route key
+	Tasks      accounting.TasksSnapshot   // ViewTasks
+	Offload    OffloadSnapshot            // ViewOffload
+	Admission  AdmissionSnapshot          // ViewAdmission
+	WebSockets WebSocketsSnapshot         // ViewWebSockets
 	// Sections holds, by name, the figures of each section added with AddStats (a
 	// feature's: package loop/room's "rooms"), as its Take returned them (its Sum's with
 	// several loops). ViewSections.
