@@ -28,7 +28,9 @@ run-hello:
 
 ## test: gofmt check, vet (also for $(CROSS_GOOS)), staticcheck, race-enabled tests (fuzz
 ## seed corpora included), in the root module and in the nested modules ($(MODULES));
-## integration/ drives headless Chromium and skips where it is missing
+## integration/ drives headless Chromium, promexport/ runs promtool and a Prometheus server
+## on its metrics, dashboard and alert rules (Debian's prometheus); each skips where its
+## tool is missing
 test: fmt vet vet-cross staticcheck race
 
 fmt:

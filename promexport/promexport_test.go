@@ -127,12 +127,16 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			mfs := parse(t, text)
 			for fam, mf := range mfs {
-				assert.True(t, strings.HasPrefix(fam, "baton_"), fam)
+				assert.True(t, strings.HasPrefix(fam, "baton_") || strings.HasPrefix(fam, "go_") || strings.HasPrefix(fam, "process_"), fam)
 				switch mf.GetType() {
 				case dto.MetricType_COUNTER:
 					assert.True(t, strings.HasSuffix(fam, "_total"), "counter %s", fam)
 				case dto.MetricType_HISTOGRAM:
 					assert.True(t, strings.HasSuffix(fam, "_seconds"), "histogram %s", fam)
+				}
+				if strings.HasPrefix(fam, "baton_") {
+					assert.NotContains(t, fam, "_max", "a maximum since start: %s", fam)
+					assert.NotContains(t, fam, "_p99", "a precomputed percentile: %s", fam)
 				}
 				for _, m := range mf.Metric {
 					for _, lp := range m.Label {
@@ -145,10 +149,10 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 			req := "baton_http_requests_total"
 			require.Equal(t, dto.MetricType_COUNTER, mfs[req].GetType())
 			items := map[string]string{"route": "GET /items/{id}"}
-			assert.EqualValues(t, 10, metric(t, mfs, req, map[string]string{"route": "GET /items/{id}", "class": "1xx_3xx"}).GetCounter().GetValue())
-			assert.EqualValues(t, 0, metric(t, mfs, req, map[string]string{"route": "GET /items/{id}", "class": "5xx"}).GetCounter().GetValue())
-			assert.EqualValues(t, 3, metric(t, mfs, req, map[string]string{"route": "GET /missing", "class": "4xx"}).GetCounter().GetValue())
-			assert.EqualValues(t, 2, metric(t, mfs, req, map[string]string{"route": "GET /boom", "class": "5xx"}).GetCounter().GetValue())
+			assert.EqualValues(t, 10, metric(t, mfs, req, map[string]string{"route": "GET /items/{id}", "code": "1xx_3xx"}).GetCounter().GetValue())
+			assert.EqualValues(t, 0, metric(t, mfs, req, map[string]string{"route": "GET /items/{id}", "code": "5xx"}).GetCounter().GetValue())
+			assert.EqualValues(t, 3, metric(t, mfs, req, map[string]string{"route": "GET /missing", "code": "4xx"}).GetCounter().GetValue())
+			assert.EqualValues(t, 2, metric(t, mfs, req, map[string]string{"route": "GET /boom", "code": "5xx"}).GetCounter().GetValue())
 
 			for _, fam := range []string{"baton_http_request_duration_seconds", "baton_http_request_on_loop_seconds",
 				"baton_http_request_queue_delay_seconds", "baton_http_request_parked_seconds"} {
