@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/room"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -28,7 +30,7 @@ type flagship struct {
 	base string
 
 	mu    sync.Mutex
-	rooms map[string]*loop.Room[int]
+	rooms map[string]*room.Room[int]
 }
 
 // flagshipRoutes are the game routes, as examples/gameserver registers them.
@@ -40,7 +42,7 @@ var flagshipRoutes = []string{
 // newFlagship starts it, with the routes extra adds besides.
 func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	t.Helper()
-	f := &flagship{srv: loop.New(looptest.Config(t, loop.Config{})), rooms: map[string]*loop.Room[int]{}}
+	f := &flagship{srv: loop.New(looptest.Config(t, loop.Config{})), rooms: map[string]*room.Room[int]{}}
 	s := f.srv
 	gate := s.NewGate("db", 2, 16)
 	ok := func(c *loop.Ctx) { c.String(200, "ok") }
@@ -73,7 +75,7 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 		// Two inputs in one slice: the tick cannot run between them, so with a queue of one
 		// the second is always dropped.
 		for v := range 2 {
-			if err := r.Input(v); err != nil && !errors.Is(err, loop.ErrInputDropped) {
+			if err := r.Input(v); err != nil && !errors.Is(err, room.ErrInputDropped) {
 				c.String(500, err.Error())
 				return
 			}
@@ -96,7 +98,9 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	s.Handle("GET /players/{id}", ok)
 	s.Handle("GET /rooms", ok)
 	s.HandleStats("/debug/baton")
-	s.HandleHealth()
+	checks, err := health.New(s, health.Config{})
+	require.NoError(t, err)
+	checks.Mount()
 	for _, fn := range extra {
 		fn(s)
 	}
@@ -106,12 +110,12 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	// input, so each POST of inputs has one dropped.
 	made := make(chan error, 1)
 	require.NoError(t, s.Post(func() {
-		for _, rc := range []loop.RoomConfig[int]{
+		for _, rc := range []room.Config[int]{
 			{Name: "hot", Period: 5 * time.Millisecond, Budget: time.Nanosecond},
 			{Name: "busy", Period: 50 * time.Millisecond, InputQueue: 1},
 		} {
-			rc.Tick = func(r *loop.Room[int], t *loop.Tick[int]) { t.DrainInputs(func(int) {}) }
-			r, err := loop.NewRoom(s, rc)
+			rc.Tick = func(r *room.Room[int], t *room.Tick[int]) { t.DrainInputs(func(int) {}) }
+			r, err := room.New(s.Loop(0), rc)
 			if err != nil {
 				made <- err
 				return

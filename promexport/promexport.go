@@ -41,6 +41,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -70,6 +71,7 @@ type options struct {
 	adminRoutes bool              // IncludeAdminRoutes
 	skip        func(string) bool // SkipRoutes
 	noRuntime   bool              // WithoutRuntimeCollectors
+	health      *health.Checker   // WithHealth
 }
 
 // IncludeAdminRoutes keeps the per-route series of the admin routes (AdminRoute), which
@@ -90,6 +92,10 @@ func SkipRoutes(skip func(route string) bool) Option {
 // process_*) out of Registry, for a program that registers them itself. NewCollector
 // ignores it. Any goroutine.
 func WithoutRuntimeCollectors() Option { return func(o *options) { o.noRuntime = true } }
+
+// WithHealth makes baton_ready follow the application's own health checks (the limits it
+// gave health.New) instead of a checker with the default limits. Any goroutine.
+func WithHealth(h *health.Checker) Option { return func(o *options) { o.health = h } }
 
 // AdminRoute reports whether route (method and pattern, as the route label shows it) is
 // one of the routes left out by default: a path under /debug/ (the stats pages and the
@@ -120,6 +126,9 @@ func NewCollector(srv *loop.Server, opts ...Option) *Collector {
 	for _, o := range opts {
 		o(&c.opts)
 	}
+	if c.opts.health == nil {
+		c.opts.health, _ = health.New(srv, health.Config{}) // the zero Config is valid
+	}
 	return c
 }
 
@@ -132,7 +141,7 @@ func (c *Collector) keep(route string) bool {
 }
 
 // scrapeViews are the sections a scrape reads.
-const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewRooms | loop.ViewWebSockets
+const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewSections | loop.ViewWebSockets
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("baton_"+name, help, labels, nil)
@@ -312,7 +321,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, dStartTime, c.start)
 	}
 	gauge(ch, dDraining, bool01(c.srv.Draining().IsSet()))
-	gauge(ch, dReady, bool01(c.srv.Readyz().Status == "ready"))
+	gauge(ch, dReady, bool01(c.opts.health.Readyz().Status == "ready"))
 
 	ws := make(map[string]bool, len(snap.WebSockets.Routes))
 	for _, r := range snap.WebSockets.Routes {
@@ -322,7 +331,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	collectLoop(ch, &snap.Loop)
 	collectAdmission(ch, &snap.Admission)
 	collectOffload(ch, &snap.Offload)
-	c.collectRooms(ch, snap.Taken, &snap.Rooms)
+	c.collectRooms(ch, snap.Taken, roomsOf(&snap))
 	c.collectWebSockets(ch, &snap.WebSockets)
 }
 

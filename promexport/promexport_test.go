@@ -25,6 +25,7 @@ import (
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/room"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -388,8 +389,8 @@ func TestRoomAndWebSocketMetrics(t *testing.T) {
 	made := make(chan error, 1)
 	require.NoError(t, srv.Post(func() {
 		for _, name := range []string{"arena-1", "arena-2"} {
-			if _, err := loop.NewRoom(srv, loop.RoomConfig[int]{Name: name, Period: 10 * time.Millisecond,
-				Tick: func(*loop.Room[int], *loop.Tick[int]) {}}); err != nil {
+			if _, err := room.New(srv.Loop(0), room.Config[int]{Name: name, Period: 10 * time.Millisecond,
+				Tick: func(*room.Room[int], *room.Tick[int]) {}}); err != nil {
 				made <- err
 				return
 			}

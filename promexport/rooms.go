@@ -4,6 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
+
 	"github.com/batonrt/baton/accounting"
 )
 
@@ -144,4 +147,13 @@ func (c *roomCounters) update(taken time.Time, rs *accounting.RoomsSnapshot) fig
 	}
 	c.taken, c.seen, c.hadOther, c.out = taken, seen, rs.Other != nil, sum
 	return sum
+}
+
+// roomsOf returns the rooms section of a snapshot (package loop/room's Figures), or an empty
+// one when the server has made no room yet.
+func roomsOf(snap *loop.Snapshot) *accounting.RoomsSnapshot {
+	if f, ok := snap.Sections[room.Section.Name].(room.Figures); ok {
+		return &f.RoomsSnapshot
+	}
+	return &accounting.RoomsSnapshot{}
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/batonrt/baton/loop"
 )
 
-// room is a listed room of a made-up snapshot: its name, age and ticks (its overruns are
+// listed is a listed room of a made-up snapshot: its name, age and ticks (its overruns are
 // a tenth of its ticks, its other figures zero).
-func room(name string, age time.Duration, ticks uint64) accounting.RoomSnapshot {
+func listed(name string, age time.Duration, ticks uint64) accounting.RoomSnapshot {
 	return accounting.RoomSnapshot{Name: name, Age: age, Ticks: ticks, Overruns: ticks / 10, Rooms: 1}
 }
 
@@ -37,29 +37,29 @@ func TestRoomCountersSurviveRooms(t *testing.T) {
 		f := c.update(at(s), &accounting.RoomsSnapshot{Rooms: rooms, Other: oth, Total: len(rooms)})
 		require.Equal(t, want, f[figTicks], "ticks at %d s", s)
 	}
-	step(0, 150, []accounting.RoomSnapshot{room("a", sec(10), 100), room("b", sec(5), 50)}, nil)
+	step(0, 150, []accounting.RoomSnapshot{listed("a", sec(10), 100), listed("b", sec(5), 50)}, nil)
 	// a stops at 120 ticks; b goes on.
-	step(1, 180, []accounting.RoomSnapshot{room("a", sec(11), 120), room("b", sec(6), 60)}, nil)
+	step(1, 180, []accounting.RoomSnapshot{listed("a", sec(11), 120), listed("b", sec(6), 60)}, nil)
 	// a leaves the table: its 120 stay counted.
-	step(2, 190, []accounting.RoomSnapshot{room("b", sec(7), 70)}, nil)
+	step(2, 190, []accounting.RoomSnapshot{listed("b", sec(7), 70)}, nil)
 	assert.EqualValues(t, 12+7, c.out[figOverruns])
 	// A new room named a (age 0.5 s) is not the old a.
-	step(3, 120+80+5, []accounting.RoomSnapshot{room("a", 500*time.Millisecond, 5), room("b", sec(8), 80)}, nil)
+	step(3, 120+80+5, []accounting.RoomSnapshot{listed("a", 500*time.Millisecond, 5), listed("b", sec(8), 80)}, nil)
 	// Two rooms named a at once (the new one and a newer one), then the older leaves.
-	step(4, 120+90+10+1, []accounting.RoomSnapshot{room("a", 1500*time.Millisecond, 10), room("a", 200*time.Millisecond, 1), room("b", sec(9), 90)}, nil)
-	step(5, 120+10+100+3, []accounting.RoomSnapshot{room("a", 1200*time.Millisecond, 3), room("b", sec(10), 100)}, nil)
+	step(4, 120+90+10+1, []accounting.RoomSnapshot{listed("a", 1500*time.Millisecond, 10), listed("a", 200*time.Millisecond, 1), listed("b", sec(9), 90)}, nil)
+	step(5, 120+10+100+3, []accounting.RoomSnapshot{listed("a", 1200*time.Millisecond, 3), listed("b", sec(10), 100)}, nil)
 	// Rooms folded into "other" (b moves there, with a room we never saw listed): b is not
 	// counted as gone.
-	step(6, 120+10+(3+1)+(101+40), []accounting.RoomSnapshot{room("a", 2200*time.Millisecond, 4)}, other(101+40, 2))
+	step(6, 120+10+(3+1)+(101+40), []accounting.RoomSnapshot{listed("a", 2200*time.Millisecond, 4)}, other(101+40, 2))
 	// A room leaves from "other": the sum falls by 40 but the counter does not.
-	step(7, 275, []accounting.RoomSnapshot{room("a", 3200*time.Millisecond, 5)}, other(102, 1))
+	step(7, 275, []accounting.RoomSnapshot{listed("a", 3200*time.Millisecond, 5)}, other(102, 1))
 	// ... and counts again from there: +1 for a, +3 for other.
-	step(8, 279, []accounting.RoomSnapshot{room("a", 4200*time.Millisecond, 6)}, other(105, 1))
+	step(8, 279, []accounting.RoomSnapshot{listed("a", 4200*time.Millisecond, 6)}, other(105, 1))
 	// An older snapshot (a scrape that began before the last one) changes nothing.
-	step(7, 279, []accounting.RoomSnapshot{room("a", 3200*time.Millisecond, 5)}, other(102, 1))
+	step(7, 279, []accounting.RoomSnapshot{listed("a", 3200*time.Millisecond, 5)}, other(102, 1))
 	// Back to every room listed; none missing is taken for gone while "other" was there.
-	step(9, 279+1+1, []accounting.RoomSnapshot{room("a", 5200*time.Millisecond, 7), room("b", sec(14), 106)}, nil)
-	step(10, 281+2, []accounting.RoomSnapshot{room("a", 6200*time.Millisecond, 8), room("b", sec(15), 107)}, nil)
+	step(9, 279+1+1, []accounting.RoomSnapshot{listed("a", 5200*time.Millisecond, 7), listed("b", sec(14), 106)}, nil)
+	step(10, 281+2, []accounting.RoomSnapshot{listed("a", 6200*time.Millisecond, 8), listed("b", sec(15), 107)}, nil)
 }
 
 // On a live server the room counters are the sums of the rooms' own figures (checked
@@ -81,14 +81,16 @@ func TestRoomCountersLive(t *testing.T) {
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	snap, err := f.srv.Snapshot(ctx, loop.ViewRooms)
+	snap, err := f.srv.Snapshot(ctx, loop.ViewSections)
 	require.NoError(t, err)
 	var want figures
-	for i := range snap.Rooms.Rooms {
-		assert.Equal(t, accounting.RoomStopped, snap.Rooms.Rooms[i].State)
-		want.add(figuresOf(&snap.Rooms.Rooms[i]))
+	rs := roomsOf(&snap)
+	require.NotEmpty(t, rs.Rooms)
+	for i := range rs.Rooms {
+		assert.Equal(t, accounting.RoomStopped, rs.Rooms[i].State)
+		want.add(figuresOf(&rs.Rooms[i]))
 	}
-	require.Nil(t, snap.Rooms.Other)
+	require.Nil(t, rs.Other)
 	stopped := parse(t, scrape())
 	for fam, k := range map[string]int{
 		"baton_rooms_ticks_total": figTicks, "baton_rooms_tick_overruns_total": figOverruns,

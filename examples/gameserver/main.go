@@ -43,6 +43,7 @@ import (
 
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 	"github.com/batonrt/baton/promexport"
 )
 
@@ -139,7 +140,7 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		mux.Handle("/debug/baton/", a.srv.StatsHandler())
 		mux.Handle("/healthz", a.health.Handler())
 		mux.Handle("/readyz", a.health.Handler())
-		mux.Handle("/metrics", promhttp.HandlerFor(promexport.Registry(a.srv), promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(promexport.Registry(a.srv, promexport.WithHealth(a.health)), promhttp.HandlerOpts{}))
 		adminSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = adminSrv.Serve(adminLn) }()
 		defer adminSrv.Close()
@@ -177,9 +178,9 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	if serr := <-served; serr != nil && !errors.Is(serr, loop.ErrServerClosed) {
 		return serr
 	}
-	rep := a.srv.DrainReport()
-	log.Info("gameserver: stopped", "matches_recorded", a.recorded.Load(), "rooms_ended", rep.RoomsEnded,
-		"rooms_forced", rep.RoomsForced, "unwritten", len(a.backlog))
+	ended, forced := room.Drained(a.srv)
+	log.Info("gameserver: stopped", "matches_recorded", a.recorded.Load(), "rooms_ended", ended,
+		"rooms_forced", forced, "unwritten", len(a.backlog))
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
