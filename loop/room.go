@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -224,7 +225,7 @@ type roomCore struct {
 	inputCap                 int
 	refuse                   bool
 
-	rec accounting.Room // its per-tick fields first
+	rec recorder.Room // its per-tick fields first
 
 	name     string
 	taskName string // "room:" + name

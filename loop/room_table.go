@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 )
 
 // roomTable holds the server's rooms: running ones, and stopped ones until their slot is
@@ -15,7 +16,7 @@ type roomTable struct {
 	all     []*roomCore
 	stopped []*roomCore // ended rooms not freed yet, oldest first
 	live    int         // rooms not ended
-	log     *accounting.LogLimiter
+	log     *recorder.LogLimiter
 	retain  time.Duration // roomRetain; tests shorten it
 }
 
@@ -24,7 +25,7 @@ func (t *roomTable) add(c *roomCore, now int64) {
 	if t.log == nil {
 		// Server-wide cap on overrun lines: each room logs at most once per
 		// roomOverrunLogEvery, and a thousand rooms overrunning at once log a sample.
-		t.log = accounting.NewLogLimiter(10, time.Second)
+		t.log = recorder.NewLogLimiter(10, time.Second)
 		t.retain = roomRetain
 	}
 	t.sweep(now)
@@ -95,7 +96,7 @@ func (s *Server) handleRoomsPage(prefix string) {
 }
 
 // serveRooms answers the rooms page: the top rooms by loop share (?top=N, default
-// accounting.DefaultTopRooms) and an "other" row, as JSON or, with ?format=text, a table.
+// recorder.DefaultTopRooms) and an "other" row, as JSON or, with ?format=text, a table.
 // Snapshotted on the loop, rendered off it.
 func (s *Server) serveRooms(c *Ctx) {
 	top, ok := roomsTop(c.Query("top"))
@@ -125,10 +126,10 @@ func (s *Server) serveRooms(c *Ctx) {
 	}
 }
 
-// roomsTop reads ?top=N (default accounting.DefaultTopRooms).
+// roomsTop reads ?top=N (default recorder.DefaultTopRooms).
 func roomsTop(q string) (int, bool) {
 	if q == "" {
-		return accounting.DefaultTopRooms, true
+		return recorder.DefaultTopRooms, true
 	}
 	n, err := strconv.Atoi(q)
 	return n, err == nil && n >= 0
@@ -166,10 +167,10 @@ func (s *Server) serveRoomsHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) snapshotRooms(top int) accounting.RoomsSnapshot {
 	now := s.nanotime()
 	s.rooms.sweep(now)
-	recs := make([]*accounting.Room, len(s.rooms.all))
+	recs := make([]*recorder.Room, len(s.rooms.all))
 	for i, c := range s.rooms.all {
 		c.sync()
 		recs[i] = &c.rec
 	}
-	return accounting.TopRooms(recs, now, top)
+	return recorder.TopRooms(recs, now, top)
 }

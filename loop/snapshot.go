@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -37,7 +38,7 @@ type Snapshot struct {
 	Tasks     accounting.TasksSnapshot   // ViewTasks
 	Offload   OffloadSnapshot            // ViewOffload
 	Admission AdmissionSnapshot          // ViewAdmission
-	// Rooms lists the accounting.DefaultTopRooms busiest rooms by loop share; Rooms.Other
+	// Rooms lists the recorder.DefaultTopRooms busiest rooms by loop share; Rooms.Other
 	// sums the rest, so listed rooms plus Other are every room. ViewRooms.
 	Rooms      accounting.RoomsSnapshot
 	WebSockets WebSocketsSnapshot // ViewWebSockets
@@ -115,7 +116,7 @@ func (s *Server) Snapshot(ctx context.Context, v View) (Snapshot, error) {
 // snapshotOne is Snapshot for this shard alone.
 func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 	var snap Snapshot
-	var routes *accounting.RoutesCopy // the loop's copy of the routes, read below
+	var routes *recorder.RoutesCopy // the loop's copy of the routes, read below
 	if v&onLoopViews != 0 {
 		done := make(chan struct{})
 		if err := s.Post(func() { routes = s.takeViews(&snap, v); close(done) }); err != nil {
@@ -144,7 +145,7 @@ func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 
 // takeViews copies the loop's sections v into dst, except the routes, which it copies raw
 // and returns for readRoutes (nil when not asked for or not kept). Loop only.
-func (s *Server) takeViews(dst *Snapshot, v View) (routes *accounting.RoutesCopy) {
+func (s *Server) takeViews(dst *Snapshot, v View) (routes *recorder.RoutesCopy) {
 	dst.Taken = time.Now()
 	if s.acct.on {
 		if v&ViewLoop != 0 {
@@ -161,7 +162,7 @@ func (s *Server) takeViews(dst *Snapshot, v View) (routes *accounting.RoutesCopy
 		dst.Admission = s.admissionSnapshot()
 	}
 	if v&ViewRooms != 0 && s.acct.on {
-		dst.Rooms = s.snapshotRooms(accounting.DefaultTopRooms)
+		dst.Rooms = s.snapshotRooms(recorder.DefaultTopRooms)
 	}
 	if v&ViewWebSockets != 0 {
 		dst.WebSockets = s.wsTotals()

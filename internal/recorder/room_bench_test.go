@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 // BenchmarkRoomTick is the accounting side of one room tick: two histogram records, the
 // budget check and a loop-time charge.
 func BenchmarkRoomTick(b *testing.B) {
-	r := NewRoom("r", 50*time.Millisecond, 25*time.Millisecond, 0)
+	r := newRoom("r", 50*time.Millisecond, 25*time.Millisecond, 0)
 	b.ReportAllocs()
 	for i := range b.N {
 		r.Tick(time.Duration(i&1023)*time.Microsecond, 20*time.Microsecond, 20*time.Microsecond)
