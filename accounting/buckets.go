@@ -1,9 +1,6 @@
 package accounting
 
-import (
-	"sort"
-	"time"
-)
+import "time"
 
 // BucketBounds are the upper bounds of Buckets: 1, 2.5 and 5 times each power of ten from
 // 1 us to 10 s. They span what baton measures (a slice's lag in microseconds, a request
@@ -31,30 +28,6 @@ const NumBuckets = 22
 // within the histogram's relative error (1% with the default digits) above a bound may be
 // counted in the next bucket, never in an earlier one. Plain data.
 type Buckets [NumBuckets]uint64
-
-// bucketsOf returns the cumulative bucket counts of h, whose values are in unit: the
-// counters each bound ends at are found by binary search over the layout, and the counts
-// are summed in one pass up to the last bound. It does not allocate.
-func bucketsOf(h *Histogram, unit time.Duration) Buckets {
-	var b Buckets
-	if h.total == 0 {
-		return b
-	}
-	l := h.l
-	var acc uint64
-	i := 0
-	for k, bound := range BucketBounds {
-		// end: the first counter whose highest value is above the bound (tops increase
-		// with the index).
-		v := int64(bound / unit)
-		end := i + sort.Search(l.n-i, func(j int) bool { return l.top(i+j) > v })
-		for _, c := range h.counts[i:end] {
-			acc += c
-		}
-		b[k], i = acc, end
-	}
-	return b
-}
 
 // MarshalJSON encodes s as the stats pages do: {"count", "mean_seconds", "p50_seconds",
 // "p90_seconds", "p99_seconds", "p999_seconds", "max_seconds"} (the buckets are left out).

@@ -17,7 +17,7 @@ import (
 func TestBucketsBoundCounts(t *testing.T) {
 	for _, unit := range []time.Duration{1, time.Microsecond} {
 		rng := rand.New(rand.NewPCG(3, 4))
-		h := NewHistogram(int64(time.Hour/unit), DefaultHistogramDigits)
+		h := NewHistogram(int64(time.Hour/unit), 2)
 		var values []time.Duration
 		for range 20000 {
 			// log-uniform over 100 ns .. 100 s, plus the bounds themselves
@@ -28,7 +28,7 @@ func TestBucketsBoundCounts(t *testing.T) {
 		for _, v := range values {
 			h.Record(int64(v / unit))
 		}
-		b := bucketsOf(h, unit)
+		b := SummaryOf(h, unit, 0, 0).Buckets
 		for k, bound := range BucketBounds {
 			var atMost, under uint64
 			for _, v := range values {
@@ -47,7 +47,7 @@ func TestBucketsBoundCounts(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, Buckets{}, bucketsOf(NewHistogram(1000, 2), 1), "empty")
+	assert.Equal(t, Buckets{}, SummaryOf(NewHistogram(1000, 2), 1, 0, 0).Buckets, "empty")
 }
 
 // TestSummaryJSON: a Summary marshals as the pages' summary object, in seconds, without

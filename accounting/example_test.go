@@ -1,49 +1,57 @@
 package accounting_test
 
 import (
-	"log/slog"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
 )
 
-// Example shows how a loop wires the recorders: a hook at every slice, another at every
-// request end, busy intervals around each callback, and snapshots rendered off the loop.
-func Example() {
-	epoch := time.Now() // the scheduler's Epoch
-	cfg := accounting.Config{Epoch: epoch}
-	routes := accounting.NewRoutes(cfg)
-	loop := accounting.NewLoop(cfg, epoch)
-	finished := accounting.NewRing(0)
-	var current accounting.Current
-	wd := accounting.StartWatchdog(accounting.WatchdogConfig{
-		Probe:    func() (uint64, time.Duration, bool) { return 0, 0, false }, // scheduler.Running
-		Describe: current.Describe,
-		Logger:   slog.Default(),
-	})
-	defer wd.Stop()
-	loop.AttachWatchdog(wd)
+// ExampleSummaryOf keeps a distribution of its own, as offload does for its queue waits:
+// the histogram holds the counters, the caller the exact sum and maximum. The median is
+// the top of the counter holding 300 us (300-301 us with two significant digits).
+func ExampleSummaryOf() {
+	h := accounting.NewHistogram(int64(time.Minute/time.Microsecond), 2) // microseconds up to a minute
+	var sum, maxV time.Duration
+	for _, d := range []time.Duration{120 * time.Microsecond, 300 * time.Microsecond, 2 * time.Millisecond, 45 * time.Millisecond} {
+		h.Record(int64(d / time.Microsecond))
+		sum += d
+		maxV = max(maxV, d)
+	}
+	s := accounting.SummaryOf(h, time.Microsecond, sum, maxV)
+	fmt.Println(s.Count, s.Mean(), s.P50, s.Max)
+	fmt.Println("at most 1 ms:", s.Buckets[9])
+	// Output:
+	// 4 11.855ms 301µs 45ms
+	// at most 1 ms: 2
+}
 
-	// On the loop: a gnet callback runs from t0 to t1 and runs one request's task.
-	t0 := int64(time.Since(epoch))
-	rt := routes.Route("GET /users/{id}")
-	rt.Start()
-	loop.TaskStarted()
-	current.Set(1, 0, rt.KeyRef())                     // at slice start (OnRun hook)
-	loop.Slice(2*time.Microsecond, 5*time.Microsecond) // at slice end (OnStop hook: LastSlice)
-	s := accounting.TaskSample{ID: 1, Kind: accounting.KindRequest, Route: rt.Key(),
-		State: "done", Rounds: 1, OnLoop: 5 * time.Microsecond, Status: 200, Age: 40 * time.Microsecond}
-	rt.Finish(&s)
-	finished.Add(&s)
-	loop.TaskFinished()
-	loop.Busy(t0, int64(time.Since(epoch)))
+// ExampleAppendServerTiming builds a response's Server-Timing header from its task's
+// figures.
+func ExampleAppendServerTiming() {
+	s := accounting.TaskSample{OnLoop: 123 * time.Microsecond, QueueDelay: 10 * time.Microsecond}
+	s.Parked[accounting.ParkOffload] = 50200 * time.Microsecond
+	fmt.Println(string(accounting.AppendServerTiming(nil, &s)))
+	// Output:
+	// onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200
+}
 
-	// Stats endpoint: snapshot on the loop, render off it.
-	now := time.Now()
-	rs, ls := routes.Snapshot(now), loop.Snapshot(now)
-	ts := accounting.TasksSnapshot{Finished: finished.Snapshot(), FinishedTotal: finished.Total()}
-	_ = accounting.WriteRoutesJSON(os.Stdout, rs)
-	_ = accounting.WriteLoopText(os.Stdout, ls)
-	_ = accounting.WriteTasksText(os.Stdout, ts)
+// ExampleWriteLoopText renders a loop's figures, as the stats pages do off the loop.
+func ExampleWriteLoopText() {
+	l := accounting.LoopSnapshot{Uptime: time.Minute, BusyTotal: 6 * time.Second, TasksStarted: 3, TasksDone: 2}
+	for i, w := range accounting.UtilisationWindows {
+		l.Utilisation[i] = accounting.Window{Length: w, Busy: w / 10, Elapsed: w}
+	}
+	_ = accounting.WriteLoopText(os.Stdout, l)
+	// Output:
+	// baton loop: up 1m0s, busy 6s in total
+	// utilisation   1s  10.0%   10s  10.0%   60s  10.0%
+	// tasks         live 1   started 3   completed 2
+	// ready queue   now 0   max 0
+	// switches      total 0   0.0/s over the last 10s
+	// slices        mean 0.000 ms   max 0.000 ms   slow 0 (0.000 ms in all)
+	//
+	//   COUNT   MEAN    P50    P90    P99   P999    MAX  (ms)
+	//       0  0.000  0.000  0.000  0.000  0.000  0.000  lag (ready->run)
 }

@@ -13,8 +13,8 @@ import (
 // TasksSnapshot is what the tasks endpoint shows. Plain data.
 type TasksSnapshot struct {
 	Live          []TaskSample // live tasks, sorted by OnLoop, longest first (SortTasks)
-	Finished      []TaskSample // recently finished tasks, newest first (Ring.Snapshot)
-	FinishedTotal uint64       // tasks finished since start (Ring.Total)
+	Finished      []TaskSample // recently finished tasks, newest first
+	FinishedTotal uint64       // tasks finished since start
 }
 
 // JSON documents. Field names and units are defined in docs/accounting.md.

@@ -57,16 +57,23 @@ func TestTasksJSONSchema(t *testing.T) {
 	}
 }
 
+// testRoutes are two routes' figures as the recorders give them: one with traffic and one
+// never requested.
 func testRoutes() []RouteSnapshot {
-	r := NewRoutes(Config{Epoch: epoch})
-	rt := r.Route("GET /users/{id}")
-	for i := range 100 {
-		rt.Start()
-		rt.FinishAt(&TaskSample{Age: time.Duration(i) * time.Millisecond, OnLoop: time.Microsecond, Status: 200 + 300*(i%10/9)}, int64(time.Second))
+	lat := Summary{Count: 100, Sum: 4950 * time.Millisecond, P50: 50 * time.Millisecond, P90: 90 * time.Millisecond,
+		P99: 99 * time.Millisecond, P999: 99 * time.Millisecond, Max: 99 * time.Millisecond}
+	onLoop := Summary{Count: 100, Sum: 100 * time.Microsecond, P50: time.Microsecond, P90: time.Microsecond,
+		P99: time.Microsecond, P999: time.Microsecond, Max: time.Microsecond}
+	zero := Summary{Count: 100}
+	return []RouteSnapshot{
+		{
+			Route: "GET /users/{id}", Count: 100, Errors: 10, InFlight: 1,
+			Recent:  RecentCounts{Count: 100, Errors: 10, Span: 2 * time.Second},
+			Latency: SummaryPair{lat, lat}, OnLoop: SummaryPair{onLoop, onLoop},
+			QueueDelay: SummaryPair{zero, zero}, Parked: SummaryPair{zero, zero},
+		},
+		{Route: "POST /login"},
 	}
-	rt.Start()
-	r.Route("POST /login")
-	return r.Snapshot(at(2 * time.Second))
 }
 
 func TestRoutesJSONSchema(t *testing.T) {
@@ -101,23 +108,27 @@ func TestRoutesJSONSchema(t *testing.T) {
 	}
 }
 
+// testLoopSnapshot is a loop's figures as the recorders give them, with or without a
+// watchdog's.
 func testLoopSnapshot(withStalls bool) LoopSnapshot {
-	l := NewLoop(Config{Epoch: epoch}, epoch)
-	for s := range int64(5) {
-		l.Slice(time.Microsecond, 3*time.Microsecond)
-		l.Busy(s*sec, s*sec+sec/4)
+	lag := Summary{Count: 5, Sum: 5 * time.Microsecond, P50: time.Microsecond, P90: time.Microsecond,
+		P99: time.Microsecond, P999: time.Microsecond, Max: time.Microsecond}
+	l := LoopSnapshot{
+		Uptime: 5 * time.Second, BusyTotal: 1250 * time.Millisecond,
+		Lag: lag, Slices: SliceStats{Count: 5, Total: 15 * time.Microsecond, Max: 3 * time.Microsecond},
+		ReadyDepth: 4, ReadyDepthMax: 4, Switches: 5, SwitchRate: SwitchRate{Switches: 4, Elapsed: 5 * time.Second},
+		TasksStarted: 1,
 	}
-	l.ReadyDepth(4)
-	l.TaskStarted()
+	for i, w := range UtilisationWindows {
+		el := min(w, 5*time.Second)
+		l.Utilisation[i] = Window{Length: w, Busy: el / 4, Elapsed: el}
+	}
 	if withStalls {
-		f := newFakeWatchdog(time.Nanosecond)
-		f.slice(1)
-		f.advance(200 * time.Millisecond)
-		f.idle()
-		f.advance(time.Millisecond)
-		l.AttachWatchdog(f.Watchdog)
+		d := 200 * time.Millisecond
+		l.Stalls = &StallStats{Threshold: time.Nanosecond, Count: 1, Logged: 1,
+			Durations: Summary{Count: 1, Sum: d, P50: d, P90: d, P99: d, P999: d, Max: d}}
 	}
-	return l.Snapshot(at(5*time.Second + 1))
+	return l
 }
 
 var loopSchema = map[string]string{

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func sampleTask() TaskSample {
@@ -213,4 +215,29 @@ func TestServerTimingRounding(t *testing.T) {
 			t.Errorf("%v: got %q, want %q", int64(d), got, w)
 		}
 	}
+}
+
+// TestTaskStateNames: the state table is in the scheduler's order (Ready, Running,
+// Parked, Done) and spells the JSON names.
+func TestTaskStateNames(t *testing.T) {
+	assert.Equal(t, [NumTaskStates]string{"ready", "running", "parked", "done"}, TaskStateNames)
+	assert.Equal(t, "queued", StateQueued)
+}
+
+func BenchmarkAppendServerTiming(b *testing.B) {
+	s := sampleTask()
+	buf := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendServerTiming(buf[:0], &s)
+	}
+}
+
+// TestAppendServerTimingDoesNotAllocate: the header value is built on the loop at every
+// request end that asks for it.
+func TestAppendServerTimingDoesNotAllocate(t *testing.T) {
+	s := sampleTask()
+	s.CPUMeasured = true
+	buf := make([]byte, 0, 256)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { buf = AppendServerTiming(buf[:0], &s) }))
 }

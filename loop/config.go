@@ -7,8 +7,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -281,8 +281,8 @@ func (c Config) Validate() error {
 	if c.RequireSingleThread && c.MultiThread {
 		return fmt.Errorf("loop: Config.MultiThread is set but Config.RequireSingleThread says the handlers rely on single-thread mode")
 	}
-	if c.StallThreshold > 0 && c.StallThreshold < accounting.MinStallThreshold {
-		return fmt.Errorf("loop: Config.StallThreshold %v is below the detector's resolution %v (negative turns it off)", c.StallThreshold, accounting.MinStallThreshold)
+	if c.StallThreshold > 0 && c.StallThreshold < recorder.MinStallThreshold {
+		return fmt.Errorf("loop: Config.StallThreshold %v is below the detector's resolution %v (negative turns it off)", c.StallThreshold, recorder.MinStallThreshold)
 	}
 	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
 		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)

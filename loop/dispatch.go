@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/internal/scheduler"
 )
@@ -20,7 +20,7 @@ type route struct {
 	// streamBody: the request is admitted once its head is routed and its body is streamed
 	// to the handler (HandleHTTP; nethttp_body.go).
 	streamBody bool
-	acct       *accounting.Route
+	acct       *recorder.Route
 	labels     context.Context // pprof labels of the route (Config.ProfileLabels), made once
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 )
 
 // BenchmarkEcosystemCost measures what the optional ecosystem features add to
@@ -16,7 +16,7 @@ import (
 // thread's CPU time (the benchmark is locked to its thread, which runs the fake server and
 // its coroutines), which descheduling on a shared machine does not inflate.
 func BenchmarkEcosystemCost(b *testing.B) {
-	if !accounting.ThreadCPUSupported {
+	if !recorder.ThreadCPUSupported {
 		b.Skip("no thread CPU clock here")
 	}
 	noop := func(*RequestRecord) {}
@@ -65,7 +65,7 @@ func BenchmarkEcosystemCost(b *testing.B) {
 // binaries in turn), where one build's extra nil checks are far below the spread that
 // descheduling puts into wall-clock figures on a shared machine.
 func BenchmarkServeCPU(b *testing.B) {
-	if !accounting.ThreadCPUSupported {
+	if !recorder.ThreadCPUSupported {
 		b.Skip("no thread CPU clock here")
 	}
 	for _, depth := range []int{1, 16} {
@@ -90,9 +90,9 @@ func BenchmarkServeCPU(b *testing.B) {
 
 // cpuServe is fs.serve timed by the calling thread's CPU clock.
 func cpuServe(fs *fakeServer, reads int) time.Duration {
-	start := accounting.ThreadCPU()
+	start := recorder.ThreadCPU()
 	fs.serve(reads)
-	return accounting.ThreadCPU() - start
+	return recorder.ThreadCPU() - start
 }
 
 // lockForCPUClock locks the benchmark's goroutine (b.Run gives each sub-benchmark its own)

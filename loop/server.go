@@ -14,8 +14,8 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/internal/scheduler"
 	"github.com/batonrt/baton/offload"
@@ -99,8 +99,8 @@ type Server struct {
 	inflight   int    // request handlers started and not yet finished (admitted or exempt)
 	parsed     uint64 // requests parsed and dispatched (answered by a handler or by the server)
 	panics     uint64 // handler and background task panics
-	panicLog   *accounting.LogLimiter
-	refusalLog *accounting.LogLimiter
+	panicLog   *recorder.LogLimiter
+	refusalLog *recorder.LogLimiter
 	pumpPosted bool
 	turnAt     int64 // clock reading at the start of the current callback, 0 outside one
 	lastAt     int64 // latest clock reading in the current callback, 0 when stale (see start)
@@ -151,8 +151,8 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 	s.pumpFn = func() {}
 	s.sweepEvery = sweepInterval(cfg)
 	s.adm = newAdmission(cfg.RequestConcurrency, cfg.MaxQueueLength)
-	s.panicLog = accounting.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
-	s.refusalLog = accounting.NewLogLimiter(1, 10*time.Second) // one line per overload episode
+	s.panicLog = recorder.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
+	s.refusalLog = recorder.NewLogLimiter(1, 10*time.Second) // one line per overload episode
 	s.drainSig = NewEvent(s)
 	s.drains.srv = s
 	if cfg.MultiThread {

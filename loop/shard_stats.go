@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 )
 
 // The figures of a server with shards: every page and Snapshot shows the totals in the
@@ -442,8 +443,8 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 		}
 	case "routes":
 		now := time.Now()
-		var copies []*accounting.RoutesCopy
-		if copies, err = askShards(ctx, set, func(sh *Server) *accounting.RoutesCopy { return sh.takeRoutes(now) }); err == nil {
+		var copies []*recorder.RoutesCopy
+		if copies, err = askShards(ctx, set, func(sh *Server) *recorder.RoutesCopy { return sh.takeRoutes(now) }); err == nil {
 			rs := make([][]accounting.RouteSnapshot, len(copies))
 			for i, c := range copies {
 				rs[i] = readRoutes(c)

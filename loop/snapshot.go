@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -116,7 +117,7 @@ func (s *Server) Snapshot(ctx context.Context, v View) (Snapshot, error) {
 // snapshotOne is Snapshot for this shard alone.
 func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 	var snap Snapshot
-	var routes *accounting.RoutesCopy // the loop's copy of the routes, read below
+	var routes *recorder.RoutesCopy // the loop's copy of the routes, read below
 	if v&onLoopViews != 0 {
 		done := make(chan struct{})
 		if err := s.Post(func() { routes = s.takeViews(&snap, v); close(done) }); err != nil {
@@ -145,7 +146,7 @@ func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 
 // takeViews copies the loop's sections v into dst, except the routes, which it copies raw
 // and returns for readRoutes (nil when not asked for or not kept). Loop only.
-func (s *Server) takeViews(dst *Snapshot, v View) (routes *accounting.RoutesCopy) {
+func (s *Server) takeViews(dst *Snapshot, v View) (routes *recorder.RoutesCopy) {
 	dst.Taken = time.Now()
 	if s.acct.on {
 		if v&ViewLoop != 0 {

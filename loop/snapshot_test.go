@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -223,7 +223,7 @@ func benchSnapshotServer(b *testing.B, n int, aged bool) *Server {
 			for k := range 1000 {
 				d := time.Duration(k) * time.Duration(k) * 2 * time.Microsecond // up to 2 s
 				r.Start()
-				r.FinishValues(now-int64(3*accounting.DefaultRecentWindow), 200, d, d/40, d/200, d/2)
+				r.FinishValues(now-int64(3*recorder.DefaultRecentWindow), 200, d, d/40, d/200, d/2)
 			}
 		}
 		for k := range 1000 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -25,13 +26,13 @@ const maxStackTasks = 100
 // which are safe for concurrent use.
 type acct struct {
 	on         bool
-	routes     *accounting.Routes
-	loop       *accounting.Loop
-	ring       *accounting.Ring
-	current    accounting.Current
-	watchdog   *accounting.Watchdog
+	routes     *recorder.Routes
+	loop       *recorder.Loop
+	ring       *recorder.Ring
+	current    recorder.Current
+	watchdog   *recorder.Watchdog
 	cpuClock   bool // read the thread CPU clock per slice
-	thread     accounting.LoopThread
+	thread     recorder.LoopThread
 	stallAt    time.Duration // slices this long are reported to the watchdog (max when off)
 	bgKey      string
 	nextSample int64 // when the next ordinary request is sampled into the ring (loop clock)
@@ -71,11 +72,11 @@ func (s *Server) initAccounting() {
 	if !a.on {
 		return
 	}
-	cfg := accounting.Config{Epoch: s.epoch, SlowSlice: scheduler.DefaultSlowSlice}
-	a.routes = accounting.NewRoutes(cfg)
-	a.loop = accounting.NewLoop(cfg, time.Now())
-	a.ring = accounting.NewRing(finishedRingSize)
-	a.cpuClock = s.cfg.CPUClock && s.cfg.LockOSThread && accounting.ThreadCPUSupported
+	cfg := recorder.Config{Epoch: s.epoch, SlowSlice: scheduler.DefaultSlowSlice}
+	a.routes = recorder.NewRoutes(cfg)
+	a.loop = recorder.NewLoop(cfg, time.Now())
+	a.ring = recorder.NewRing(finishedRingSize)
+	a.cpuClock = s.cfg.CPUClock && s.cfg.LockOSThread && recorder.ThreadCPUSupported
 }
 
 // schedHooks returns the scheduler hooks that feed accounting: the end of every slice
@@ -86,7 +87,7 @@ func (s *Server) schedHooks() scheduler.Hooks {
 		return scheduler.Hooks{}
 	}
 	h := scheduler.Hooks{OnCoroutine: s.onCoroutine, OnStop: s.onSliceStop, OnSlices: s.onSlices}
-	if s.cfg.CPUClock && s.cfg.LockOSThread && accounting.ThreadCPUSupported {
+	if s.cfg.CPUClock && s.cfg.LockOSThread && recorder.ThreadCPUSupported {
 		h.OnRun, h.OnStop = s.onSliceStart, s.onSliceStopCPU
 	}
 	return h
@@ -114,7 +115,7 @@ func cpuTask(t *scheduler.Task) *Task {
 // onSliceStart starts a slice's CPU clock reading (installed only with Config.CPUClock).
 func (s *Server) onSliceStart(t *scheduler.Task) {
 	if lt := cpuTask(t); lt != nil {
-		lt.cpuStart = accounting.ThreadCPU()
+		lt.cpuStart = recorder.ThreadCPU()
 	}
 }
 
@@ -147,7 +148,7 @@ func (s *Server) onSliceStop(t *scheduler.Task, _ scheduler.State, _ scheduler.R
 // onSliceStopCPU is onSliceStop with Config.CPUClock: it adds the slice's CPU time first.
 func (s *Server) onSliceStopCPU(t *scheduler.Task, st scheduler.State, r scheduler.Reason) {
 	if lt := cpuTask(t); lt != nil {
-		lt.cpu += accounting.ThreadCPU() - lt.cpuStart
+		lt.cpu += recorder.ThreadCPU() - lt.cpuStart
 	}
 	s.onSliceStop(t, st, r)
 }
@@ -236,7 +237,7 @@ func fillFigures(dst *accounting.TaskSample, st *scheduler.Stats) {
 func (s *Server) fillCPU(dst *accounting.TaskSample, t *Task) {
 	dst.CPU, dst.CPUMeasured = t.cpu, s.acct.cpuClock
 	if s.acct.cpuClock && t.t != nil && s.sched.Current() == t.t {
-		dst.CPU += accounting.ThreadCPU() - t.cpuStart // the slice running now
+		dst.CPU += recorder.ThreadCPU() - t.cpuStart // the slice running now
 	}
 }
 
@@ -431,7 +432,7 @@ func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, 
 			err = accounting.WriteTasksJSON(&buf, ts)
 		}
 	case "routes":
-		rc, _ := snap.(*accounting.RoutesCopy) // nil if the loop stopped before taking it
+		rc, _ := snap.(*recorder.RoutesCopy) // nil if the loop stopped before taking it
 		rs := readRoutes(rc)
 		if text {
 			err = accounting.WriteRoutesText(&buf, rs)
@@ -457,7 +458,7 @@ func addStacks(ts []accounting.TaskSample) {
 	for i := range ts {
 		goids[i] = ts[i].Goroutine
 	}
-	stacks := accounting.StacksOf(goids)
+	stacks := recorder.StacksOf(goids)
 	for i := range ts {
 		ts[i].Stack = stacks[ts[i].Goroutine]
 	}
@@ -531,7 +532,7 @@ func (s *Server) startWatchdog() {
 	if s.cfg.NoAccounting || s.cfg.StallThreshold < 0 {
 		return
 	}
-	wc := accounting.WatchdogConfig{
+	wc := recorder.WatchdogConfig{
 		Threshold: s.cfg.StallThreshold,
 		Logger:    s.log,
 		Probe:     s.sched.Running,
@@ -545,7 +546,7 @@ func (s *Server) startWatchdog() {
 		s.acct.thread.Publish()
 		wc.ThreadCPU, wc.ThreadState = s.acct.thread.CPU, s.acct.thread.State
 	}
-	s.acct.watchdog = accounting.StartWatchdog(wc)
+	s.acct.watchdog = recorder.StartWatchdog(wc)
 	s.acct.loop.AttachWatchdog(s.acct.watchdog)
 	s.acct.stallAt = s.acct.watchdog.Threshold()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -21,14 +22,14 @@ func burnCPU(d time.Duration) {
 
 // burnThreadCPU spins until the calling thread has used d of CPU time.
 func burnThreadCPU(d time.Duration) {
-	for start := accounting.ThreadCPU(); accounting.ThreadCPU()-start < d; {
+	for start := recorder.ThreadCPU(); recorder.ThreadCPU()-start < d; {
 	}
 }
 
 // With CPUClock on a locked loop, a task that burns CPU reports CPU time close to its
 // on-loop time, and one that sleeps reports almost none.
 func TestCPUClockPerSlice(t *testing.T) {
-	if !accounting.ThreadCPUSupported {
+	if !recorder.ThreadCPUSupported {
 		t.Skip("no thread CPU clock")
 	}
 	got := make(chan accounting.TaskSample, 2)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,8 +15,9 @@ import (
 )
 
 const (
-	module = "github.com/batonrt/baton"
-	gnet   = "github.com/panjf2000/gnet"
+	module   = "github.com/batonrt/baton"
+	gnet     = "github.com/panjf2000/gnet"
+	recorder = module + "/internal/recorder" // the loop's recorders: imported by loop only
 )
 
 // TestDependencyDirection checks the layout rules of docs/design.md with go list -deps.
@@ -26,6 +28,7 @@ func TestDependencyDirection(t *testing.T) {
 	rules := []struct {
 		pkg       string
 		forbidden []string // import path prefixes that must not appear in pkg's deps
+		allowed   []string // exceptions to forbidden: exact import paths
 		stdOnly   bool     // only the standard library (and pkg itself)
 	}{
 		{pkg: "httpcodec", stdOnly: true},
@@ -33,7 +36,10 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/clock", stdOnly: true},
 		{pkg: "internal/publish", stdOnly: true},
 		{pkg: "internal/alarm", forbidden: []string{gnet, module + "/"}}, // x/sys only: scheduler's tests use it
-		{pkg: "accounting", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", module + "/httpcodec"}},
+		// accounting's only baton dependency is its histograms: a leaf for its importers.
+		{pkg: "accounting", forbidden: []string{gnet, module + "/"}, allowed: []string{module + "/internal/hdr"}},
+		{pkg: "internal/hdr", stdOnly: true},
+		{pkg: "internal/recorder", forbidden: []string{gnet, module + "/"}, allowed: []string{module + "/accounting", module + "/internal/hdr"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
 		{pkg: "internal/scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
 	}
@@ -50,7 +56,7 @@ func TestDependencyDirection(t *testing.T) {
 				t.Errorf("%s must use the standard library only, but depends on %s", r.pkg, d)
 			}
 			for _, f := range r.forbidden {
-				if strings.HasPrefix(d, f) {
+				if strings.HasPrefix(d, f) && !slices.Contains(r.allowed, d) {
 					t.Errorf("%s must not depend on %s (found %s)", r.pkg, f, d)
 				}
 			}
@@ -58,6 +64,11 @@ func TestDependencyDirection(t *testing.T) {
 	}
 	// Only loop may import gnet among baton's packages.
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	// The same with the packages' tests' imports, for the recorders' rule.
+	withTests, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -70,6 +81,17 @@ func TestDependencyDirection(t *testing.T) {
 			if strings.HasPrefix(imp, gnet) && fields[0] != module+"/loop" {
 				t.Errorf("%s imports %s: only loop may import gnet", fields[0], imp)
 			}
+		}
+	}
+	// The loop's recorders are the loop's: no other package imports them (their own
+	// external tests aside).
+	for _, line := range strings.Split(strings.TrimSpace(string(withTests)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == module+"/loop" || fields[0] == recorder {
+			continue
+		}
+		if slices.Contains(fields[1:], recorder) {
+			t.Errorf("%s imports %s: only loop may", fields[0], recorder)
 		}
 	}
 	// examples use public packages only.

@@ -54,6 +54,9 @@ const (
 	// overruns not logged); every overrun is counted.
 	overrunLogEvery = 10 * time.Second
 
+	// overrunLogBurst caps the overrun lines of a loop's rooms together, per second.
+	overrunLogBurst = 10
+
 	// retainStopped is how long a stopped room's figures stay on the rooms page (marked
 	// stopped) before its slot is freed: the longest loop-share window, so a room that
 	// stopped after hogging the loop is still there to be named.
@@ -236,7 +239,7 @@ type core struct {
 	inputCap                 int
 	refuse                   bool
 
-	rec accounting.Room // its per-tick fields first
+	rec record // its per-tick fields first
 
 	name     string
 	taskName string // "room:" + name
@@ -649,8 +652,7 @@ func (c *core) overrun(n uint64, dur, wall time.Duration, now int64) {
 		c.suppressed++
 		return
 	}
-	ok, _ := tbl.log.Allow(tbl.timeAt(now))
-	if !ok {
+	if !tbl.logAllowed(now) {
 		c.suppressed++
 		return
 	}

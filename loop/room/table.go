@@ -21,7 +21,8 @@ type table struct {
 	base   time.Time // the origin of the table's clock readings (int64 ns since base)
 	acct   bool      // per-task figures are kept (not loop.Config.NoAccounting)
 	logger *slog.Logger
-	log    *accounting.LogLimiter // loop-wide cap on overrun lines
+	logN   int   // overrun lines logged in the second that began at logSec
+	logSec int64 // table clock, the start of the current log second
 
 	all     []*core
 	stopped []*core // ended rooms not freed yet, oldest first
@@ -44,9 +45,6 @@ func tableOf(l *loop.Loop) *table {
 	cfg := srv.Config()
 	t := &table{
 		l: l, base: l.Now(), acct: !cfg.NoAccounting, logger: cfg.Logger,
-		// Each room logs at most once per overrunLogEvery, and a thousand rooms overrunning
-		// at once log a sample.
-		log:    accounting.NewLogLimiter(10, time.Second),
 		owner:  map[*loop.Task]*core{},
 		retain: retainStopped,
 	}
@@ -54,6 +52,20 @@ func tableOf(l *loop.Loop) *table {
 	srv.OnDrain(t.drain)
 	_ = srv.AddStats(Section) // once per server: a second loop's table finds it added
 	return t
+}
+
+// logAllowed reports whether an overrun line may be logged at now: each room logs at most
+// once per overrunLogEvery, and the loop's rooms together at most overrunLogBurst lines a
+// second, so a thousand rooms overrunning at once log a sample. Loop-confined.
+func (t *table) logAllowed(now int64) bool {
+	if now-t.logSec >= int64(time.Second) {
+		t.logSec, t.logN = now, 0
+	}
+	if t.logN >= overrunLogBurst {
+		return false
+	}
+	t.logN++
+	return true
 }
 
 // now is the loop's clock as the table counts it. Loop-confined.
@@ -164,12 +176,12 @@ type Figures struct {
 }
 
 // Section is the rooms' stats section, added to a server with its first room: the page
-// prefix/rooms (?top=N rooms, default accounting.DefaultTopRooms; ?format=text), the
+// prefix/rooms (?top=N rooms, default DefaultTop; ?format=text), the
 // section "rooms" of Snapshot (a Figures) and the dashboard's rooms panel.
 var Section = loop.StatsSection{
 	Name: "rooms",
 	Take: func(l *loop.Loop, q url.Values) (any, error) {
-		top := accounting.DefaultTopRooms
+		top := DefaultTop
 		if s := q.Get("top"); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 0 {
@@ -199,12 +211,12 @@ var Section = loop.StatsSection{
 func (t *table) snapshot(top int) Figures {
 	now := t.now()
 	t.sweep(now)
-	recs := make([]*accounting.Room, len(t.all))
+	recs := make([]*record, len(t.all))
 	for i, c := range t.all {
 		c.sync()
 		recs[i] = &c.rec
 	}
-	return Figures{RoomsSnapshot: accounting.TopRooms(recs, now, top), top: top}
+	return Figures{RoomsSnapshot: topRooms(recs, now, top), top: top}
 }
 
 // sum ranks every loop's listed rooms together, keeps as many as were asked for and sums

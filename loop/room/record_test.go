@@ -1,4 +1,4 @@
-package accounting
+package room
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 func TestRoomTickAndOverrun(t *testing.T) {
-	r := NewRoom("a", 50*time.Millisecond, 25*time.Millisecond, 0)
+	r := newRecord("a", 50*time.Millisecond, 25*time.Millisecond, 0)
 	assert.False(t, r.Tick(time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))
 	assert.True(t, r.Tick(-time.Millisecond, 30*time.Millisecond, 30*time.Millisecond), "over budget")
 	assert.False(t, r.Tick(0, 25*time.Millisecond, 90*time.Millisecond), "at the budget is not over it, however long its parks")
@@ -23,7 +25,7 @@ func TestRoomTickAndOverrun(t *testing.T) {
 	r.SetMembers(4, 3)
 	s := r.Snapshot(2 * sec)
 	assert.Equal(t, "a", s.Name)
-	assert.Equal(t, RoomRunning, s.State)
+	assert.Equal(t, accounting.RoomRunning, s.State)
 	assert.EqualValues(t, 3, s.Ticks)
 	assert.EqualValues(t, 1, s.Overruns)
 	assert.EqualValues(t, 3, s.Skipped)
@@ -43,44 +45,44 @@ func TestRoomTickAndOverrun(t *testing.T) {
 	assert.Equal(t, time.Millisecond, s.TickLateness.Max, "negative lateness counts as 0")
 	p50 := s.TickDuration.P50
 	assert.InEpsilon(t, float64(25*time.Millisecond), float64(p50), 1.0/16, "one significant digit: within 1/16")
-	r.SetState(RoomStopped)
-	assert.Equal(t, RoomStopped, r.State())
+	r.SetState(accounting.RoomStopped)
+	assert.Equal(t, accounting.RoomStopped, r.state)
 }
 
 func TestRoomShare(t *testing.T) {
-	r := NewRoom("a", time.Second, time.Second, 0)
-	assert.Zero(t, r.Share(sec/2, time.Second), "no complete second yet")
+	r := newRecord("a", time.Second, time.Second, 0)
+	assert.Zero(t, r.share(sec/2, time.Second), "no complete second yet")
 	r.LoopTime(sec/2, 250*time.Millisecond) // second 0
 	r.LoopTime(sec+1, 500*time.Millisecond) // second 1
 	r.LoopTime(2*sec, 900*time.Millisecond) // second 2 (incomplete at 2.5 s)
 	now := 2*sec + sec/2
-	assert.InDelta(t, 0.5, r.Share(now, time.Second), 1e-9)
-	assert.InDelta(t, 0.375, r.Share(now, 10*time.Second), 1e-9, "the room is 2 s old: 0.75 s over 2 s")
+	assert.InDelta(t, 0.5, r.share(now, time.Second), 1e-9)
+	assert.InDelta(t, 0.375, r.share(now, 10*time.Second), 1e-9, "the room is 2 s old: 0.75 s over 2 s")
 	// A minute later the old seconds have left the window, and the ring's slots are reused.
 	later := 70 * sec
 	r.LoopTime(later-sec, 100*time.Millisecond)
-	assert.InDelta(t, 0.1, r.Share(later, time.Second), 1e-9)
-	assert.InDelta(t, 0.1/60, r.Share(later, time.Minute), 1e-9)
+	assert.InDelta(t, 0.1, r.share(later, time.Second), 1e-9)
+	assert.InDelta(t, 0.1/60, r.share(later, time.Minute), 1e-9)
 	assert.Equal(t, 1750*time.Millisecond, r.Snapshot(later).LoopTime)
 	r.LoopTime(later, -time.Second) // ignored
 	assert.Equal(t, 1750*time.Millisecond, r.Snapshot(later).LoopTime)
 }
 
 func TestTopRooms(t *testing.T) {
-	var rooms []*Room
+	var rooms []*record
 	for i := range 5 {
-		r := NewRoom(fmt.Sprint("r", i), time.Second, time.Second, 0)
+		r := newRecord(fmt.Sprint("r", i), time.Second, time.Second, 0)
 		r.LoopTime(sec+1, time.Duration(i)*10*time.Millisecond)
 		r.Tick(0, time.Duration(i)*time.Millisecond, time.Duration(i)*time.Millisecond)
 		rooms = append(rooms, r)
 	}
 	now := 2*sec + 1
-	all := TopRooms(rooms, now, 10)
+	all := topRooms(rooms, now, 10)
 	require.Len(t, all.Rooms, 5)
 	assert.Nil(t, all.Other)
 	assert.Equal(t, "r4", all.Rooms[0].Name, "largest share first")
 	assert.Equal(t, "r0", all.Rooms[4].Name)
-	top := TopRooms(rooms, now, 2)
+	top := topRooms(rooms, now, 2)
 	require.Len(t, top.Rooms, 2)
 	assert.Equal(t, []string{"r4", "r3"}, []string{top.Rooms[0].Name, top.Rooms[1].Name})
 	require.NotNil(t, top.Other)
@@ -91,7 +93,7 @@ func TestTopRooms(t *testing.T) {
 	assert.Equal(t, 5, top.Total)
 
 	var buf bytes.Buffer
-	require.NoError(t, WriteRoomsJSON(&buf, top))
+	require.NoError(t, accounting.WriteRoomsJSON(&buf, top))
 	var doc struct {
 		Total int `json:"rooms_total"`
 		Rooms []struct {
@@ -108,15 +110,15 @@ func TestTopRooms(t *testing.T) {
 	assert.InDelta(t, 0.04, doc.Rooms[0].Share, 1e-9)
 	assert.Equal(t, 3, doc.Other.Rooms)
 	buf.Reset()
-	require.NoError(t, WriteRoomsText(&buf, top))
+	require.NoError(t, accounting.WriteRoomsText(&buf, top))
 	assert.Contains(t, buf.String(), "baton rooms: 5 (top 2")
 	assert.Contains(t, buf.String(), "r4")
 	assert.Contains(t, buf.String(), "(other: 3 rooms)")
-	assert.Empty(t, TopRooms(nil, now, 5).Rooms)
+	assert.Empty(t, topRooms(nil, now, 5).Rooms)
 }
 
 func TestRoomTickAllocatesNothing(t *testing.T) {
-	r := NewRoom("a", time.Second, time.Second, 0)
+	r := newRecord("a", time.Second, time.Second, 0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		r.Tick(time.Microsecond, 20*time.Microsecond, 20*time.Microsecond)
 		r.LoopTime(sec, time.Microsecond)
@@ -127,8 +129,8 @@ func TestRoomTickAllocatesNothing(t *testing.T) {
 // TestRoomSummaryMatchesHistogram: a room's 32-bit counters give the percentiles a
 // Histogram of the same layout gives.
 func TestRoomSummaryMatchesHistogram(t *testing.T) {
-	r := NewRoom("a", time.Second, time.Second, 0)
-	h := newHistogram(roomLayout)
+	r := newRecord("a", time.Second, time.Second, 0)
+	h := accounting.NewHistogram(int64(roomHistogramMax), roomHistogramDigits)
 	var sum, mx int64
 	v := int64(1)
 	for i := range 5000 {
@@ -143,7 +145,10 @@ func TestRoomSummaryMatchesHistogram(t *testing.T) {
 		mx = max(mx, d)
 	}
 	got := r.Snapshot(0).TickDuration
-	want := SummaryOf(h, 1, time.Duration(sum), time.Duration(mx))
-	want.Buckets = Buckets{} // a room's summaries carry no exporter buckets (yet)
+	want := accounting.SummaryOf(h, 1, time.Duration(sum), time.Duration(mx))
+	want.Buckets = accounting.Buckets{} // a room's summaries carry no exporter buckets (yet)
 	assert.Equal(t, want, got)
 }
+
+// sec is a second in the clock readings the tests make up.
+const sec = int64(time.Second)

@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"fmt"
@@ -10,26 +10,29 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 )
 
 // refSnapshot is how Routes.Snapshot read the routes before RoutesCopy: every counter of
 // every histogram folded on the spot, nothing cut. The copy must give the same figures.
-func refSnapshot(r *Routes, now time.Time) []RouteSnapshot {
+func refSnapshot(r *Routes, now time.Time) []accounting.RouteSnapshot {
 	ns := since(r.cfg.Epoch, now)
-	sc := newHistogram(r.layout)
-	var out []RouteSnapshot
+	sc := hdr.New(r.layout)
+	var out []accounting.RouteSnapshot
 	for _, rt := range r.byKey {
 		rt.flush()
 		rt.rotate(ns)
 		cur, prev := &rt.win[rt.cur], &rt.win[rt.cur^1]
 		w := int64(r.cfg.RecentWindow)
 		span := ns - max((rt.winNo-1)*w, 0)
-		s := RouteSnapshot{
+		s := accounting.RouteSnapshot{
 			Route: rt.key, Count: rt.n, Errors: rt.errors, ClientErrors: rt.client, InFlight: rt.inFlight,
-			Recent: RecentCounts{Count: cur.count + prev.count, Errors: cur.errors + prev.errors,
+			Recent: accounting.RecentCounts{Count: cur.count + prev.count, Errors: cur.errors + prev.errors,
 				ClientErrors: cur.client + prev.client, Span: time.Duration(max(span, 0))},
 		}
-		pairs := [numMetrics]*SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
+		pairs := [numMetrics]*accounting.SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
 		for i, p := range pairs {
 			p.Recent = summaryOf(sc, &prev.h[i], &cur.h[i])
 			cum := &rt.cum[i]
@@ -38,7 +41,7 @@ func refSnapshot(r *Routes, now time.Time) []RouteSnapshot {
 		}
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b RouteSnapshot) int { return strings.Compare(a.Route, b.Route) })
+	slices.SortFunc(out, func(a, b accounting.RouteSnapshot) int { return strings.Compare(a.Route, b.Route) })
 	return out
 }
 
@@ -55,7 +58,7 @@ func TestRoutesCopyMatchesDirectRead(t *testing.T) {
 	for round := range 30 {
 		for k := range round%7 + 1 { // routes appear over the rounds
 			rt := r.Route(fmt.Sprintf("GET /r%d", (round+k)%9))
-			scale := []time.Duration{0, time.Microsecond, time.Millisecond, time.Second, 2 * DefaultHistogramMax}[rng.IntN(5)]
+			scale := []time.Duration{0, time.Microsecond, time.Millisecond, time.Second, 2 * defaultHistogramMax}[rng.IntN(5)]
 			for range rng.IntN(600) {
 				rt.Start()
 				v := time.Duration(rng.Int64N(int64(scale) + 1))
@@ -65,7 +68,7 @@ func TestRoutesCopyMatchesDirectRead(t *testing.T) {
 		now += time.Duration(rng.Int64N(int64(3 * win))) // sometimes a window, sometimes several
 		want := refSnapshot(r, at(now))
 		r.CopyInto(&c, at(now))
-		require.Equal(t, len(want), c.Len(), "round %d", round)
+		require.Equal(t, len(want), c.n, "round %d", round)
 		require.Equal(t, want, c.Snapshot(), "round %d", round)
 	}
 }
@@ -79,7 +82,7 @@ func TestRoutesCopyOffLoop(t *testing.T) {
 		r.Route(fmt.Sprintf("GET /r%d", i))
 	}
 	pool := sync.Pool{New: func() any { return new(RoutesCopy) }}
-	results := make(chan []RouteSnapshot, 64)
+	results := make(chan []accounting.RouteSnapshot, 64)
 	var wg sync.WaitGroup
 	for n := range 200 { // the loop: records, copies, hands the copy to a reader
 		rt := r.Route(fmt.Sprintf("GET /r%d", n%5))
@@ -103,7 +106,7 @@ func TestRoutesCopyOffLoop(t *testing.T) {
 	}
 	wg.Wait()
 	close(results)
-	var last []RouteSnapshot
+	var last []accounting.RouteSnapshot
 	for s := range results {
 		last = s
 	}

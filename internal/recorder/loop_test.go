@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 const sec = int64(time.Second)
@@ -28,7 +30,7 @@ func TestLoopUtilisationWindows(t *testing.T) {
 	}
 	snap := l.Snapshot(at(10*time.Second + 500*time.Millisecond))
 	for i, u := range snap.Utilisation {
-		near(t, UtilisationWindows[i].String(), u.Utilisation(), 0.3, 1e-9)
+		near(t, accounting.UtilisationWindows[i].String(), u.Utilisation(), 0.3, 1e-9)
 	}
 	if snap.Utilisation[2].Elapsed != 10*time.Second || snap.Utilisation[1].Elapsed != 10*time.Second || snap.Utilisation[0].Elapsed != time.Second {
 		t.Errorf("elapsed %v", snap.Utilisation)
@@ -48,7 +50,7 @@ func TestLoopUtilisationWindows(t *testing.T) {
 	// 100 s later, the old seconds have left every window.
 	snap = l.Snapshot(at(131 * time.Second))
 	for i, u := range snap.Utilisation {
-		if u.Utilisation() != 0 || u.Elapsed != UtilisationWindows[i] {
+		if u.Utilisation() != 0 || u.Elapsed != accounting.UtilisationWindows[i] {
 			t.Errorf("window %d after idle: %+v", i, u)
 		}
 	}
@@ -68,7 +70,7 @@ func TestLoopBusySplitsSeconds(t *testing.T) {
 		t.Errorf("busy total %v", snap.BusyTotal)
 	}
 	for i, u := range snap.Utilisation {
-		near(t, "after stall "+UtilisationWindows[i].String(), u.Utilisation(), 1, 1e-9)
+		near(t, "after stall "+accounting.UtilisationWindows[i].String(), u.Utilisation(), 1, 1e-9)
 	}
 	l.Busy(5, 5) // empty: ignored
 	l.Busy(7, 3) // reversed: ignored
@@ -97,8 +99,8 @@ func TestLoopStartsMidSecond(t *testing.T) {
 func TestLoopEpochDefaultsToNow(t *testing.T) {
 	now := time.Now()
 	l := NewLoop(Config{}, now)
-	if !l.Epoch().Equal(now) {
-		t.Errorf("epoch %v, want %v", l.Epoch(), now)
+	if !l.cfg.Epoch.Equal(now) {
+		t.Errorf("epoch %v, want %v", l.cfg.Epoch, now)
 	}
 }
 
@@ -106,12 +108,12 @@ func TestLoopSlicesAndCounts(t *testing.T) {
 	l := NewLoop(Config{Epoch: epoch}, epoch)
 	for s := range int64(10) {
 		for i := range 50 {
-			l.Slice(time.Duration(i+1)*time.Microsecond, 2*time.Microsecond)
+			l.slice(time.Duration(i+1)*time.Microsecond, 2*time.Microsecond)
 		}
 		l.Busy(s*sec, s*sec+1000) // switches go to the second this interval ends in
 	}
 	for range 7 {
-		l.Slice(time.Millisecond, time.Microsecond) // pending, not in a second yet
+		l.slice(time.Millisecond, time.Microsecond) // pending, not in a second yet
 	}
 	for _, n := range []int{3, 9, 2} {
 		l.ReadyDepth(n)
@@ -141,14 +143,14 @@ func TestLoopSlicesAndCounts(t *testing.T) {
 	}
 	// A snapshot folds what it read: reading again neither loses nor counts twice.
 	for range 3 {
-		l.Slice(time.Second, time.Second)
+		l.slice(time.Second, time.Second)
 	}
 	l.Busy(11*sec, 11*sec+1000)
 	snap = l.Snapshot(at(12 * time.Second))
 	if snap.Lag.Count != 510 || snap.Lag.Max != time.Second || snap.Slices.Count != 510 || snap.Switches != 510 {
 		t.Errorf("second snapshot: switches %d lag %+v slices %+v", snap.Switches, snap.Lag, snap.Slices)
 	}
-	want := SliceStats{Count: 510, Total: 3*time.Second + 1007*time.Microsecond, Max: time.Second, Slow: 3, SlowTotal: 3 * time.Second}
+	want := accounting.SliceStats{Count: 510, Total: 3*time.Second + 1007*time.Microsecond, Max: time.Second, Slow: 3, SlowTotal: 3 * time.Second}
 	if snap.Slices != want || snap.Slices.Mean() != want.Total/510 {
 		t.Errorf("slices %+v, want %+v", snap.Slices, want)
 	}
@@ -162,29 +164,29 @@ func TestLoopSlicesInBatchesMatchSlice(t *testing.T) {
 	batched := NewLoop(Config{Epoch: epoch}, epoch)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var waits []int64
-	var st SliceStats
+	var st accounting.SliceStats
 	total := uint64(0)
 	now := int64(0)
 	for range 400 {
 		for range rng.IntN(300) { // sometimes more than a batch between Busy calls
 			wait := time.Duration(rng.Int64N(int64(time.Millisecond)))
 			run := time.Duration(rng.Int64N(int64(200 * time.Microsecond)))
-			one.Slice(wait, run)
+			one.slice(wait, run)
 			waits = append(waits, int64(wait))
 			st.Total += run
 			st.Max = max(st.Max, run)
-			if run > DefaultSlowSlice {
+			if run > defaultSlowSlice {
 				st.Slow++
 				st.SlowTotal += run
 			}
 			total++
 			if len(waits) == 256 || rng.IntN(50) == 0 {
 				batched.Slices(waits, st)
-				waits, st = waits[:0], SliceStats{}
+				waits, st = waits[:0], accounting.SliceStats{}
 			}
 		}
 		batched.Slices(waits, st)
-		waits, st = waits[:0], SliceStats{}
+		waits, st = waits[:0], accounting.SliceStats{}
 		batched.Switched(total)
 		start := now + rng.Int64N(int64(10*time.Millisecond))
 		now = start + rng.Int64N(int64(20*time.Millisecond))

@@ -1,10 +1,12 @@
-package accounting
+package recorder
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 // TestLoopWindow: Window gives the same figures as a Snapshot's utilisation windows, and
@@ -16,7 +18,7 @@ func TestLoopWindow(t *testing.T) {
 	}
 	now := at(12*time.Second + 1)
 	snap := l.Snapshot(now)
-	for i, w := range UtilisationWindows {
+	for i, w := range accounting.UtilisationWindows {
 		assert.Equal(t, snap.Utilisation[i], l.Window(now, w), "window %v", w)
 	}
 	assert.InDelta(t, 0.25, l.Window(now, 10*time.Second).Utilisation(), 1e-9)

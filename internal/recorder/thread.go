@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"bytes"
@@ -19,31 +19,31 @@ type LoopThread struct {
 // Publish records the calling thread as the loop's. Call it once from the loop goroutine,
 // after it is locked to its thread (for example in the loop's first callback). Loop
 // goroutine only.
-func (l *LoopThread) Publish() { l.tid.Store(int64(Gettid())) }
+func (l *LoopThread) Publish() { l.tid.Store(int64(gettid())) }
 
-// TID returns the published thread id, or 0 before Publish (and on platforms without
+// threadID returns the published thread id, or 0 before Publish (and on platforms without
 // thread ids). Any goroutine.
-func (l *LoopThread) TID() int { return int(l.tid.Load()) }
+func (l *LoopThread) threadID() int { return int(l.tid.Load()) }
 
 // CPU returns the loop thread's CPU time so far, or ok=false before Publish or when the
 // clock cannot be read. It fits WatchdogConfig.ThreadCPU. Any goroutine.
 func (l *LoopThread) CPU() (time.Duration, bool) {
-	tid := l.TID()
+	tid := l.threadID()
 	if tid == 0 {
 		return 0, false
 	}
-	d, err := ThreadCPUOf(tid)
+	d, err := threadCPUOf(tid)
 	return d, err == nil
 }
 
-// State returns the loop thread's scheduling state (see ThreadStateOf), or ok=false before
+// State returns the loop thread's scheduling state (see threadStateOf), or ok=false before
 // Publish or when it cannot be read. It fits WatchdogConfig.ThreadState. Any goroutine.
 func (l *LoopThread) State() (byte, bool) {
-	tid := l.TID()
+	tid := l.threadID()
 	if tid == 0 {
 		return 0, false
 	}
-	s, err := ThreadStateOf(tid)
+	s, err := threadStateOf(tid)
 	return s, err == nil
 }
 
@@ -52,7 +52,7 @@ func (l *LoopThread) State() (byte, bool) {
 func parseStatState(b []byte) (byte, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) || b[i+1] != ' ' {
-		return 0, errors.New("accounting: malformed stat line")
+		return 0, errors.New("recorder: malformed stat line")
 	}
 	return b[i+2], nil
 }

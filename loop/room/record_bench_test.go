@@ -1,14 +1,14 @@
-package accounting
+package room
 
 import (
 	"testing"
 	"time"
 )
 
-// BenchmarkRoomTick is the accounting side of one room tick: two histogram records, the
+// BenchmarkRecordTick is the accounting side of one room tick: two histogram records, the
 // budget check and a loop-time charge.
-func BenchmarkRoomTick(b *testing.B) {
-	r := NewRoom("r", 50*time.Millisecond, 25*time.Millisecond, 0)
+func BenchmarkRecordTick(b *testing.B) {
+	r := newRecord("r", 50*time.Millisecond, 25*time.Millisecond, 0)
 	b.ReportAllocs()
 	for i := range b.N {
 		r.Tick(time.Duration(i&1023)*time.Microsecond, 20*time.Microsecond, 20*time.Microsecond)

@@ -1,9 +1,12 @@
-package accounting
+package recorder
 
 import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 )
 
 // RoutesCopy is every route's raw figures at one instant: the counts, and each figure's
@@ -13,16 +16,16 @@ import (
 // so a RoutesCopy is meant to be pooled. The zero value is ready to use. Not safe for
 // concurrent use: it belongs to the loop while CopyInto runs, then to one reader.
 type RoutesCopy struct {
-	l       *layout
+	l       *hdr.Layout
 	n       int // routes copied, the first n of routes
 	routes  []routeCopy
-	scratch *Histogram
+	scratch *hdr.Histogram
 }
 
 // routeCopy is one route's copy: its counts (a RouteSnapshot without summaries) and its
 // figures' counters.
 type routeCopy struct {
-	head RouteSnapshot
+	head accounting.RouteSnapshot
 	figs [numMetrics]figureCopy
 }
 
@@ -38,8 +41,8 @@ type figureCopy struct {
 
 // used returns the counters of l up to the one holding mx, the exact maximum of the values
 // they count: those above it are zero.
-func used[T uint32 | uint64](l *layout, counts []T, mx int64) []T {
-	return counts[:l.index(min(max(mx, 0), l.limit))+1]
+func used[T uint32 | uint64](l *hdr.Layout, counts []T, mx int64) []T {
+	return counts[:l.Index(min(max(mx, 0), l.Limit()))+1]
 }
 
 // CopyInto copies every route's figures at now into dst, rotating stale recent windows
@@ -66,10 +69,10 @@ func (rt *Route) copyInto(dst *routeCopy, now int64) {
 	cur, prev := &rt.win[rt.cur], &rt.win[rt.cur^1]
 	w := int64(rt.r.cfg.RecentWindow)
 	span := now - max((rt.winNo-1)*w, 0) // the view starts at the previous window, or the epoch
-	dst.head = RouteSnapshot{
+	dst.head = accounting.RouteSnapshot{
 		Route: rt.key, Count: rt.n, Errors: rt.errors, ClientErrors: rt.client,
 		InFlight: rt.inFlight,
-		Recent: RecentCounts{
+		Recent: accounting.RecentCounts{
 			Count:        cur.count + prev.count,
 			Errors:       cur.errors + prev.errors,
 			ClientErrors: cur.client + prev.client,
@@ -80,75 +83,50 @@ func (rt *Route) copyInto(dst *routeCopy, now int64) {
 	for i := range dst.figs {
 		f := &dst.figs[i]
 		c := &rt.cum[i]
-		f.cum = append(f.cum[:0], used(l, c.h.counts, c.max)...)
+		f.cum = append(f.cum[:0], used(l, c.h.Counts(), c.max)...)
 		f.cumSum, f.cumMax = c.sum, c.max
 		f.winSum, f.winMax = 0, 0
-		for k, h := range [2]*hist{&prev.h[i], &cur.h[i]} {
+		for k, h := range [2]*hdr.Recorder{&prev.h[i], &cur.h[i]} {
 			f.win[k] = f.win[k][:0]
-			if h.used {
-				f.win[k] = append(f.win[k], used(l, h.counts, h.max)...)
-				f.winSum += h.sum
-				f.winMax = max(f.winMax, h.max)
+			if h.Used() {
+				f.win[k] = append(f.win[k], used(l, h.Counts(), h.Max())...)
+				f.winSum += h.Sum()
+				f.winMax = max(f.winMax, h.Max())
 			}
 		}
 	}
 }
 
-// Len returns the number of routes copied. The goroutine that owns c.
-func (c *RoutesCopy) Len() int { return c.n }
-
 // Snapshot returns the copied routes' figures, sorted by key: the same values
 // Routes.Snapshot would have returned at the copy's instant. It computes the percentiles
 // and buckets and allocates the result (the caller owns it; c's buffers stay c's). Any
 // goroutine that owns c, and meant to be called off the loop.
-func (c *RoutesCopy) Snapshot() []RouteSnapshot {
-	out := make([]RouteSnapshot, c.n)
+func (c *RoutesCopy) Snapshot() []accounting.RouteSnapshot {
+	out := make([]accounting.RouteSnapshot, c.n)
 	if c.n == 0 {
 		return out
 	}
-	if c.scratch == nil || c.scratch.l != c.l {
-		c.scratch = newHistogram(c.l)
+	if c.scratch == nil || c.scratch.Layout() != c.l {
+		c.scratch = hdr.New(c.l)
 	}
 	sc := c.scratch
 	for j := range c.n {
 		rc := &c.routes[j]
 		s := &out[j]
 		*s = rc.head
-		pairs := [numMetrics]*SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
+		pairs := [numMetrics]*accounting.SummaryPair{&s.Latency, &s.OnLoop, &s.QueueDelay, &s.Parked}
 		for i, p := range pairs {
 			f := &rc.figs[i]
 			sc.Reset()
 			for _, w := range f.win {
-				sc.addCounts32(w)
+				sc.AddCounts32(w)
 			}
-			p.Recent = quantilesOf(sc, 1, time.Duration(f.winSum), time.Duration(f.winMax))
+			p.Recent = quantilesOf(sc, time.Duration(f.winSum), time.Duration(f.winMax))
 			// cumulative = retired windows + the recent view
-			sc.addCounts64(f.cum)
+			sc.AddCounts64(f.cum)
 			p.Cumulative = summarize(sc, f.cumSum+f.winSum, max(f.cumMax, f.winMax))
 		}
 	}
-	slices.SortFunc(out, func(a, b RouteSnapshot) int { return strings.Compare(a.Route, b.Route) })
+	slices.SortFunc(out, func(a, b accounting.RouteSnapshot) int { return strings.Compare(a.Route, b.Route) })
 	return out
-}
-
-// addCounts32 adds a prefix of a recorder's counters to h.
-func (h *Histogram) addCounts32(src []uint32) {
-	dc := h.counts[:len(src)]
-	var n uint64
-	for i, c := range src {
-		dc[i] += uint64(c)
-		n += uint64(c)
-	}
-	h.total += n
-}
-
-// addCounts64 adds a prefix of a store's counters to h.
-func (h *Histogram) addCounts64(src []uint64) {
-	dc := h.counts[:len(src)]
-	var n uint64
-	for i, c := range src {
-		dc[i] += c
-		n += c
-	}
-	h.total += n
 }

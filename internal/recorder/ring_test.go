@@ -1,9 +1,17 @@
-package accounting
+package recorder
 
 import (
 	"reflect"
 	"testing"
+
+	"github.com/batonrt/baton/accounting"
 )
+
+// add stores s as the loop does: filled into the next slot, then committed.
+func add(r *Ring, s accounting.TaskSample) {
+	*r.Slot() = s
+	r.Commit()
+}
 
 func ringIDs(r *Ring) []uint64 {
 	var ids []uint64
@@ -19,31 +27,31 @@ func TestRingOrderAndBound(t *testing.T) {
 		t.Fatalf("empty ring: %v", got)
 	}
 	for id := uint64(1); id <= 2; id++ {
-		r.Add(&TaskSample{ID: id})
+		add(r, accounting.TaskSample{ID: id})
 	}
 	if got, want := ringIDs(r), []uint64{2, 1}; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	for id := uint64(3); id <= 7; id++ {
-		r.Add(&TaskSample{ID: id})
+		add(r, accounting.TaskSample{ID: id})
 	}
 	if got, want := ringIDs(r), []uint64{7, 6, 5}; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
-	if r.Len() != 3 || r.Cap() != 3 || r.Total() != 7 {
-		t.Errorf("Len %d Cap %d Total %d", r.Len(), r.Cap(), r.Total())
+	if r.held() != 3 || len(r.buf) != 3 || r.Total() != 7 {
+		t.Errorf("held %d size %d Total %d", r.held(), len(r.buf), r.Total())
 	}
-	if NewRing(0).Cap() != DefaultRingSize {
-		t.Errorf("default size %d", NewRing(0).Cap())
+	if n := len(NewRing(0).buf); n != defaultRingSize {
+		t.Errorf("default size %d", n)
 	}
 }
 
 func TestRingStoresCopies(t *testing.T) {
 	r := NewRing(2)
-	s := TaskSample{ID: 1, Route: "GET /"}
-	r.Add(&s)
+	s := accounting.TaskSample{ID: 1, Route: "GET /"}
+	add(r, s)
 	s.ID, s.Route = 2, "changed"
 	if got := r.Snapshot()[0]; got.ID != 1 || got.Route != "GET /" {
-		t.Errorf("ring holds %+v, want the copy taken at Add", got)
+		t.Errorf("ring holds %+v, want the copy taken at Commit", got)
 	}
 }

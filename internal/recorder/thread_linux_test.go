@@ -1,6 +1,6 @@
 //go:build linux
 
-package accounting
+package recorder
 
 import (
 	"os/exec"
@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 // lockedThread runs body on a goroutine locked to a thread of its own, which ends with the
@@ -83,33 +85,33 @@ func blockedInPoll(l *lockedThread) {
 
 func TestThreadCPUOfAndStateOf(t *testing.T) {
 	b := startLocked(t, nil, busy)
-	c0, err := ThreadCPUOf(b.tid)
+	c0, err := threadCPUOf(b.tid)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		c, err := ThreadCPUOf(b.tid)
+		c, err := threadCPUOf(b.tid)
 		return err == nil && c-c0 >= 20*time.Millisecond
 	}, 30*time.Second, time.Millisecond, "a busy thread's CPU clock advances")
 	// Busy: running or runnable ('R'), but for the moments the runtime preempts its
 	// goroutine and the locked thread sleeps until the goroutine is back.
-	require.Eventually(t, func() bool { st, err := ThreadStateOf(b.tid); return err == nil && st == 'R' },
+	require.Eventually(t, func() bool { st, err := threadStateOf(b.tid); return err == nil && st == 'R' },
 		30*time.Second, time.Millisecond)
 
 	s := startLocked(t, nil, blockedInPoll)
-	require.Eventually(t, func() bool { st, err := ThreadStateOf(s.tid); return err == nil && st == 'S' },
+	require.Eventually(t, func() bool { st, err := threadStateOf(s.tid); return err == nil && st == 'S' },
 		30*time.Second, time.Millisecond, "a thread blocked in poll(2) sleeps")
-	s0, err := ThreadCPUOf(s.tid)
+	s0, err := threadCPUOf(s.tid)
 	require.NoError(t, err)
 	// While the busy thread computes 20 ms more, the sleeping one computes nothing.
-	b0, _ := ThreadCPUOf(b.tid)
-	require.Eventually(t, func() bool { c, _ := ThreadCPUOf(b.tid); return c-b0 >= 20*time.Millisecond },
+	b0, _ := threadCPUOf(b.tid)
+	require.Eventually(t, func() bool { c, _ := threadCPUOf(b.tid); return c-b0 >= 20*time.Millisecond },
 		30*time.Second, time.Millisecond)
-	s1, err := ThreadCPUOf(s.tid)
+	s1, err := threadCPUOf(s.tid)
 	require.NoError(t, err)
 	assert.Less(t, s1-s0, time.Millisecond, "a sleeping thread's CPU clock stands still")
 
 	// The calling thread's clock, read by id, is CLOCK_THREAD_CPUTIME_ID.
 	runtime.LockOSThread()
-	own, err := ThreadCPUOf(Gettid())
+	own, err := threadCPUOf(gettid())
 	after := ThreadCPU()
 	runtime.UnlockOSThread()
 	require.NoError(t, err)
@@ -122,13 +124,13 @@ func TestThreadCPUOfAndStateOf(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	require.NoError(t, cmd.Start())
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	_, err1 := ThreadCPUOf(cmd.Process.Pid)
+	_, err1 := threadCPUOf(cmd.Process.Pid)
 	assert.Error(t, err1, "another process's thread")
-	st, err2 := ThreadStateOf(cmd.Process.Pid)
+	st, err2 := threadStateOf(cmd.Process.Pid)
 	assert.Error(t, err2, "another process's thread (state %q)", st)
-	_, err = ThreadCPUOf(0)
+	_, err = threadCPUOf(0)
 	assert.Error(t, err)
-	_, err = ThreadCPUOf(1) // init: not a thread of this process
+	_, err = threadCPUOf(1) // init: not a thread of this process
 	assert.Error(t, err)
 }
 
@@ -139,7 +141,7 @@ func TestLoopThread(t *testing.T) {
 	_, ok = lt.State()
 	assert.False(t, ok)
 	b := startLocked(t, func(int) { lt.Publish() }, busy)
-	assert.Equal(t, b.tid, lt.TID())
+	assert.Equal(t, b.tid, lt.threadID())
 	cpu, ok := lt.CPU()
 	assert.True(t, ok)
 	assert.Greater(t, cpu, time.Duration(0))
@@ -152,7 +154,7 @@ func TestLoopThread(t *testing.T) {
 // again after logging it (so that the line at its end has a window even when the first
 // line had none), and returns the stall's log line, the line logged at its end and the
 // stall figures.
-func realStall(t *testing.T, th *lockedThread) (warn, end string, st StallStats) {
+func realStall(t *testing.T, th *lockedThread) (warn, end string, st accounting.StallStats) {
 	t.Helper()
 	var lt LoopThread
 	lt.tid.Store(int64(th.tid))

@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"bytes"
@@ -350,14 +350,14 @@ func TestWatchdogDefaults(t *testing.T) {
 	w := StartWatchdog(WatchdogConfig{Probe: func() (uint64, time.Duration, bool) { return 0, 0, false }})
 	w.Stop()
 	w.Stop() // idempotent
-	assert.Equal(t, DefaultStallThreshold, w.Threshold())
-	assert.Equal(t, DefaultStallThreshold/DefaultStallPollDivisor, w.cfg.Interval)
-	assert.Equal(t, DefaultStallLogEvery, w.cfg.LogEvery)
+	assert.Equal(t, defaultStallThreshold, w.Threshold())
+	assert.Equal(t, defaultStallThreshold/defaultStallPollDivisor, w.cfg.Interval)
+	assert.Equal(t, defaultStallLogEvery, w.cfg.LogEvery)
 	assert.NotNil(t, w.cfg.Logger)
 	st := w.Stats()
-	assert.Equal(t, DefaultStallThreshold, st.Threshold)
+	assert.Equal(t, defaultStallThreshold, st.Threshold)
 	assert.Zero(t, st.Count)
-	assert.PanicsWithError(t, "accounting: WatchdogConfig.Probe is required", func() { StartWatchdog(WatchdogConfig{}) })
+	assert.PanicsWithError(t, "recorder: WatchdogConfig.Probe is required", func() { StartWatchdog(WatchdogConfig{}) })
 
 	// The smallest threshold polls once a millisecond.
 	w = newWatchdog(WatchdogConfig{Threshold: time.Millisecond, Probe: w.cfg.Probe})
@@ -372,14 +372,14 @@ func TestWatchdogConfigValidate(t *testing.T) {
 	}{
 		{WatchdogConfig{Probe: probe}, ""},
 		{WatchdogConfig{Probe: probe, Threshold: time.Millisecond, Interval: time.Millisecond}, ""},
-		{WatchdogConfig{}, "accounting: WatchdogConfig.Probe is required"},
-		{WatchdogConfig{Probe: probe, Threshold: -1}, "accounting: WatchdogConfig.Threshold (-1ns) must be 0 (default 100ms) or at least 1ms"},
-		{WatchdogConfig{Probe: probe, Threshold: time.Microsecond}, "accounting: WatchdogConfig.Threshold (1µs) must be 0 (default 100ms) or at least 1ms"},
-		{WatchdogConfig{Probe: probe, Interval: -time.Second}, "accounting: WatchdogConfig.Interval (-1s) must be 0 (default Threshold/4) or at least 1ms"},
-		{WatchdogConfig{Probe: probe, Interval: 200 * time.Millisecond}, "accounting: WatchdogConfig.Interval (200ms) must be at most WatchdogConfig.Threshold (100ms)"},
-		{WatchdogConfig{Probe: probe, LogEvery: -time.Second}, "accounting: WatchdogConfig.LogEvery (-1s) must not be negative"},
+		{WatchdogConfig{}, "recorder: WatchdogConfig.Probe is required"},
+		{WatchdogConfig{Probe: probe, Threshold: -1}, "recorder: WatchdogConfig.Threshold (-1ns) must be 0 (default 100ms) or at least 1ms"},
+		{WatchdogConfig{Probe: probe, Threshold: time.Microsecond}, "recorder: WatchdogConfig.Threshold (1µs) must be 0 (default 100ms) or at least 1ms"},
+		{WatchdogConfig{Probe: probe, Interval: -time.Second}, "recorder: WatchdogConfig.Interval (-1s) must be 0 (default Threshold/4) or at least 1ms"},
+		{WatchdogConfig{Probe: probe, Interval: 200 * time.Millisecond}, "recorder: WatchdogConfig.Interval (200ms) must be at most WatchdogConfig.Threshold (100ms)"},
+		{WatchdogConfig{Probe: probe, LogEvery: -time.Second}, "recorder: WatchdogConfig.LogEvery (-1s) must not be negative"},
 	} {
-		err := tc.cfg.Validate()
+		err := tc.cfg.validate()
 		if tc.want == "" {
 			assert.NoError(t, err)
 		} else {
@@ -402,12 +402,12 @@ func TestLoopSnapshotIncludesStalls(t *testing.T) {
 
 func TestStackOf(t *testing.T) {
 	goid, stop := startStalled(t)
-	st := StackOf(goid)
+	st := stackOf(goid)
 	assert.True(t, strings.HasPrefix(st, "goroutine "+strconv.FormatUint(goid, 10)+" ["), st)
 	assert.Contains(t, st, "stalledHandlerForTest")
 	assert.NotContains(t, st, "TestStackOf")
 	stop()
-	assert.Empty(t, StackOf(0))
+	assert.Empty(t, stackOf(0))
 }
 
 func TestFindStack(t *testing.T) {
@@ -531,23 +531,23 @@ func TestStallCause(t *testing.T) {
 		gstatus  string
 		want     string
 	}{
-		{0, false, 0, false, "", StallCauseUnknown},
-		{win, true, 'R', true, "running", StallCauseTask},
-		{win / 2, true, 'S', true, "", StallCauseTask},      // half the time computing
-		{win / 4, true, 'R', true, "", StallCauseTask},      // a busy thread sharing a core
-		{win / 16, true, 'R', true, "", StallCauseStarved},  // runnable, hardly run
-		{0, true, 'R', true, "running", StallCauseStarved},  // a CPU quota, a noisy neighbour
-		{0, true, 'S', true, "runnable", StallCauseStarved}, // waiting for a Go processor
-		{win / 4, true, 'S', true, "syscall", StallCauseBlocked},
-		{0, true, 'D', true, "syscall", StallCauseBlocked},
-		{0, true, 0, false, "", StallCauseOffCPU},
-		{win / 4, true, 0, false, "", StallCauseTask},
+		{0, false, 0, false, "", causeUnknown},
+		{win, true, 'R', true, "running", causeTask},
+		{win / 2, true, 'S', true, "", causeTask},      // half the time computing
+		{win / 4, true, 'R', true, "", causeTask},      // a busy thread sharing a core
+		{win / 16, true, 'R', true, "", causeStarved},  // runnable, hardly run
+		{0, true, 'R', true, "running", causeStarved},  // a CPU quota, a noisy neighbour
+		{0, true, 'S', true, "runnable", causeStarved}, // waiting for a Go processor
+		{win / 4, true, 'S', true, "syscall", causeBlocked},
+		{0, true, 'D', true, "syscall", causeBlocked},
+		{0, true, 0, false, "", causeOffCPU},
+		{win / 4, true, 0, false, "", causeTask},
 	} {
 		got := stallCause(tc.used, win, tc.measured, tc.state, tc.stateOK, tc.gstatus)
 		assert.Equal(t, tc.want, got, "%+v", tc)
 	}
-	assert.Equal(t, StallCauseUnknown, stallCause(0, 0, true, 'R', true, ""), "no window")
-	assert.Equal(t, StallCauseUnknown, stallCause(0, 0, false, 0, false, "runnable"), "not measured")
+	assert.Equal(t, causeUnknown, stallCause(0, 0, true, 'R', true, ""), "no window")
+	assert.Equal(t, causeUnknown, stallCause(0, 0, false, 0, false, "runnable"), "not measured")
 }
 
 // TestWatchdogCauseFromFakeThread: the watchdog measures the thread's CPU from the first

@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"sync"
@@ -37,7 +37,7 @@ func TestLogLimiterBurstThenRate(t *testing.T) {
 	}
 	ok, _ = l.Allow(at(time.Hour))
 	assert.False(t, ok)
-	allowed, suppressed := l.Counts()
+	allowed, suppressed := l.counts()
 	assert.Equal(t, uint64(7), allowed)
 	assert.Equal(t, uint64(7), suppressed)
 
@@ -58,8 +58,8 @@ func TestLogLimiterOnePerInterval(t *testing.T) {
 }
 
 func TestLogLimiterRejectsBadArguments(t *testing.T) {
-	assert.PanicsWithValue(t, "accounting: NewLogLimiter burst (0) must be at least 1", func() { NewLogLimiter(0, time.Second) })
-	assert.PanicsWithValue(t, "accounting: NewLogLimiter every (0s) must be positive", func() { NewLogLimiter(1, 0) })
+	assert.PanicsWithValue(t, "recorder: NewLogLimiter burst (0) must be at least 1", func() { NewLogLimiter(0, time.Second) })
+	assert.PanicsWithValue(t, "recorder: NewLogLimiter every (0s) must be positive", func() { NewLogLimiter(1, 0) })
 }
 
 // TestLogLimiterConcurrent checks, under -race, that concurrent callers count every event
@@ -84,7 +84,7 @@ func TestLogLimiterConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	allowed, suppressed := l.Counts()
+	allowed, suppressed := l.counts()
 	assert.Equal(t, uint64(workers*events), allowed+suppressed)
 	assert.NotZero(t, allowed)
 	ok, sup := l.Allow(epoch.Add(time.Hour))

@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"runtime"
@@ -13,17 +13,7 @@ func BenchmarkRouteFinishAt(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		s.Age = time.Duration(i&1023) * time.Microsecond
-		rt.FinishAt(&s, int64(i)*1000) // 1 µs apart: rotates every 10^7 requests
-	}
-}
-
-func BenchmarkRouteFinish(b *testing.B) {
-	r := NewRoutes(Config{})
-	rt := r.Route("GET /bench")
-	s := sampleTask()
-	b.ReportAllocs()
-	for b.Loop() {
-		rt.Finish(&s) // reads the clock itself
+		rt.finishAt(&s, int64(i)*1000) // 1 µs apart: rotates every 10^7 requests
 	}
 }
 
@@ -31,7 +21,7 @@ func BenchmarkLoopSlice(b *testing.B) {
 	l := NewLoop(Config{Epoch: epoch}, epoch)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		l.Slice(time.Duration(i&1023)*time.Microsecond, 3*time.Microsecond)
+		l.slice(time.Duration(i&1023)*time.Microsecond, 3*time.Microsecond)
 	}
 }
 
@@ -43,12 +33,13 @@ func BenchmarkLoopBusy(b *testing.B) {
 	}
 }
 
-func BenchmarkRingAdd(b *testing.B) {
+func BenchmarkRingCommit(b *testing.B) {
 	r := NewRing(0)
 	s := sampleTask()
 	b.ReportAllocs()
 	for b.Loop() {
-		r.Add(&s)
+		*r.Slot() = s
+		r.Commit()
 	}
 }
 
@@ -58,15 +49,6 @@ func BenchmarkCurrentSet(b *testing.B) {
 	b.ReportAllocs()
 	for i := uint64(0); b.Loop(); i++ {
 		c.Set(i, 7, &route)
-	}
-}
-
-func BenchmarkAppendServerTiming(b *testing.B) {
-	s := sampleTask()
-	buf := make([]byte, 0, 128)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = AppendServerTiming(buf[:0], &s)
 	}
 }
 
@@ -92,10 +74,10 @@ func BenchmarkTimeNow(b *testing.B) {
 func BenchmarkThreadCPUOf(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := Gettid()
+	tid := gettid()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = ThreadCPUOf(tid)
+		_, _ = threadCPUOf(tid)
 	}
 }
 
@@ -104,10 +86,10 @@ func BenchmarkThreadCPUOf(b *testing.B) {
 func BenchmarkThreadStateOf(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := Gettid()
+	tid := gettid()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = ThreadStateOf(tid)
+		_, _ = threadStateOf(tid)
 	}
 }
 
@@ -131,7 +113,7 @@ func BenchmarkRoutesSnapshot(b *testing.B) {
 	s := sampleTask()
 	for i := range 100000 {
 		s.Age = time.Duration(i%5000) * time.Microsecond
-		rt.FinishAt(&s, int64(i)*100000) // 10 s in all: the cumulative store has retired windows
+		rt.finishAt(&s, int64(i)*100000) // 10 s in all: the cumulative store has retired windows
 	}
 	now := epoch.Add(10 * time.Second)
 	b.ReportAllocs()

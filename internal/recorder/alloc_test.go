@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"testing"
@@ -15,7 +15,6 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 	var cur Current
 	route := "GET /a"
 	s := sampleTask()
-	buf := make([]byte, 0, 256)
 	var now int64
 	var id uint64
 	for _, c := range []struct {
@@ -24,17 +23,15 @@ func TestRecordingDoesNotAllocate(t *testing.T) {
 	}{
 		{"Routes.Route (existing)", func() { _ = r.Route("GET /a") }},
 		{"Route.Start", rt.Start},
-		{"Route.FinishAt", func() { rt.FinishAt(&s, int64(time.Second)) }},
-		{"Route.FinishAt rotating", func() { now += int64(DefaultRecentWindow); rt.FinishAt(&s, now) }},
-		{"Route.Finish", func() { rt.Finish(&s) }},
+		{"Route.finishAt", func() { rt.finishAt(&s, int64(time.Second)) }},
+		{"Route.finishAt rotating", func() { now += int64(DefaultRecentWindow); rt.finishAt(&s, now) }},
 		{"Loop.Busy", func() { now += 3e8; l.Busy(now, now+2e8) }},
 		{"Loop.Busy long", func() { now += 100 * sec; l.Busy(now-99*sec, now) }},
-		{"Loop.Slice", func() { l.Slice(time.Microsecond, 2*time.Microsecond) }},
+		{"Loop.Slice", func() { l.slice(time.Microsecond, 2*time.Microsecond) }},
 		{"Loop.ReadyDepth", func() { l.ReadyDepth(3) }},
 		{"Loop.TaskStarted/Finished", func() { l.TaskStarted(); l.TaskFinished() }},
-		{"Ring.Add", func() { ring.Add(&s) }},
+		{"Ring.Slot/Commit", func() { *ring.Slot() = s; ring.Commit() }},
 		{"Current.Set", func() { id++; cur.Set(id, 7, &route) }},
-		{"AppendServerTiming", func() { s.CPUMeasured = true; buf = AppendServerTiming(buf[:0], &s) }},
 		{"ThreadCPU", func() { _ = ThreadCPU() }},
 	} {
 		if n := testing.AllocsPerRun(100, c.fn); n != 0 {

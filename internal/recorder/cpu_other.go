@@ -1,6 +1,6 @@
 //go:build !linux
 
-package accounting
+package recorder
 
 import "time"
 

@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"fmt"
@@ -30,10 +30,10 @@ type LogLimiter struct {
 // every. It panics if burst < 1 or every <= 0 (a programming error). Any goroutine.
 func NewLogLimiter(burst int, every time.Duration) *LogLimiter {
 	if burst < 1 {
-		panic(fmt.Sprintf("accounting: NewLogLimiter burst (%d) must be at least 1", burst))
+		panic(fmt.Sprintf("recorder: NewLogLimiter burst (%d) must be at least 1", burst))
 	}
 	if every <= 0 {
-		panic(fmt.Sprintf("accounting: NewLogLimiter every (%v) must be positive", every))
+		panic(fmt.Sprintf("recorder: NewLogLimiter every (%v) must be positive", every))
 	}
 	return &LogLimiter{every: every, slack: time.Duration(burst-1) * every}
 }
@@ -60,9 +60,9 @@ func (l *LogLimiter) Allow(now time.Time) (ok bool, suppressed uint64) {
 	return true, suppressed
 }
 
-// Counts returns the events allowed and suppressed since the limiter was made. Any
+// counts returns the events allowed and suppressed since the limiter was made. Any
 // goroutine.
-func (l *LogLimiter) Counts() (allowed, suppressed uint64) {
+func (l *LogLimiter) counts() (allowed, suppressed uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.allowed, l.suppressed

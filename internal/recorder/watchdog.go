@@ -1,4 +1,4 @@
-package accounting
+package recorder
 
 import (
 	"bytes"
@@ -12,23 +12,25 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 // WatchdogConfig configures a Watchdog. Zero fields take the defaults named below;
-// Validate reports fields that are invalid rather than correcting them.
+// validate reports fields that are invalid rather than correcting them.
 type WatchdogConfig struct {
 	// Threshold is how long a slice may run before it is a stall (default
-	// DefaultStallThreshold; at least MinStallThreshold).
+	// defaultStallThreshold; at least MinStallThreshold).
 	Threshold time.Duration
 
-	// Interval is the poll period (default Threshold/DefaultStallPollDivisor, and at least
+	// Interval is the poll period (default Threshold/defaultStallPollDivisor, and at least
 	// a millisecond; at most Threshold). A stall is noticed at most Interval late; its
 	// recorded length is exact when the loop reports the end (Watchdog.SliceEnded) and
 	// otherwise at most Interval short.
 	Interval time.Duration
 
 	// LogEvery rate-limits log lines: a stall that starts less than LogEvery after the last
-	// logged one is counted but not logged (default DefaultStallLogEvery). The next logged
+	// logged one is counted but not logged (default defaultStallLogEvery). The next logged
 	// line says how many were not (suppressed=N).
 	LogEvery time.Duration
 
@@ -58,7 +60,7 @@ type WatchdogConfig struct {
 	// the watchdog's goroutine.
 	ThreadCPU func() (time.Duration, bool)
 
-	// ThreadState returns the loop thread's scheduling state, as ThreadStateOf does
+	// ThreadState returns the loop thread's scheduling state, as threadStateOf does
 	// (LoopThread.State fits), or ok=false when unknown. Optional; read at the polls of a
 	// stall whose thread hardly computed, to tell cause=starved ('R': runnable, waiting for a
 	// CPU) from cause=blocked (sleeping in the kernel). Without it such a stall's cause is
@@ -78,54 +80,54 @@ type WatchdogConfig struct {
 // honoured.
 const MinStallThreshold = minStallPoll
 
-// Validate reports the first invalid field, naming it; nil when cfg is usable (zero
+// validate reports the first invalid field, naming it; nil when cfg is usable (zero
 // fields take their defaults). Any goroutine.
-func (c WatchdogConfig) Validate() error {
+func (c WatchdogConfig) validate() error {
 	if c.Probe == nil {
-		return errors.New("accounting: WatchdogConfig.Probe is required")
+		return errors.New("recorder: WatchdogConfig.Probe is required")
 	}
 	if c.Threshold < 0 || (c.Threshold > 0 && c.Threshold < MinStallThreshold) {
-		return fmt.Errorf("accounting: WatchdogConfig.Threshold (%v) must be 0 (default %v) or at least %v",
-			c.Threshold, DefaultStallThreshold, MinStallThreshold)
+		return fmt.Errorf("recorder: WatchdogConfig.Threshold (%v) must be 0 (default %v) or at least %v",
+			c.Threshold, defaultStallThreshold, MinStallThreshold)
 	}
 	threshold := c.Threshold
 	if threshold == 0 {
-		threshold = DefaultStallThreshold
+		threshold = defaultStallThreshold
 	}
 	if c.Interval < 0 || (c.Interval > 0 && c.Interval < minStallPoll) {
-		return fmt.Errorf("accounting: WatchdogConfig.Interval (%v) must be 0 (default Threshold/%d) or at least %v",
-			c.Interval, DefaultStallPollDivisor, minStallPoll)
+		return fmt.Errorf("recorder: WatchdogConfig.Interval (%v) must be 0 (default Threshold/%d) or at least %v",
+			c.Interval, defaultStallPollDivisor, minStallPoll)
 	}
 	if c.Interval > threshold {
-		return fmt.Errorf("accounting: WatchdogConfig.Interval (%v) must be at most WatchdogConfig.Threshold (%v)",
+		return fmt.Errorf("recorder: WatchdogConfig.Interval (%v) must be at most WatchdogConfig.Threshold (%v)",
 			c.Interval, threshold)
 	}
 	if c.LogEvery < 0 {
-		return fmt.Errorf("accounting: WatchdogConfig.LogEvery (%v) must not be negative", c.LogEvery)
+		return fmt.Errorf("recorder: WatchdogConfig.LogEvery (%v) must not be negative", c.LogEvery)
 	}
 	return nil
 }
 
 // Stall causes, the cause attribute of a stall's log line.
 const (
-	// StallCauseTask: the loop thread computed for much of the stall: the task's code held
+	// causeTask: the loop thread computed for much of the stall: the task's code held
 	// the loop (a long computation without Yield).
-	StallCauseTask = "task"
-	// StallCauseBlocked: the thread hardly computed and was asleep in the kernel: the task
+	causeTask = "task"
+	// causeBlocked: the thread hardly computed and was asleep in the kernel: the task
 	// made a blocking call (a system call, a lock, a sleep) on the loop.
-	StallCauseBlocked = "blocked"
-	// StallCauseStarved: the thread hardly computed although it was runnable (or the task's
+	causeBlocked = "blocked"
+	// causeStarved: the thread hardly computed although it was runnable (or the task's
 	// goroutine was waiting for a Go processor): the machine did not run the loop (too few
 	// cores, a noisy neighbour, a CPU quota). Not the handler's doing.
-	StallCauseStarved = "starved"
-	// StallCauseOffCPU: the thread hardly computed; without WatchdogConfig.ThreadState
+	causeStarved = "starved"
+	// causeOffCPU: the thread hardly computed; without WatchdogConfig.ThreadState
 	// starved and blocked cannot be told apart.
-	StallCauseOffCPU = "off_cpu"
-	// StallCauseUnknown: the thread's CPU time was not measured (no ThreadCPU, or the
+	causeOffCPU = "off_cpu"
+	// causeUnknown: the thread's CPU time was not measured (no ThreadCPU, or the
 	// watchdog saw the slice first when it was already a stall: its log line has no
 	// window, though the line at the stall's end has one if the watchdog polled again
 	// while it lasted).
-	StallCauseUnknown = "unknown"
+	causeUnknown = "unknown"
 )
 
 // Cause thresholds: the thread computed if its CPU time advanced by at least
@@ -143,27 +145,27 @@ const (
 func stallCause(used, window time.Duration, measured bool, state byte, stateOK bool, gstatus string) string {
 	switch {
 	case !measured || window <= 0:
-		return StallCauseUnknown
+		return causeUnknown
 	case used*blockedDivisor >= window:
-		return StallCauseTask
+		return causeTask
 	case !stateOK:
 		if used*computedDivisor >= window {
-			return StallCauseTask
+			return causeTask
 		}
-		return StallCauseOffCPU
+		return causeOffCPU
 	case state == 'R':
 		if used*computedDivisor >= window {
-			return StallCauseTask
+			return causeTask
 		}
-		return StallCauseStarved
+		return causeStarved
 	case gstatus == "runnable":
 		// The thread sleeps because its goroutine waits for a Go processor (a locked thread
 		// sleeps while its goroutine is off it). A goroutine that was computing also shows
 		// as runnable in a dump, which stops the world, so this tells only for a thread
 		// found asleep.
-		return StallCauseStarved
+		return causeStarved
 	default:
-		return StallCauseBlocked
+		return causeBlocked
 	}
 }
 
@@ -204,11 +206,11 @@ type Watchdog struct {
 	seenCPU time.Duration
 
 	mu sync.Mutex // guards st and h
-	st StallStats
+	st accounting.StallStats
 	h  store
 }
 
-// StartWatchdog starts a watchdog goroutine; stop it with Stop. It panics if cfg.Validate
+// StartWatchdog starts a watchdog goroutine; stop it with Stop. It panics if cfg.validate
 // fails (a programming error). Any goroutine.
 func StartWatchdog(cfg WatchdogConfig) *Watchdog {
 	w := newWatchdog(cfg)
@@ -217,17 +219,17 @@ func StartWatchdog(cfg WatchdogConfig) *Watchdog {
 }
 
 func newWatchdog(cfg WatchdogConfig) *Watchdog {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		panic(err)
 	}
 	if cfg.Threshold == 0 {
-		cfg.Threshold = DefaultStallThreshold
+		cfg.Threshold = defaultStallThreshold
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = min(max(cfg.Threshold/DefaultStallPollDivisor, minStallPoll), cfg.Threshold)
+		cfg.Interval = min(max(cfg.Threshold/defaultStallPollDivisor, minStallPoll), cfg.Threshold)
 	}
 	if cfg.LogEvery == 0 {
-		cfg.LogEvery = DefaultStallLogEvery
+		cfg.LogEvery = defaultStallLogEvery
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -402,7 +404,7 @@ func (w *Watchdog) finish(wait bool) {
 	cause := w.obs.cause(w.gstatus)
 	w.mu.Lock()
 	w.st.Count++
-	if cause == StallCauseStarved {
+	if cause == causeStarved {
 		w.st.Starved++
 	}
 	w.h.record(int64(length))
@@ -447,7 +449,7 @@ func (w *Watchdog) log(id uint64, at time.Time, elapsed time.Duration, suppresse
 	case goid == 0:
 		stack = stackUnknown
 	default:
-		stack = StackOf(goid)
+		stack = stackOf(goid)
 		if w.stillRuns(id, at) {
 			gstatus = goroutineStatus(stack)
 		} else {
@@ -497,26 +499,12 @@ func goroutineStatus(stack string) string {
 
 // Stats returns the stall figures so far. It takes a mutex the watchdog holds only
 // briefly. Any goroutine.
-func (w *Watchdog) Stats() StallStats {
+func (w *Watchdog) Stats() accounting.StallStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.st
 	st.Durations = w.h.summary()
 	return st
-}
-
-// StallStats are a Watchdog's figures. Plain data.
-type StallStats struct {
-	Threshold  time.Duration // the watchdog's threshold
-	Count      uint64        // stalls that ended
-	Logged     uint64        // stalls logged
-	Suppressed uint64        // stalls not logged because of the rate limit
-	Starved    uint64        // ended stalls whose cause, over all of it, was StallCauseStarved
-	Durations  Summary       // length of each ended stall (see Watchdog.SliceEnded)
-
-	InProgress     bool          // a stall is going on now
-	CurrentTask    uint64        // its task id
-	CurrentElapsed time.Duration // its slice's time so far, at the last poll
 }
 
 // endSlot holds the loop's last report of a long slice's end: a sequence lock over the
@@ -552,18 +540,18 @@ func (e *endSlot) load() (id uint64, length time.Duration, ok, used bool) {
 	return id, length, true, true
 }
 
-// StackOf returns the stack of goroutine goid, cut out of a dump of all goroutines
+// stackOf returns the stack of goroutine goid, cut out of a dump of all goroutines
 // ("goroutine <goid> [..." up to the blank line after it), or "" when there is no such
 // goroutine. The dump stops the world for a moment and allocates: use it for stats pages
 // and stall reports, not per request. Any goroutine.
-func StackOf(goid uint64) string {
+func stackOf(goid uint64) string {
 	if goid == 0 {
 		return ""
 	}
 	return findStack(dumpAll(), goid)
 }
 
-// StacksOf is StackOf for many goroutines from one dump: it returns the stack of each goid
+// StacksOf is stackOf for many goroutines from one dump: it returns the stack of each goid
 // found (0 and missing ones are left out). Any goroutine.
 func StacksOf(goids []uint64) map[uint64]string {
 	out := make(map[uint64]string, len(goids))
@@ -640,7 +628,7 @@ type Current struct {
 }
 
 // Set publishes the slice starting now: its goroutine id and its route (a pointer that
-// stays valid and unchanged, such as Route.KeyRef; nil for none). id is the task's id; it
+// stays valid and unchanged, such as a route's key; nil for none). id is the task's id; it
 // is accepted for symmetry with Describe and not stored. Any goroutine.
 func (c *Current) Set(id, goid uint64, route *string) {
 	_ = id
