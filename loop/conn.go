@@ -150,6 +150,7 @@ func (t *connTable) remove(cs *conn) {
 func (s *Server) newConn(gc gnet.Conn) *conn {
 	cs := &conn{gc: gc, srv: s}
 	cs.parser.Init(s.cfg.Limits)
+	s.noteOpen(cs)
 	s.conns.add(cs)
 	s.setIdle(cs)
 	return cs
