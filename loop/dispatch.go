@@ -198,7 +198,7 @@ func (s *Server) finishRequest(c *Ctx) {
 	if cs.stream != nil { // the handler returned before its body was read
 		s.endStream(cs, true)
 	}
-	if c.closeConn || c.aborted || (c.streaming && !c.chunked) {
+	if c.closeConn || c.aborted || (c.streaming && !c.chunked && !c.noBody) {
 		cs.closeAfterResponse()
 	}
 	cs.ctx = nil
