@@ -50,8 +50,9 @@ const (
 // plain value; copying it is fine.
 type Config struct {
 	// MaxRequestLineBytes bounds the request line including its CRLF; a
-	// longer line is answered with 414. It must not exceed MaxHeaderBytes
-	// (defaults counted). 0 means DefaultMaxRequestLineBytes.
+	// longer line is answered with 414. Set, it must not exceed
+	// MaxHeaderBytes (its default counted). 0 means
+	// DefaultMaxRequestLineBytes, or MaxHeaderBytes where that is smaller.
 	MaxRequestLineBytes int
 
 	// MaxHeaderBytes bounds the whole head, request line and final CRLF
@@ -142,7 +143,7 @@ func (e *ConfigError) Error() string {
 // Validate reports the first field of c that is out of range as a
 // *ConfigError, or nil. Zero fields are fine (they take their defaults);
 // negative fields, a MaxHeaderBytes above MaxHeadBytesLimit, a
-// MaxRequestLineBytes above MaxHeaderBytes (defaults counted), and a
+// MaxRequestLineBytes set above MaxHeaderBytes (its default counted), and a
 // MaxWSFrameBytes above MaxWSMessageBytes are errors.
 // It may be called from any goroutine.
 func (c Config) Validate() error {
@@ -169,18 +170,14 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: "MaxHeaderBytes", Reason: "must be at most " +
 			strconv.Itoa(MaxHeadBytesLimit) + ", got " + strconv.Itoa(c.MaxHeaderBytes)}
 	}
-	if c.MaxRequestLineBytes > 0 || c.MaxHeaderBytes > 0 {
-		rl, hb := c.MaxRequestLineBytes, c.MaxHeaderBytes
-		if rl == 0 {
-			rl = DefaultMaxRequestLineBytes
-		}
+	if rl := c.MaxRequestLineBytes; rl > 0 { // 0 follows a smaller MaxHeaderBytes down (normalized)
+		hb := c.MaxHeaderBytes
 		if hb == 0 {
 			hb = DefaultMaxHeaderBytes
 		}
 		if rl > hb {
 			return &ConfigError{Field: "MaxRequestLineBytes", Reason: "(" + strconv.Itoa(rl) +
-				defaultNote(c.MaxRequestLineBytes) + ") must not exceed MaxHeaderBytes (" +
-				strconv.Itoa(hb) + defaultNote(c.MaxHeaderBytes) + ")"}
+				") must not exceed MaxHeaderBytes (" + strconv.Itoa(hb) + defaultNote(c.MaxHeaderBytes) + ")"}
 		}
 	}
 	if c.MaxWSFrameBytes > 0 {

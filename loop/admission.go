@@ -42,7 +42,16 @@ type admission struct {
 	// admitted requests, in nanoseconds; 0 until the first one finishes. Time spent
 	// waiting in the queue is not part of it, and idle periods do not move it.
 	meanService float64
+
+	// oldestAge is the age (since arrival) of the oldest request holding a slot, in
+	// nanoseconds, as the server last measured it (Server.noteOldestRunning): it bounds the
+	// advice below while active > 0. oldestAt and scannedAt cache that measurement.
+	oldestAge, oldestAt, scannedAt int64
 }
+
+// oldestScanEvery bounds how often the server looks for the oldest running request (a pass
+// over its connections) while refusing: a flood of refusals costs one pass per interval.
+const oldestScanEvery = int64(50 * time.Millisecond)
 
 func newAdmission(limit, queueLimit int) admission {
 	return admission{limit: limit, queueLimit: queueLimit}
@@ -111,13 +120,37 @@ func (a *admission) remove(c *Ctx) bool {
 
 // retryAfter estimates, in whole seconds, when a refused client would find a slot: every
 // request queued ahead of it, and itself, needs one service time on one of the limit slots.
-// Without a measured service time yet it advises 1 s. Clamped to [1, retryAfterMax].
+// It is never below the age of the oldest running request: a client back sooner finds the
+// same requests ahead of it, and a fresh server, with no service time measured yet, would
+// otherwise advise 1 s while its slots are held far longer (issue 27). Clamped to
+// [1, retryAfterMax].
 func (a *admission) retryAfter() int {
-	if a.meanService <= 0 || a.limit <= 0 {
-		return 1
+	wait := 0.0
+	if a.active > 0 {
+		wait = float64(a.oldestAge) / float64(time.Second)
 	}
-	wait := float64(len(a.queue)+1) * a.meanService / float64(a.limit) / float64(time.Second)
+	if a.meanService > 0 && a.limit > 0 {
+		wait = max(wait, float64(len(a.queue)+1)*a.meanService/float64(a.limit)/float64(time.Second))
+	}
 	return int(min(max(math.Ceil(wait), 1), retryAfterMax))
+}
+
+// noteOldestRunning updates s.adm.oldestAge at loop clock now, looking for the oldest
+// request holding a slot at most every oldestScanEvery. Loop-confined.
+func (s *Server) noteOldestRunning(now int64) {
+	a := &s.adm
+	if a.scannedAt == 0 || now-a.scannedAt >= oldestScanEvery {
+		a.scannedAt, a.oldestAt = now, 0
+		for _, cs := range s.conns.all {
+			if c := cs.ctx; c != nil && c.counted && (a.oldestAt == 0 || c.arrivedAt < a.oldestAt) {
+				a.oldestAt = c.arrivedAt
+			}
+		}
+	}
+	a.oldestAge = 0
+	if a.oldestAt != 0 && now > a.oldestAt {
+		a.oldestAge = now - a.oldestAt
+	}
 }
 
 // AdmissionStats are the admission figures of the admission stats page

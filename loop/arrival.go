@@ -20,13 +20,21 @@ import "time"
 //     as before. Its error is the time gnet spent on the batch's earlier events: short
 //     callbacks, microseconds.
 //   - A callback of at least arrivalLongCallback ended recently (a tick, a spinning
-//     handler), and this connection was not read since it ended: its bytes may have
+//     handler's slice), and this connection was not read since it ended: its bytes may have
 //     arrived at any point while it ran, so the arrival is bounded by that callback's start
 //     (or by the connection's previous read, if later): the latency recorded is then at most
-//     the long callback's length above the truth, never below it. The bound stops applying
-//     once the loop idles (bytes read after an idle wait arrived during it) or once as long
-//     again as the long callback has passed after it (with the loop's utilisation below 1,
-//     what arrived during a hold is read within that time).
+//     the long callback's length above the truth, never below it. When the long callback
+//     followed another one closely (no idle gap, the earlier one not lapsed: a nice task's
+//     slices, one per turn), the bound is the earlier one's start: gnet polls epoll
+//     level-triggered once per batch of callbacks, so bytes read in a batch arrived after
+//     the previous batch was collected, and the earlier long callback may be in that batch.
+//     Never further back: bytes that arrived during an older callback were ready at the
+//     poll that followed it and were read before the latest one (a long run of slices
+//     bounded by its first slice's start recorded seconds for a request that arrived after
+//     the run, issue 27). The bound stops applying once the loop idles (bytes read after an
+//     idle wait arrived during it) or once as long again as the latest long callback has
+//     passed after it (with the loop's utilisation below 1, what arrived during a hold is
+//     read within that time).
 //
 // Idle is a gap between two callbacks of at least a quarter of the long callback (and at
 // least arrivalIdleGap). A fixed small gap does not do: on a loaded machine the loop's
@@ -56,31 +64,39 @@ const arrivalLongCallback = 500 * time.Microsecond
 // takes a few microseconds on an idle machine.
 const arrivalIdleGap = 50 * time.Microsecond
 
-// arrivalBound tracks the latest run of long callbacks. Loop-confined.
+// arrivalBound tracks the latest long callbacks. Loop-confined.
 type arrivalBound struct {
-	start, end int64 // the run's first start and last end (loop clock); end 0: no bound applies
-	lastEnd    int64 // the end of the latest callback while a bound applies
-	bounded    uint64
-	hidden     int64 // ns: sum over bounded reads of (callback start - arrival)
+	start   int64 // the bound: the start of the long callback before the latest, if it closely preceded it, else the latest's
+	cur     int64 // the latest long callback's start
+	end     int64 // its end (loop clock); 0: no bound applies
+	lastEnd int64 // the end of the latest callback while a bound applies
+	bounded uint64
+	hidden  int64 // ns: sum over bounded reads of (callback start - arrival)
 }
 
 // callbackEnded is busyEnd's report of a callback [start, end), made only when it was
 // long or a bound applies. Loop-confined.
 func (a *arrivalBound) callbackEnded(start, end int64) {
 	if end-start >= int64(arrivalLongCallback) {
-		if a.end == 0 || start-a.lastEnd >= a.idleGap() || start > 2*a.end-a.start {
-			a.start = start // a new run; otherwise it extends the one before
+		if a.end != 0 && start-a.lastEnd < a.idleGap() && start <= a.expiry() {
+			a.start = a.cur // it closely follows the previous long callback: bound by that one
+		} else {
+			a.start = start
 		}
-		a.end = end
-	} else if start > 2*a.end-a.start {
+		a.cur, a.end = start, end
+	} else if start > a.expiry() {
 		a.end = 0 // expired
 	}
 	a.lastEnd = end
 }
 
 // idleGap is the gap between callbacks taken as idle while the bound applies: a quarter of
-// the long callbacks' run, at least arrivalIdleGap.
-func (a *arrivalBound) idleGap() int64 { return max(int64(arrivalIdleGap), (a.end-a.start)/4) }
+// the latest long callback, at least arrivalIdleGap.
+func (a *arrivalBound) idleGap() int64 { return max(int64(arrivalIdleGap), (a.end-a.cur)/4) }
+
+// expiry is when the bound stops applying: as long again as the latest long callback
+// after its end.
+func (a *arrivalBound) expiry() int64 { return 2*a.end - a.cur }
 
 // noteRead records a read of cs in the current callback: its arrival bound and the read's
 // time. Loop-confined (OnTraffic).
@@ -88,7 +104,7 @@ func (s *Server) noteRead(cs *conn) {
 	t := s.turnAt
 	arr := t
 	if a := &s.arr; a.end != 0 && cs.readAt < a.end {
-		if t-a.lastEnd >= a.idleGap() || t > 2*a.end-a.start {
+		if t-a.lastEnd >= a.idleGap() || t > a.expiry() {
 			a.end = 0 // the loop idled since, or the bound expired
 		} else {
 			arr = max(a.start, cs.readAt)
@@ -97,6 +113,24 @@ func (s *Server) noteRead(cs *conn) {
 		}
 	}
 	cs.arrival, cs.readAt = arr, t
+}
+
+// noteOpen starts cs's reads from the turn that registered it (OnOpen), not from nothing:
+// its bytes reached the kernel once the connection was accepted, which was at most the
+// long callbacks just before the registration ago (it waits in gnet's task queue while
+// they run), so its first read is bounded like a later one, by no long callback older than
+// those. Loop-confined.
+func (s *Server) noteOpen(cs *conn) {
+	t := s.now()
+	since := t
+	if a := &s.arr; a.end != 0 {
+		if t-a.lastEnd >= a.idleGap() || t > a.expiry() {
+			a.end = 0
+		} else {
+			since = a.start
+		}
+	}
+	cs.readAt = since
 }
 
 // arrivalOf returns the arrival of a request of cs admitted at acceptedAt: the bound of

@@ -98,6 +98,7 @@ type conn struct {
 	direct      bool // serve runs in this connection's OnTraffic on gnet's read buffer alone (headinbuf.go)
 	carried     bool // gnet's ring buffer may hold input left when OnTraffic last returned (headinbuf.go)
 	blocked     bool // too much unsent output: parsing paused until the client reads
+	discarding  bool // body holds the framing of a refused request's body, read and dropped (discardBody)
 	dirty       bool // queued in connTable.dirty
 	beforeDrain bool // open when the drain began: the drain waits for it
 }
@@ -150,6 +151,7 @@ func (t *connTable) remove(cs *conn) {
 func (s *Server) newConn(gc gnet.Conn) *conn {
 	cs := &conn{gc: gc, srv: s}
 	cs.parser.Init(s.cfg.Limits)
+	s.noteOpen(cs)
 	s.conns.add(cs)
 	s.setIdle(cs)
 	return cs
@@ -327,6 +329,9 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 		return nil, false
 	}
 	buf, _ := cs.gc.Peek(-1)
+	if cs.discarding {
+		return s.discardBody(cs, buf)
+	}
 	if len(buf) == 0 {
 		if cs.deadlineKind != deadlineIdle {
 			s.setIdle(cs)
@@ -362,8 +367,25 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 		}
 		// Route before reading the body: a request that will be refused (404, 405,
 		// draining) must not be told to send its body first (Expect: 100-continue).
-		if !s.routeRequest(cs, c) {
-			// Answered at once; the unread body makes the rest of the input untrustworthy.
+		framing := httpcodec.Request{Chunked: c.req.Chunked, ContentLength: c.req.ContentLength}
+		expect := c.req.Expect100
+		if !s.routeRequest(cs, c) { // answered at once, and c released
+			if cs.accepting() && !expect && framing.ContentLength <= unroutedBodyMax {
+				// The body is read and dropped, as net/http does, so that the requests
+				// pipelined behind it are answered.
+				lim := s.cfg.Limits
+				if lim.MaxBodyBytes <= 0 || lim.MaxBodyBytes > unroutedBodyMax {
+					lim.MaxBodyBytes = unroutedBodyMax
+				}
+				cs.body.Init(&framing, lim)
+				cs.discarding = true
+				if s.cfg.ReadHeaderTimeout > 0 {
+					cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
+				}
+				return nil, true
+			}
+			// Too large to read for nothing, or a client waiting for 100 Continue that may
+			// or may not send it: the rest of the input cannot be trusted.
 			cs.closeAfterResponse()
 			_, _ = cs.gc.Discard(-1)
 			return nil, false
@@ -403,6 +425,42 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 	cs.pending = nil
 	s.admit(cs, c)
 	return nil, true
+}
+
+// unroutedBodyMax bounds the body of a refused request (404, 405) that is read and dropped
+// to keep the connection: net/http's bound (maxPostHandlerReadBytes). A larger one closes it.
+const unroutedBodyMax = 256 << 10
+
+// discardBody is serveStep reading the body of a request refused before its body was read
+// (cs.discarding): buf is the input. It drops what belongs to the body and reports whether
+// serve should step on (the body is over: the next request follows). A body that turns out
+// malformed or larger than unroutedBodyMax closes the connection: its refusal was sent, and
+// what follows cannot be trusted. Loop-confined.
+func (s *Server) discardBody(cs *conn, buf []byte) (next *Ctx, more bool) {
+	var scratch [2048]byte // decoded bytes land here, piece by piece: never more than the piece
+	used := 0
+	for used < len(buf) {
+		piece := buf[used:min(len(buf), used+len(scratch))]
+		n, _, done, err := cs.body.Decode(piece, scratch[:0])
+		used += n
+		if err != nil {
+			cs.discarding = false
+			_, _ = cs.gc.Discard(-1)
+			cs.closeAfterResponse()
+			return nil, false
+		}
+		if done {
+			cs.discarding = false
+			_, _ = cs.gc.Discard(used)
+			cs.deadline, cs.deadlineKind = 0, deadlineNone
+			return nil, true
+		}
+	}
+	_, _ = cs.gc.Discard(used)
+	if used > 0 && s.cfg.ReadHeaderTimeout > 0 {
+		cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout) // it must only keep moving
+	}
+	return nil, false
 }
 
 // rejectRequest answers a request that could not be parsed and closes the connection
@@ -485,6 +543,11 @@ func (s *Server) sweep(now int64) {
 				s.beginClose(cs) // graceful: a request racing the close is not reset
 			}
 		case deadlineHeader:
+			if cs.discarding { // a refused request's body stopped moving: it was answered
+				cs.discarding = false
+				s.beginClose(cs)
+				continue
+			}
 			if cs.ctx == nil && cs.accepting() {
 				if cs.pending != nil {
 					s.releaseCtx(cs.pending)

@@ -26,6 +26,11 @@ type HandlerFunc func(c *Ctx)
 // ErrClientGone is returned by writes of a task whose client disconnected.
 var ErrClientGone = errors.New("loop: client connection closed")
 
+// ErrBodyNotAllowed is returned by Stream.Write when the response's status allows no body
+// (204, 304): the bytes are not sent. A HEAD request's stream drops its writes silently,
+// as net/http does.
+var ErrBodyNotAllowed = errors.New("loop: response status allows no body")
+
 // ctxPoolMax bounds the pooled request contexts kept for reuse: enough for a burst of
 // thousands of parked requests, small enough that memory returns after a spike.
 const ctxPoolMax = 4096
@@ -77,6 +82,7 @@ type Ctx struct {
 	head      int32 // headNone, headHandler or headServer: headState, claimHead
 	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
+	noBody    bool // a streamed response whose status allows no body (204, 304): writes are refused
 	aborted   bool // a panic cut a streamed body short: the connection must close
 	isHead    bool // HEAD request: no body is sent
 	closeConn bool // the response says Connection: close
@@ -139,6 +145,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
+	c.noBody = false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
@@ -319,7 +326,9 @@ func reservedHeader(name string) bool {
 // server when the handler's deadline passed).
 func (c *Ctx) Written() bool { return c.headState() != headNone }
 
-// String answers with status and a text/plain body.
+// String answers with status and a text/plain body. Like every writer it panics on a
+// status below 200 (1xx heads are not responses; 101 is Upgrade's), which answers 500; a
+// 204 or 304 response, and any response to HEAD, is sent without its body.
 func (c *Ctx) String(status int, body string) {
 	c.respond(status, "text/plain; charset=utf-8", unsafeBytes(body))
 }
@@ -349,7 +358,7 @@ func (c *Ctx) NoContent() { c.respond(204, "", nil) }
 // nothing if the server already answered for the handler (deadline).
 func (c *Ctx) respond(status int, contentType string, body []byte) {
 	cl := int64(len(body))
-	if status == 204 || status == 304 || status < 200 {
+	if status == 204 || status == 304 {
 		cl = -1
 		body = nil
 	}
@@ -366,6 +375,12 @@ func (c *Ctx) respond(status int, contentType string, body []byte) {
 func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chunked bool) bool {
 	if status < 100 || status > 999 {
 		panic("loop: invalid status code " + strconv.Itoa(status))
+	}
+	if status < 200 {
+		// An interim head as the only response leaves the client waiting for the final one
+		// (or taking the next pipelined response as this one's); 101 without the switch it
+		// announces is the same lie. The panic is the handler's: answered with 500, logged.
+		panic("loop: status " + strconv.Itoa(status) + " is not a final response: a handler answers with 200-999 (101 only through Upgrade)")
 	}
 	if !c.claimHead(headHandler) {
 		if c.headState() == headServer {
@@ -405,12 +420,15 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 
 // Stream starts a streamed response with status and contentType and returns its writer.
 // HTTP/1.1 clients get chunked coding; HTTP/1.0 clients get a body delimited by closing
-// the connection. A HEAD request gets the head only. The response ends when the handler
-// returns.
+// the connection. A HEAD request gets the head only (writes are dropped); a status that
+// allows no body (204, 304) gets the head only too, and Write refuses its bytes with
+// ErrBodyNotAllowed. The response ends when the handler returns. Like String, it panics
+// on a status below 200.
 func (c *Ctx) Stream(status int, contentType string) *Stream {
-	chunked := c.req.ProtoMinor >= 1
+	noBody := status == 204 || status == 304
+	chunked := c.req.ProtoMinor >= 1 && !noBody
 	if c.writeHead(status, contentType, -1, chunked) {
-		c.streaming, c.chunked = true, chunked
+		c.streaming, c.chunked, c.noBody = true, chunked, noBody
 	}
 	return &Stream{c: c}
 }
@@ -424,11 +442,15 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 type Stream struct{ c *Ctx }
 
 // Write appends p to the response and hands it to the connection (see Stream). It returns
-// ErrClientGone once the client has disconnected, or the task's cancellation error.
+// ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
+// disconnected, or the task's cancellation error.
 func (w *Stream) Write(p []byte) (int, error) {
 	c := w.c
 	if !c.streaming {
 		return len(p), nil // the server answered for the handler (deadline): drop
+	}
+	if c.noBody {
+		return 0, ErrBodyNotAllowed
 	}
 	if err := c.Err(); errors.Is(err, context.Canceled) {
 		return 0, ErrClientGone

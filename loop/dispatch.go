@@ -119,6 +119,7 @@ func (s *Server) admitNow(cs *conn, c *Ctx) bool {
 		c.queuedAt = c.acceptedAt
 	case admitRefused:
 		cs.ctx = nil
+		s.noteOldestRunning(c.acceptedAt)
 		if ok, suppressed := s.refusalLog.Allow(s.timeAt(c.acceptedAt)); ok {
 			s.log.Warn("loop: admission queue full; refusing requests with 429", "route", c.pattern,
 				"refused_total", s.adm.refused, "suppressed", suppressed, "retry_after", s.adm.retryAfter())
@@ -198,7 +199,7 @@ func (s *Server) finishRequest(c *Ctx) {
 	if cs.stream != nil { // the handler returned before its body was read
 		s.endStream(cs, true)
 	}
-	if c.closeConn || c.aborted || (c.streaming && !c.chunked) {
+	if c.closeConn || c.aborted || (c.streaming && !c.chunked && !c.noBody) {
 		cs.closeAfterResponse()
 	}
 	cs.ctx = nil

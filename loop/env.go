@@ -32,7 +32,7 @@ const (
 //	BATON_HANDLER_TIMEOUT      HandlerTimeout               duration >= 0 (0: none)
 //	BATON_WRITE_STALL_TIMEOUT  WriteStallTimeout            duration; negative: never
 //	BATON_MAX_BODY_BYTES       Limits.MaxBodyBytes          integer > 0
-//	BATON_MAX_HEADER_BYTES     Limits.MaxHeaderBytes        integer > 0
+//	BATON_MAX_HEADER_BYTES     Limits.MaxHeaderBytes        integer > 0 (the request-line limit follows a smaller one down)
 //	BATON_MAX_OUTPUT_BYTES     MaxOutputBytes               integer > 0
 //	BATON_MAX_BUFFERED_INPUT   MaxBufferedInput             integer > 0
 //	BATON_OFFLOAD_TOKENS       Offload.Tokens               integer > 0

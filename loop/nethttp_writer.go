@@ -40,12 +40,17 @@ func (w *httpWriter) Header() http.Header { return w.header }
 
 // WriteHeader sends the status code with the header (at the first flush or when the
 // handler returns). A second call is ignored; 1xx codes other than 101 are dropped (not
-// supported). It panics on a code outside 100-999, as net/http does.
+// supported). It panics on a code outside 100-999, as net/http does, and on 101: the
+// adapter is no http.Hijacker, so the switch a 101 announces could never follow (the
+// handler's panic is answered with 500; Ctx.Upgrade on a Handle route switches).
 func (w *httpWriter) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic("invalid WriteHeader code " + strconv.Itoa(code))
 	}
-	if w.status != 0 || (code < 200 && code != 101) {
+	if code == 101 && w.status == 0 {
+		panic("loop: WriteHeader(101) in a HandleHTTP handler: no protocol switch can follow (no http.Hijacker); upgrade with Ctx.Upgrade on a Handle route")
+	}
+	if w.status != 0 || code < 200 {
 		return
 	}
 	w.status = code

@@ -188,6 +188,11 @@ func (s *Server) warnConfig() {
 	if s.cfg.CPUClock && !s.cfg.LockOSThread {
 		s.log.Warn("loop: Config.CPUClock needs Config.LockOSThread (the loop's thread changes under it otherwise); CPU time is not measured")
 	}
+	if s.cfg.Offload.Tokens == 1 && !s.cfg.Offload.NoLanes {
+		s.log.Warn("loop: Config.Offload.Tokens is 1: the offload pool's fast and slow lanes are off (one token cannot be split); "+
+			"every offloaded call waits in one FIFO queue, so a slow call delays the fast ones behind it. Give it 2 or more tokens for lanes, or set Offload.NoLanes to say so",
+			"tokens", s.cfg.Offload.Tokens)
+	}
 }
 
 // Config returns the server's configuration with every default applied: what a feature

@@ -130,6 +130,26 @@ const (
 	causeUnknown = "unknown"
 )
 
+// causeNeedsCPU is the cause_needs attribute of a stall whose cause is unknown because the
+// loop thread's CPU time is not measured (no WatchdogConfig.ThreadCPU): what it would take
+// to tell a task holding the loop from a thread the machine did not run.
+const causeNeedsCPU = "the loop thread's CPU time, read only for a loop locked to its OS thread " +
+	"(loop.Config.LockOSThread, BATON_LOCK_OS_THREAD=true, on Linux): with it the cause is task " +
+	"(the task computed), starved (the machine did not run the thread) or blocked (a blocking call)"
+
+// causeNeeds returns the cause_needs attribute for a stall of cause, "" when cause is known.
+func (w *Watchdog) causeNeeds(cause string) string {
+	switch {
+	case cause == StallCauseUnknown && w.cfg.ThreadCPU == nil:
+		return causeNeedsCPU
+	case cause == StallCauseUnknown:
+		return "a poll that saw the slice before it became a stall (the watchdog was late; the line at the stall's end has the cause if it polled again)"
+	case cause == StallCauseOffCPU:
+		return "the loop thread's scheduling state (WatchdogConfig.ThreadState, Linux) to tell starved from blocked"
+	}
+	return ""
+}
+
 // Cause thresholds: the thread computed if its CPU time advanced by at least
 // 1/computedDivisor of the wall time (a busy thread sharing a core with a few others still
 // does); below that, a thread asleep in the kernel counts as blocked only if it computed
@@ -419,6 +439,9 @@ func (w *Watchdog) finish(wait bool) {
 			slog.Duration("thread_cpu", w.obs.used),
 			slog.Duration("window", w.obs.window),
 		}
+		if needs := w.causeNeeds(cause); needs != "" {
+			attrs = append(attrs, slog.String("cause_needs", needs))
+		}
 		w.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "baton: a stalled task gave the loop back", attrs...)
 	}
 }
@@ -458,14 +481,18 @@ func (w *Watchdog) log(id uint64, at time.Time, elapsed time.Duration, suppresse
 	}
 	w.route, w.gstatus = route, gstatus
 	obs := w.obs
+	cause := obs.cause(gstatus)
 	attrs := []slog.Attr{
 		slog.Uint64("task", id),
 		slog.String("route", route),
 		slog.Duration("elapsed", elapsed),
 		slog.Duration("threshold", w.cfg.Threshold),
-		slog.String("cause", obs.cause(gstatus)),
+		slog.String("cause", cause),
 		slog.Duration("thread_cpu", obs.used),
 		slog.Duration("window", obs.window),
+	}
+	if needs := w.causeNeeds(cause); needs != "" {
+		attrs = append(attrs, slog.String("cause_needs", needs))
 	}
 	if obs.stateOK {
 		attrs = append(attrs, slog.String("thread_state", string(obs.state)))
