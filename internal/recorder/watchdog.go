@@ -140,11 +140,11 @@ const causeNeedsCPU = "the loop thread's CPU time, read only for a loop locked t
 // causeNeeds returns the cause_needs attribute for a stall of cause, "" when cause is known.
 func (w *Watchdog) causeNeeds(cause string) string {
 	switch {
-	case cause == StallCauseUnknown && w.cfg.ThreadCPU == nil:
+	case cause == causeUnknown && w.cfg.ThreadCPU == nil:
 		return causeNeedsCPU
-	case cause == StallCauseUnknown:
+	case cause == causeUnknown:
 		return "a poll that saw the slice before it became a stall (the watchdog was late; the line at the stall's end has the cause if it polled again)"
-	case cause == StallCauseOffCPU:
+	case cause == causeOffCPU:
 		return "the loop thread's scheduling state (WatchdogConfig.ThreadState, Linux) to tell starved from blocked"
 	}
 	return ""
