@@ -91,3 +91,4 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./httpcodec/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSeat$$' -fuzztime $(FUZZTIME) ./directory/
