@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -40,7 +41,8 @@ type Directory interface {
 	KeepAlive(ctx context.Context) (time.Time, error)
 
 	// Publish replaces the node's record with the given status (draining flag and load),
-	// under the lease. The record's ID, addresses and loops come from Config. Blocks.
+	// under the lease. The record's ID, addresses and loops come from Config. A status
+	// that does not pass Status.Validate gets ErrInvalid. Blocks.
 	Publish(ctx context.Context, st Status) error
 
 	// Claim claims room for this node under its lease and returns the claim, whose Token is
@@ -111,6 +113,21 @@ type Claim struct {
 type Status struct {
 	Draining bool // the node takes no new rooms (it is shutting down or being emptied)
 	Load     Load
+}
+
+// Validate reports why st cannot be published: a load figure negative, NaN or infinite.
+// The error matches ErrInvalid. Any goroutine.
+func (st Status) Validate() error {
+	l := st.Load
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Utilisation", l.Utilisation}, {"RoomShare", l.RoomShare}, {"Rooms", float64(l.Rooms)}, {"Players", float64(l.Players)}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("directory: %w: Load.%s (%v) must be a finite number, not negative", ErrInvalid, f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // Load is what a node's loops are busy with, as the node measured it last.

@@ -147,6 +147,9 @@ func (n *embeddedNode) KeepAlive(ctx context.Context) (time.Time, error) {
 }
 
 func (n *embeddedNode) Publish(ctx context.Context, st Status) error {
+	if err := st.Validate(); err != nil {
+		return err
+	}
 	if _, err := n.begin(ctx, "publish", true); err != nil {
 		return err
 	}

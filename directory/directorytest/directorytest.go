@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"testing"
@@ -494,6 +495,9 @@ func testInvalid(t *testing.T, s *suite) {
 		require.ErrorIs(t, err, directory.ErrInvalid, "claim %q", room)
 		_, err = a.Lookup(s.ctx, room)
 		require.ErrorIs(t, err, directory.ErrInvalid, "lookup %q", room)
+	}
+	for _, l := range []directory.Load{{Utilisation: math.NaN()}, {RoomShare: math.Inf(1)}, {Rooms: -1}, {Players: -1}} {
+		require.ErrorIs(t, a.Publish(s.ctx, directory.Status{Load: l}), directory.ErrInvalid, "publish %+v", l)
 	}
 	_, err := a.Move(s.ctx, "r", 1, "a/b")
 	require.ErrorIs(t, err, directory.ErrInvalid)
