@@ -151,7 +151,7 @@ func TestEtcdDownAndBack(t *testing.T) {
 }
 
 func isUnavailable(err error) bool {
-	return err != nil && errorsIs(err, directory.ErrUnavailable)
+	return err != nil && errors.Is(err, directory.ErrUnavailable)
 }
 
 // TestThreeMembersLeaderKilled kills the leader of a 3-member cluster: claims, lookups
@@ -194,5 +194,3 @@ func TestThreeMembersLeaderKilled(t *testing.T) {
 	require.ErrorIs(t, err, directory.ErrAlreadyOwned)
 	t.Logf("leader %s killed: first claim after %v", leader.name, took.Round(time.Millisecond))
 }
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }
