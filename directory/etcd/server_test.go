@@ -26,7 +26,7 @@ import (
 // temporary directory. Where none can start, the tests skip and say why.
 
 // etcdBinary returns the etcd binary's path, or skips the test.
-func etcdBinary(t *testing.T) string {
+func etcdBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("ETCD_BIN"); p != "" {
 		return p
@@ -54,13 +54,13 @@ type member struct {
 
 // cluster is a set of etcd members started together.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string
 	members []*member
 }
 
 // freePorts returns n loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	ports := make([]int, n)
 	ls := make([]net.Listener, n)
 	for i := range ports {
@@ -80,7 +80,7 @@ func freePorts(t *testing.T, n int) []int {
 // stops the members at the end of the test. Elections are short (heartbeat 50 ms,
 // election timeout 500 ms) so that a lost leader is replaced quickly and a lease of 1 s
 // can be granted.
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	bin := etcdBinary(t)
 	var lastErr error
@@ -253,7 +253,7 @@ func (c *cluster) leader(ctx context.Context, cli *clientv3.Client) (*member, er
 // client returns an etcd client of the cluster, closed at the end of the test. It
 // reconnects at most 250 ms apart (gRPC's default backoff grows to two minutes), so that
 // the tests see etcd come back promptly.
-func (c *cluster) client(t *testing.T) *clientv3.Client {
+func (c *cluster) client(t testing.TB) *clientv3.Client {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   c.endpoints(),
 		DialTimeout: 2 * time.Second,
