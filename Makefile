@@ -3,11 +3,12 @@ GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 STATICCHECK_VERSION ?= v0.8.2
 ADDR        ?= 127.0.0.1:8080
-# bench/, promexport/, integration/ and examples/gameserver/ are modules of their own (each
-# with a go.mod and a replace of the root), so that importers of loop do not get their
-# dependencies (plotting, client_golang, chromedp, SQLite); vet, staticcheck and race run in
-# every module.
-MODULES     ?= bench promexport integration examples/gameserver
+# bench/, promexport/, integration/, examples/gameserver/ and directory/etcd/ are modules of
+# their own (each with a go.mod and a replace of the root), so that importers of loop do
+# not get their dependencies (plotting, client_golang, chromedp, SQLite, the etcd client and
+# gRPC); vet, staticcheck and race run in every module. directory/etcd's tests run etcd
+# (Debian's etcd-server) and skip where it is missing.
+MODULES     ?= bench promexport integration examples/gameserver directory/etcd
 
 .PHONY: run run-hello run-game test vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
 
@@ -93,3 +94,4 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./httpcodec/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSeat$$' -fuzztime $(FUZZTIME) ./directory/

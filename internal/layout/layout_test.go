@@ -42,6 +42,11 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/recorder", forbidden: []string{gnet, module + "/"}, allowed: []string{module + "/accounting", module + "/internal/hdr"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
 		{pkg: "internal/scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
+		// The room directory's interface and embedded backend: the standard library only,
+		// so that loop (and its room package) can use it; the etcd backend is a module of
+		// its own (directory/etcd).
+		{pkg: "directory", stdOnly: true},
+		{pkg: "directory/directorytest", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", module + "/httpcodec", etcdModules, grpcModules}},
 	}
 	for _, r := range rules {
 		deps, ok := listDeps(t, module+"/"+r.pkg)
@@ -109,16 +114,17 @@ func TestDependencyDirection(t *testing.T) {
 }
 
 // TestNestedModulesUsePublicPackages checks that the nested modules that hold programs
-// (bench/, the harness, and examples/gameserver/, the flagship example: modules of their own
-// so that their dependencies, plotting and SQLite, stay out of loop's importers' module
-// graphs) import only baton's public packages, in their code and in their tests: no
+// or backends (bench/, the harness; examples/gameserver/, the flagship example;
+// directory/etcd/, the directory's etcd backend: modules of their own so that their
+// dependencies, plotting, SQLite, the etcd client and gRPC, stay out of loop's importers'
+// module graphs) import only baton's public packages, in their code and in their tests: no
 // internal/ package and no gnet. Go's internal rule goes by import path, not by module, so
 // the compiler would let them.
 func TestNestedModulesUsePublicPackages(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go command not available")
 	}
-	for _, sub := range []string{"bench", "examples/gameserver"} {
+	for _, sub := range []string{"bench", "examples/gameserver", "directory/etcd"} {
 		t.Run(sub, func(t *testing.T) {
 			dir := filepath.Join(repoRoot(t), filepath.FromSlash(sub))
 			_, err := os.Stat(filepath.Join(dir, "go.mod"))
@@ -160,6 +166,34 @@ func TestRootModuleHoldsNoExamplePrograms(t *testing.T) {
 	assert.NotContains(t, reqs, sqliteModules, "the root module's graph holds SQLite; it belongs to examples/gameserver/go.mod")
 }
 
+// TestRootModuleHoldsNoEtcdClient checks that the directory's etcd backend is not part of
+// the root module and that the root module's graph holds neither the etcd client nor gRPC:
+// directory/etcd has its own go.mod, so that importers of loop and directory get neither.
+func TestRootModuleHoldsNoEtcdClient(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	root := repoRoot(t)
+	_, err := os.Stat(filepath.Join(root, "directory", "etcd", "go.mod"))
+	require.NoError(t, err, "directory/etcd must be a module of its own (directory/etcd/go.mod)")
+	for _, p := range strings.Fields(run(t, root, "go", "list", "./...")) {
+		assert.False(t, strings.HasPrefix(p, module+"/directory/etcd"), "%s is in the root module; directory/etcd has its own go.mod", p)
+	}
+	reqs := run(t, root, "go", "list", "-m", "all")
+	for _, bad := range []string{etcdModules, grpcModules, clientGolang} {
+		assert.NotContains(t, reqs, bad, "the root module's graph holds %s; it belongs to a nested module (directory/etcd, promexport)", bad)
+	}
+}
+
+// etcdModules and grpcModules are the path prefixes of the etcd client's modules and of
+// gRPC, which directory/etcd requires and the root module must not; clientGolang is
+// Prometheus's client, promexport's.
+const (
+	etcdModules  = "go.etcd.io/"
+	grpcModules  = "google.golang.org/grpc"
+	clientGolang = "github.com/prometheus/client_golang"
+)
+
 // plottingModules are path fragments of the bench harness's plotting modules (gonum/plot, the
 // gonum numeric module under it, its fonts, LaTeX and PDF writers), which must stay out of the
 // module graph of loop's importers.
@@ -177,10 +211,11 @@ const hdrhistogram = "github.com/HdrHistogram/hdrhistogram-go"
 // stay out of loop's importers' module graphs: examples/gameserver has its own go.mod.
 const sqliteModules = "modernc.org/"
 
-// TestLoopConsumerModuleGraph builds a throwaway module that imports only loop, as a user's
-// game backend would, runs go mod tidy in it and checks its module graph: neither go list
-// -m all nor the requirement graph may hold hdrhistogram-go or any plotting module
-// (plottingModules: gonum, gonum/plot and its fonts, LaTeX and PDF modules). Only the local
+// TestLoopConsumerModuleGraph builds a throwaway module that imports only loop and
+// directory, as a user's game backend would, runs go mod tidy in it and checks its module
+// graph: neither go list -m all nor the requirement graph may hold hdrhistogram-go, any
+// plotting module (plottingModules: gonum, gonum/plot and its fonts, LaTeX and PDF
+// modules), SQLite, the etcd client, gRPC or Prometheus's client. Only the local
 // module cache is used (GOPROXY=off); a module missing from it skips the test.
 func TestLoopConsumerModuleGraph(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
@@ -199,7 +234,7 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 	const consumer = "example.com/consumer"
 	goMod := fmt.Sprintf("module %s\n\ngo %s\n\nrequire %s v0.0.0\n\nreplace %s => %s\n", consumer, directive, module, module, root)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
-	main := "package main\n\nimport _ \"" + module + "/loop\"\n\nfunc main() {}\n"
+	main := "package main\n\nimport (\n\t_ \"" + module + "/directory\"\n\t_ \"" + module + "/loop\"\n)\n\nfunc main() {}\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(main), 0o644))
 	// baton's go.sum holds every checksum the consumer needs, so no checksum database is asked.
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
@@ -211,14 +246,15 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 	all := strings.Fields(offline(t, dir, "list", "-m", "-e", "-f", "{{.Path}}", "all"))
 	require.Contains(t, all, module)
 	require.Contains(t, all, gnet+"/v2", "the consumer's module graph must hold loop's dependencies")
+	forbidden := append([]string{hdrhistogram, sqliteModules, etcdModules, grpcModules, clientGolang}, plottingModules...)
 	for _, m := range all {
-		for _, bad := range append([]string{hdrhistogram, sqliteModules}, plottingModules...) {
-			assert.NotContains(t, m, bad, "a module importing only loop has %s in its module graph; it belongs to a nested module (bench, examples/gameserver)", m)
+		for _, bad := range forbidden {
+			assert.NotContains(t, m, bad, "a module importing only loop and directory has %s in its module graph; it belongs to a nested module (bench, examples/gameserver, directory/etcd, promexport)", m)
 		}
 	}
 
-	// Walk the whole requirement graph from the consumer: neither hdrhistogram-go nor a
-	// plotting module may be reachable, and a failure names the chain that reaches it.
+	// Walk the whole requirement graph from the consumer: no forbidden module may be
+	// reachable, and a failure names the chain that reaches it.
 	edges := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(offline(t, dir, "mod", "graph")), "\n") {
 		from, to, ok := strings.Cut(line, " ")
@@ -230,13 +266,13 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 	for len(queue) > 0 {
 		n := queue[0]
 		queue = queue[1:]
-		for _, bad := range append([]string{hdrhistogram, sqliteModules}, plottingModules...) {
+		for _, bad := range forbidden {
 			if strings.Contains(n, bad) {
 				chain := n
 				for p := via[n]; p != ""; p = via[p] {
 					chain = p + " -> " + chain
 				}
-				t.Errorf("a module importing only loop reaches %s: %s", n, chain)
+				t.Errorf("a module importing only loop and directory reaches %s: %s", n, chain)
 			}
 		}
 		for _, m := range edges[n] {
