@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,9 @@ type options struct {
 	ScoreLimit int           // points that end a match (0: none)
 	Heavy      bool          // one bot arena burns heavyBurn per tick
 	BlockLoop  bool          // a background task blocks the loop now and then
+	Drain      time.Duration // the graceful shutdown's deadline (0: drainTimeout)
+	DBBusy     time.Duration // how long a write waits for a locked database (0: store's default)
+	Log        *slog.Logger  // nil: slog.Default()
 	Arena      game.Config   // filled from the above by newApp
 }
 
@@ -60,7 +64,8 @@ type app struct {
 	arenas    map[string]*arena                   // by match id, running and recently ended
 	live      int                                 // arenas not yet ended
 	db        *loop.Room[store.Finished]          // the writer: finished matches are its inputs
-	backlog   []store.Finished                    // results the writer must retry or never queued
+	backlog   []store.Finished                    // finished matches not yet written, oldest first
+	writing   *dbWrite                            // the batch in the pool, or nil
 	dbDrain   bool                                // the drain began: the writer stops once all is written
 	nextMatch uint64
 	prefix    string // match ids are prefix + counter: unique across restarts
@@ -268,30 +273,76 @@ func (a *app) submit(f store.Finished) {
 
 // writeTick is the writer room's tick: every dbPeriod it writes the finished matches
 // queued since the last tick in one transaction, through the offload pool (the tick
-// parks; the loop goes on). A failed batch is kept and retried. While draining it stops
-// once every arena has ended and everything is written: the drain waits for it.
+// parks; the loop goes on). The batch stays in the backlog until its transaction has
+// committed, so a failed batch is retried and a write cut short by the drain's deadline
+// (the tick is unwound while it parks) loses nothing: run counts what is left. While
+// draining it stops once every arena has ended and everything is written: the drain
+// waits for it.
 func (a *app) writeTick(r *loop.Room[store.Finished], t *loop.Tick[store.Finished]) {
-	batch := append([]store.Finished(nil), a.backlog...)
-	a.backlog = nil
-	t.DrainInputs(func(f store.Finished) { batch = append(batch, f) })
-	if len(batch) > 0 {
+	t.DrainInputs(func(f store.Finished) { a.backlog = append(a.backlog, f) })
+	if n := len(a.backlog); n > 0 {
+		w := &dbWrite{n: n, batch: slices.Clone(a.backlog), done: make(chan struct{})}
+		a.writing = w
 		began := time.Now()
-		n, err := offload.Do(t.Task, func(ctx context.Context) (int, error) {
-			return a.st.RecordMatches(ctx, batch)
-		})
-		a.noteBatch(began, len(batch), err)
+		_, err := offload.Do(t.Task, w.run(a.st))
+		a.noteBatch(began, n, err)
 		if err != nil {
-			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", len(batch), "err", err)
-			a.backlog = append(batch, a.backlog...)
 			if errors.Is(err, loop.ErrRoomStopped) || errors.Is(err, context.Canceled) {
-				return
+				return // the outcome is w's: run reads it once the loop has stopped
 			}
+			a.writing = nil
+			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", n, "err", err)
 		} else {
-			a.recorded.Add(int64(n))
+			a.writing = nil
+			a.written(w)
 		}
 	}
 	if a.dbDrain && a.live == 0 && len(a.backlog) == 0 {
 		r.Stop()
+	}
+}
+
+// dbWrite is one batch handed to the offload pool: the first n matches of the backlog.
+// The worker sets recorded and err, then closes done; the loop (or run, once the loop has
+// stopped) reads them after done is closed, or after offload.Do returned normally.
+type dbWrite struct {
+	n        int
+	batch    []store.Finished
+	recorded int
+	err      error
+	done     chan struct{}
+}
+
+// run returns the function the pool runs.
+func (w *dbWrite) run(st *store.Store) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		defer close(w.done)
+		w.recorded, w.err = st.RecordMatches(ctx, w.batch)
+		return w.recorded, w.err
+	}
+}
+
+// written takes a committed batch out of the backlog (matches finished while it was
+// written were appended behind it) and counts it. Loop-confined, or run's once the loop
+// has stopped.
+func (a *app) written(w *dbWrite) {
+	a.backlog = append(a.backlog[:0], a.backlog[w.n:]...)
+	a.recorded.Add(int64(w.recorded))
+}
+
+// settleWrite is called by run once the loop has stopped: a batch the drain's deadline cut
+// short may still be in the pool (its context is cancelled, so it ends soon). It waits for
+// it and, if it committed after all, takes it out of the backlog, so that what is left
+// there is exactly what was not written.
+func (a *app) settleWrite() {
+	w := a.writing
+	if w == nil {
+		return
+	}
+	<-w.done
+	a.writing = nil
+	if w.err == nil {
+		a.written(w)
 	}
 }
 

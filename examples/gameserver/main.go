@@ -119,8 +119,11 @@ type running struct {
 // finished is written, then the database closes. ready, when not nil, is called once the
 // server is up.
 func run(ctx context.Context, opts options, out io.Writer, ready func(running)) error {
-	log := slog.Default()
-	st, err := store.Open(opts.DB)
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := store.OpenWith(opts.DB, store.Options{BusyTimeout: opts.DBBusy})
 	if err != nil {
 		return err
 	}
@@ -171,20 +174,30 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	drain := opts.Drain
+	if drain <= 0 {
+		drain = drainTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	err = a.srv.Shutdown(sctx)
 	if serr := <-served; serr != nil && !errors.Is(serr, loop.ErrServerClosed) {
 		return serr
 	}
+	// The loop has stopped: the app is this goroutine's now. A write the deadline cut short
+	// is settled first, so that unwritten counts exactly the matches not in the file.
+	a.settleWrite()
 	rep := a.srv.DrainReport()
+	unwritten := len(a.backlog)
 	log.Info("gameserver: stopped", "matches_recorded", a.recorded.Load(), "rooms_ended", rep.RoomsEnded,
-		"rooms_forced", rep.RoomsForced, "unwritten", len(a.backlog))
-	if err != nil {
+		"rooms_forced", rep.RoomsForced, "unwritten", unwritten)
+	switch {
+	case unwritten > 0 && err != nil:
+		return fmt.Errorf("drain: %w: %d finished matches were not written", err, unwritten)
+	case unwritten > 0:
+		return fmt.Errorf("drain: %d finished matches were not written", unwritten)
+	case err != nil:
 		return fmt.Errorf("drain: %w", err)
-	}
-	if n := len(a.backlog); n > 0 {
-		return fmt.Errorf("drain: %d finished matches were not written", n)
 	}
 	return nil
 }

@@ -58,16 +58,33 @@ type Store struct {
 	path string
 }
 
+// DefaultBusyTimeout is how long a write waits for a lock another connection holds
+// (SQLITE_BUSY) before it fails.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Options tune Open; the zero value takes the defaults.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a lock held by another connection
+	// before it fails with SQLITE_BUSY. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+}
+
 // Open opens (creating it and its directory on first start) the database file at path.
-func Open(path string) (*Store, error) {
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, o Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: empty database path")
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
