@@ -72,12 +72,12 @@ func TestTicketFloodFromOneAddress(t *testing.T) {
 }
 
 // TestTicketFloodIsCapped: 40 client addresses of 127.0.0.0/8 each make 6 tickets with
-// fresh ids (within their own burst) while matches of 2 form every 100 ms and last 5 s.
+// fresh ids (within their own burst) while matches of 2 form every 100 ms and last 30 s.
 // Past 3 live matches the tickets wait, past 8 queued they get 503 with Retry-After, and
 // neither figure ever passes its cap while the flood runs.
 func TestTicketFloodIsCapped(t *testing.T) {
 	opts := testOptions(t.TempDir())
-	opts.Size, opts.Wait, opts.Match = 2, 100*time.Millisecond, 5*time.Second
+	opts.Size, opts.Wait, opts.Match = 2, 100*time.Millisecond, 30*time.Second // no match ends during the flood
 	opts.MaxQueued, opts.MaxArenas = 8, 3
 	s := start(t, opts)
 
