@@ -117,14 +117,18 @@ func TestTicketFloodIsCapped(t *testing.T) {
 	wg.Wait()
 	close(done)
 	sample.Wait()
-	live, queued := liveRooms(t, s)
-	t.Logf("answers %v; live matches max %d (now %d), queued max %d (now %d)", codes, maxLive, live, maxQueued, queued)
+	t.Logf("answers %v; during the flood: live matches max %d, queued max %d", codes, maxLive, maxQueued)
 	assert.Positive(t, codes[503], "past the caps the flood gets 503")
 	assert.Zero(t, codes[429], "each address stayed within its burst")
 	assert.LessOrEqual(t, maxLive, opts.MaxArenas)
 	assert.LessOrEqual(t, maxQueued, opts.MaxQueued)
-	assert.Equal(t, opts.MaxArenas, live, "the matches run at the cap")
-	assert.Equal(t, opts.MaxQueued, queued, "the queue is full")
+	var live, queued int
+	require.Eventually(t, func() bool { // the matchmaker's next turns fill the matches up to the cap
+		live, queued = liveRooms(t, s)
+		return live == opts.MaxArenas
+	}, 10*time.Second, 10*time.Millisecond, "the matches run at the cap")
+	assert.Equal(t, codes[201], live*opts.Size+queued, "every accepted ticket is in a match or queued")
+	assert.LessOrEqual(t, queued, opts.MaxQueued)
 }
 
 // TestUnplayedPlayersAreForgotten: a flood's made-up player ids leave no rows behind.
