@@ -155,20 +155,14 @@ func (a *app) queueRetryAfter(now time.Time) int {
 
 // newTicket queues a ticket for player, answering the request itself on refusal (and
 // returning nil then). In order: the queue's room (503), the player's key checked against
-// the database (401/403; offloaded, the handler parks), one queued ticket per player
-// (409), the player's rate (429), then the profile saved (a new id is claimed and its key
-// issued: returned as key) and the ticket queued. Nothing is written for a refused ticket,
+// the database (401/403; offloaded, the handler parks), one ticket made or queued per
+// player (409), the player's rate (429), then the profile saved (a new id is claimed and
+// its key issued: returned as key) and the ticket queued. Nothing is written for a refused ticket,
 // and only the key's holder can rename a player. The caller has passed the address limit.
 func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game.Ticket, key string) {
 	if a.refuseBusy(c, 0) {
 		return nil, ""
 	}
-	if a.claiming[player] {
-		c.String(409, "409 Conflict: a ticket for this player is being made\n")
-		return nil, ""
-	}
-	a.claiming[player] = true // counts in the queue's cap; keeps a second request out
-	defer delete(a.claiming, player)
 	given := playerKeyOf(c)
 	_, err := offload.Do(c, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, a.st.CheckKey(ctx, player, given)
@@ -176,6 +170,13 @@ func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game
 	if a.refuseKey(c, player, err) {
 		return nil, ""
 	}
+	// Only now, the key checked (so nobody can hold another's claimed id busy this way):
+	if a.claiming[player] {
+		c.String(409, "409 Conflict: a ticket for this player is being made\n")
+		return nil, ""
+	}
+	a.claiming[player] = true // counts in the queue's cap; keeps a second request out
+	defer delete(a.claiming, player)
 	if a.mm.IsQueued(player) {
 		c.String(409, "409 Conflict: this player already has a queued ticket\n")
 		return nil, ""
