@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,6 +34,15 @@ type options struct {
 	ScoreLimit int           // points that end a match (0: none)
 	Heavy      bool          // one bot arena burns heavyBurn per tick
 	BlockLoop  bool          // a background task blocks the loop now and then
+	MaxQueued  int           // tickets queued at most: past it POST /tickets and /ws answer 503 (0: defaultMaxQueued)
+	MaxArenas  int           // live matches formed from tickets at most; the rest wait queued (0: defaultMaxArenas)
+	AddrRate   float64       // new tickets per second per client address (0: defaultAddrRate)
+	AddrBurst  int           // and at once (0: defaultAddrBurst)
+	TicketAge  time.Duration // a queued ticket expires after this long (0: maxTicketAge)
+	PlayerTTL  time.Duration // a profile that never finished a match is deleted after this long (0: defaultPlayerTTL)
+	Drain      time.Duration // the graceful shutdown's deadline (0: drainTimeout)
+	DBBusy     time.Duration // how long a write waits for a locked database (0: store's default)
+	Log        *slog.Logger  // nil: slog.Default()
 	Arena      game.Config   // filled from the above by newApp
 }
 
@@ -43,8 +54,14 @@ const (
 	blockFor     = 1200 * time.Millisecond // -block-loop: for how long (past /healthz's 1 s: it fails, naming the task)
 	keepEnded    = 30 * time.Second        // an ended arena's final state stays readable this long
 	maxLongPoll  = 25 * time.Second        // longest ?wait of a long-poll
-	maxTicketAge = 2 * time.Minute         // a WebSocket waits at most this long for its match
+	maxTicketAge = 2 * time.Minute         // a queued ticket expires after this long (-ticket-age)
 	maxDT        = 250 * time.Millisecond  // a tick never simulates more than this (a stalled loop)
+
+	defaultMaxQueued = 1000             // -max-queued
+	defaultMaxArenas = 250              // -max-arenas: 1,000 players in matches of 4
+	defaultAddrRate  = 2.0              // -addr-rate: new tickets a second per client address
+	defaultAddrBurst = 10               // -addr-burst
+	defaultPlayerTTL = 10 * time.Minute // -unplayed-ttl
 )
 
 // app is the game server: loop-owned state shared by handlers and ticks without locks.
@@ -56,15 +73,19 @@ type app struct {
 	st     *store.Store
 	log    *slog.Logger
 
-	ticketLimit *ratelimit.Limiter // POST /tickets and new tickets over WebSocket, per player
-	inputLimit  *ratelimit.Limiter // inputs, per player
+	addrLimit   *ratelimit.Limiter // POST /tickets and new tickets over WebSocket, per client address (first)
+	ticketLimit *ratelimit.Limiter // the same per player, once the player's key is checked
+	inputLimit  *ratelimit.Limiter // inputs, per player, once the ticket's secret is checked
 
 	mm        *game.Matchmaker
 	waits     map[string]*loop.Future[assignment] // by ticket id
 	arenas    map[string]*arena                   // by match id, running and recently ended
 	live      int                                 // arenas not yet ended
+	matches   int                                 // of those, matches formed from tickets (capped: MaxArenas)
+	claiming  map[game.PlayerID]bool              // players whose new ticket is between its checks and Enqueue
 	db        *room.Room[store.Finished]          // the writer: finished matches are its inputs
-	backlog   []store.Finished                    // results the writer must retry or never queued
+	backlog   []store.Finished                    // finished matches not yet written, oldest first
+	writing   *dbWrite                            // the batch in the pool, or nil
 	dbDrain   bool                                // the drain began: the writer stops once all is written
 	nextMatch uint64
 	prefix    string // match ids are prefix + counter: unique across restarts
@@ -83,8 +104,35 @@ type assignment struct {
 	Input  string `json:"input"` // "/rooms/<match>/input"
 }
 
-// errDraining resolves the waits of tickets still queued when the drain begins.
-var errDraining = errors.New("gameserver: server is draining")
+// errDraining resolves the waits of tickets still queued when the drain begins;
+// errExpired those of tickets queued longer than TicketAge.
+var (
+	errDraining = errors.New("gameserver: server is draining")
+	errExpired  = errors.New("gameserver: the ticket expired before a match had room for it")
+)
+
+// withDefaults fills the zero bounds with their defaults.
+func (o options) withDefaults() options {
+	if o.MaxQueued <= 0 {
+		o.MaxQueued = defaultMaxQueued
+	}
+	if o.MaxArenas <= 0 {
+		o.MaxArenas = defaultMaxArenas
+	}
+	if o.AddrRate <= 0 {
+		o.AddrRate = defaultAddrRate
+	}
+	if o.AddrBurst <= 0 {
+		o.AddrBurst = defaultAddrBurst
+	}
+	if o.TicketAge <= 0 {
+		o.TicketAge = maxTicketAge
+	}
+	if o.PlayerTTL <= 0 {
+		o.PlayerTTL = defaultPlayerTTL
+	}
+	return o
+}
 
 // newApp builds the server on opts and an open store; ListenAndServe is the caller's.
 func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
@@ -103,13 +151,20 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 	if err := opts.Loop.Validate(); err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
+	addrCfg := ratelimit.Config{Rate: opts.AddrRate, Burst: opts.AddrBurst}
+	if err := addrCfg.Validate(); err != nil {
+		return nil, fmt.Errorf("-addr-rate and -addr-burst: %w", err)
+	}
 	a := &app{
 		opts: opts, st: st, log: log, mm: mm,
 		srv:         loop.New(opts.Loop),
+		addrLimit:   ratelimit.New(addrCfg),
 		ticketLimit: ratelimit.New(ratelimit.Config{Rate: 1, Burst: 5}),
 		inputLimit:  ratelimit.New(ratelimit.Config{Rate: 30, Burst: 30}),
 		waits:       map[string]*loop.Future[assignment]{},
 		arenas:      map[string]*arena{},
+		claiming:    map[game.PlayerID]bool{},
 		prefix:      "m" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-",
 	}
 	if a.health, err = health.New(a.srv, health.Config{}); err != nil {
@@ -127,12 +182,12 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 func (a *app) routes() {
 	s := a.srv
 	s.Handle("GET /", a.serveIndex) // exactly "/": the router matches whole paths
-	s.Handle("POST /tickets", a.ticketLimit.Middleware(playerKey)(a.postTicket))
+	s.Handle("POST /tickets", a.addrLimit.Middleware(addrKey)(a.postTicket))
 	s.Handle("GET /tickets/{id}", a.getTicket)
 	s.Handle("DELETE /tickets/{id}", a.deleteTicket)
 	s.Handle("GET /ws", a.serveWS)
 	s.Handle("GET /rooms/{id}/state", a.roomState)
-	s.Handle("POST /rooms/{id}/input", a.inputLimit.Middleware(playerKey)(a.postInput))
+	s.Handle("POST /rooms/{id}/input", a.postInput) // limited per player once authenticated
 	s.Handle("GET /leaderboard", a.leaderboard)
 	s.Handle("GET /players/{id}", a.profile)
 	s.Handle("GET /rooms", a.listRooms)
@@ -157,6 +212,7 @@ func (a *app) start() {
 	}
 	a.db = db
 	a.srv.Every("matchmaker", 100*time.Millisecond, a.matchmake)
+	a.srv.Every("player-sweep", min(max(a.opts.PlayerTTL/2, dbPeriod), time.Minute), a.sweepPlayers)
 	a.srv.OnDrain(a.beginDrain)
 	if a.opts.Bots {
 		for i := range a.opts.BotRooms {
@@ -186,7 +242,12 @@ func (a *app) beginDrain() {
 func (a *app) matchmake(t *loop.Task) {
 	now := t.Now()
 	if !a.srv.Draining().IsSet() {
-		for _, g := range a.mm.Form(now) {
+		for _, tk := range a.mm.Expire(now, a.opts.TicketAge) {
+			if f := a.waits[tk.ID]; f != nil {
+				f.Resolve(assignment{}, errExpired)
+			}
+		}
+		for _, g := range a.mm.FormAtMost(now, a.opts.MaxArenas-a.matches) {
 			a.startArena(g, now)
 		}
 	}
@@ -219,8 +280,11 @@ func (a *app) startArena(g game.Group, now time.Time) {
 		a.log.Warn("gameserver: cannot start a match", "err", err)
 		return
 	}
+	ar.fromTickets, ar.started = true, now
+	a.matches++
 	for _, tk := range g.Tickets {
 		_ = ar.m.Join(tk.Player, tk.Name, false)
+		ar.seats[tk.Player] = tk // its secret is the player's credential in this match
 	}
 	for i := range g.Bots {
 		id := game.PlayerID(fmt.Sprintf("bot-%d", i+1))
@@ -275,30 +339,76 @@ func (a *app) submit(f store.Finished) {
 
 // writeTick is the writer room's tick: every dbPeriod it writes the finished matches
 // queued since the last tick in one transaction, through the offload pool (the tick
-// parks; the loop goes on). A failed batch is kept and retried. While draining it stops
-// once every arena has ended and everything is written: the drain waits for it.
+// parks; the loop goes on). The batch stays in the backlog until its transaction has
+// committed, so a failed batch is retried and a write cut short by the drain's deadline
+// (the tick is unwound while it parks) loses nothing: run counts what is left. While
+// draining it stops once every arena has ended and everything is written: the drain
+// waits for it.
 func (a *app) writeTick(r *room.Room[store.Finished], t *room.Tick[store.Finished]) {
-	batch := append([]store.Finished(nil), a.backlog...)
-	a.backlog = nil
-	t.DrainInputs(func(f store.Finished) { batch = append(batch, f) })
-	if len(batch) > 0 {
+	t.DrainInputs(func(f store.Finished) { a.backlog = append(a.backlog, f) })
+	if n := len(a.backlog); n > 0 {
+		w := &dbWrite{n: n, batch: slices.Clone(a.backlog), done: make(chan struct{})}
+		a.writing = w
 		began := time.Now()
-		n, err := offload.Do(t.Task, func(ctx context.Context) (int, error) {
-			return a.st.RecordMatches(ctx, batch)
-		})
-		a.noteBatch(began, len(batch), err)
+		_, err := offload.Do(t.Task, w.run(a.st))
+		a.noteBatch(began, n, err)
 		if err != nil {
-			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", len(batch), "err", err)
-			a.backlog = append(batch, a.backlog...)
 			if errors.Is(err, room.ErrRoomStopped) || errors.Is(err, context.Canceled) {
-				return
+				return // the outcome is w's: run reads it once the loop has stopped
 			}
+			a.writing = nil
+			a.log.Warn("gameserver: writing finished matches failed; retrying", "matches", n, "err", err)
 		} else {
-			a.recorded.Add(int64(n))
+			a.writing = nil
+			a.written(w)
 		}
 	}
 	if a.dbDrain && a.live == 0 && len(a.backlog) == 0 {
 		r.Stop()
+	}
+}
+
+// dbWrite is one batch handed to the offload pool: the first n matches of the backlog.
+// The worker sets recorded and err, then closes done; the loop (or run, once the loop has
+// stopped) reads them after done is closed, or after offload.Do returned normally.
+type dbWrite struct {
+	n        int
+	batch    []store.Finished
+	recorded int
+	err      error
+	done     chan struct{}
+}
+
+// run returns the function the pool runs.
+func (w *dbWrite) run(st *store.Store) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		defer close(w.done)
+		w.recorded, w.err = st.RecordMatches(ctx, w.batch)
+		return w.recorded, w.err
+	}
+}
+
+// written takes a committed batch out of the backlog (matches finished while it was
+// written were appended behind it) and counts it. Loop-confined, or run's once the loop
+// has stopped.
+func (a *app) written(w *dbWrite) {
+	a.backlog = append(a.backlog[:0], a.backlog[w.n:]...)
+	a.recorded.Add(int64(w.recorded))
+}
+
+// settleWrite is called by run once the loop has stopped: a batch the drain's deadline cut
+// short may still be in the pool (its context is cancelled, so it ends soon). It waits for
+// it and, if it committed after all, takes it out of the backlog, so that what is left
+// there is exactly what was not written.
+func (a *app) settleWrite() {
+	w := a.writing
+	if w == nil {
+		return
+	}
+	<-w.done
+	a.writing = nil
+	if w.err == nil {
+		a.written(w)
 	}
 }
 
@@ -322,8 +432,57 @@ func (a *app) noteBatch(began time.Time, matches int, err error) {
 		Matches: matches, Failed: err != nil})
 }
 
-// playerKey is the rate limiters' key: the ?player of the request.
-func playerKey(c *loop.Ctx) string { return c.Query("player") }
+// addrKey is the ticket limiter's first key: the client's IP address (the port left out).
+// Behind a reverse proxy every client has the proxy's address; taking the client's from
+// X-Forwarded-For safely needs a list of trusted proxies, which the server does not have
+// yet, so the flagship must face its clients directly (or give its proxy the limit).
+func addrKey(c *loop.Ctx) string {
+	switch ra := c.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return ra.IP.String()
+	case nil:
+		return ""
+	default:
+		host, _, err := net.SplitHostPort(ra.String())
+		if err != nil {
+			return ra.String()
+		}
+		return host
+	}
+}
+
+// sweepPlayers is an Every task: it deletes the profiles of players who never finished a
+// match and were created more than PlayerTTL ago (offloaded), sparing those with a ticket,
+// a seat or a result still to write. A flood of made-up ids leaves no rows for long.
+func (a *app) sweepPlayers(t *loop.Task) {
+	if a.srv.Draining().IsSet() {
+		return
+	}
+	var keep []game.PlayerID
+	for id := range a.claiming {
+		keep = append(keep, id)
+	}
+	keep = append(keep, a.mm.QueuedPlayers()...)
+	for _, ar := range a.arenas {
+		if !ar.ended {
+			for id := range ar.seats {
+				keep = append(keep, id)
+			}
+		}
+	}
+	for _, f := range a.backlog {
+		for _, p := range f.Result.Players {
+			keep = append(keep, p.ID)
+		}
+	}
+	cutoff := time.Now().Add(-a.opts.PlayerTTL)
+	n, err := offload.Do(t, func(ctx context.Context) (int, error) { return a.st.ForgetUnplayed(ctx, cutoff, keep) })
+	if err != nil {
+		a.log.Warn("gameserver: forgetting unplayed players failed", "err", err)
+	} else if n > 0 {
+		a.log.Debug("gameserver: forgot unplayed players", "players", n)
+	}
+}
 
 // validPlayer checks ?player and ?name: ids are 1-32 letters, digits, '-' or '_' (the
 // "bot-" prefix is the server's); names at most 24 bytes of UTF-8 (default: the id).

@@ -23,6 +23,10 @@ type arena struct {
 	heavy bool // burns heavyBurn per tick (-heavy-room)
 	loner bool // bots only: starts another when it ends
 
+	fromTickets bool                           // formed by the matchmaker: counts in app.matches
+	started     time.Time                      // when the matchmaker formed it
+	seats       map[game.PlayerID]*game.Ticket // each human's ticket: its secret authenticates the player's inputs
+
 	conns   map[game.PlayerID]*loop.WSConn
 	connBuf []*loop.WSConn // conns as a slice for Broadcast; nil when conns changed
 
@@ -40,7 +44,7 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 		return nil, err
 	}
 	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
-		conns: map[game.PlayerID]*loop.WSConn{}, changed: loop.NewCond(a.srv)}
+		conns: map[game.PlayerID]*loop.WSConn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv)}
 	ar.room, err = room.New(a.srv.Loop(0), room.Config[game.Input]{
 		Name:       "arena-" + id,
 		Period:     tickPeriod,
@@ -95,6 +99,9 @@ func (ar *arena) finish(now time.Time) {
 	}
 	ar.ended, ar.endedAt = true, now
 	ar.app.live--
+	if ar.fromTickets {
+		ar.app.matches--
+	}
 	ar.app.submit(store.Finished{Result: ar.m.Result(), Ended: now})
 	ar.room.Stop()
 	if ar.loner {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +29,8 @@ func chromium(t *testing.T) string {
 
 // TestBrowserPlays opens / in headless Chromium (chromedp, the version integration/ pins),
 // which joins a match over WebSocket, and checks that the canvas is redrawn from the states,
-// that the score changes and that the page's dashboard link points at the admin address.
+// that the score changes, that the page's dashboard link points at the admin address, and
+// that the page keeps the player key it was issued (and only that key queues as its player).
 // It is built without -race only (browser_race_test.go says why); `make test` runs it in a
 // line of its own. Skipped where no Chromium is installed.
 func TestBrowserPlays(t *testing.T) {
@@ -79,4 +81,14 @@ func TestBrowserPlays(t *testing.T) {
 		return v.Frames > first.Frames+20 && v.Total > first.Total && v.Canvas != first.Canvas
 	}, 30*time.Second, 100*time.Millisecond, "the canvas is redrawn and the score changes")
 	require.Equal(t, "playing", v.Status, "status line")
+
+	// The page keeps the player key it was issued: the id is this browser's.
+	var ids []string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`[localStorage.getItem("baton-player"), localStorage.getItem("baton-key") || ""]`, &ids)))
+	require.Len(t, ids, 2)
+	require.NotEmpty(t, ids[1], "the page stored its player key")
+	code, _ := newTicketAs(t, s, ids[0], "someone else", "")
+	assert.Equal(t, 401, code, "another client cannot queue as the page's player")
+	code, _ = newTicketAs(t, s, ids[0], "again", ids[1])
+	assert.Equal(t, 201, code, "the page's key can")
 }

@@ -9,6 +9,7 @@ import (
 	"html"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonrt/baton/examples/gameserver/game"
@@ -55,51 +56,175 @@ func (a *app) ticketView(t *game.Ticket) ticketJSON {
 	return v
 }
 
-// newTicket saves the player's profile (offloaded: the handler parks, the loop goes on)
-// and queues a ticket with a Future its waiters park on. It answers the request itself
-// on failure and returns nil then.
-func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) *game.Ticket {
+// createdJSON is a new ticket as its creator reads it: the ticket, its secret and, for a
+// player id seen for the first time, the player's key. Nobody else is ever shown either.
+type createdJSON struct {
+	ticketJSON
+	Secret    string `json:"secret"`
+	PlayerKey string `json:"player_key,omitempty"`
+}
+
+// ticketSecret is a request's ticket secret: "Authorization: Bearer SECRET", or ?secret=
+// (for browsers' WebSockets, which cannot set headers; the access log leaves out queries).
+func ticketSecret(c *loop.Ctx) string {
+	if h := c.Header("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return c.Query("secret")
+}
+
+// playerKeyOf is a request's player key: the X-Player-Key header, or ?key=.
+func playerKeyOf(c *loop.Ctx) string {
+	if k := c.Header("X-Player-Key"); k != "" {
+		return k
+	}
+	return c.Query("key")
+}
+
+// refuseSecret answers a request whose ticket secret is missing (401) or wrong (403) and
+// reports whether it did: ok says whether the secret matched.
+func refuseSecret(c *loop.Ctx, given string, ok bool) bool {
+	switch {
+	case ok:
+		return false
+	case given == "":
+		c.SetHeader("WWW-Authenticate", `Bearer realm="gameserver ticket"`)
+		c.String(401, "401 Unauthorized: this needs the ticket's secret (Authorization: Bearer SECRET, or ?secret=)\n")
+	default:
+		c.String(403, "403 Forbidden: that is not this ticket's secret\n")
+	}
+	return true
+}
+
+// refuseKey answers a request whose player key check failed (401 missing, 403 wrong, 503
+// the database) and reports whether it did.
+func (a *app) refuseKey(c *loop.Ctx, player game.PlayerID, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, store.ErrKeyRequired):
+		c.SetHeader("WWW-Authenticate", `Key realm="gameserver player"`)
+		c.String(401, "401 Unauthorized: this player id is taken; its key is required (X-Player-Key: KEY, or ?key=)\n")
+	case errors.Is(err, store.ErrWrongKey):
+		c.String(403, "403 Forbidden: wrong key for this player id\n")
+	default:
+		a.log.Warn("gameserver: checking a player's key failed", "player", player, "err", err)
+		c.String(503, "503 Service Unavailable: database\n")
+	}
+	return true
+}
+
+// refuseDraining answers 503 with a Retry-After while the server drains and reports
+// whether it did.
+func (a *app) refuseDraining(c *loop.Ctx) bool {
 	if a.srv.Draining().IsSet() {
 		c.SetHeader("Retry-After", "1")
 		c.String(503, "503 Service Unavailable: draining\n")
-		return nil
+		return true
 	}
-	_, err := offload.Do(c, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, a.st.SaveProfile(ctx, player, name, false, time.Now())
-	})
-	if err != nil {
-		a.log.Warn("gameserver: saving a profile failed", "player", player, "err", err)
-		c.String(503, "503 Service Unavailable: database\n")
-		return nil
-	}
-	if a.srv.Draining().IsSet() { // the drain began while the profile was written
-		c.SetHeader("Retry-After", "1")
-		c.String(503, "503 Service Unavailable: draining\n")
-		return nil
-	}
-	t, err := a.mm.Enqueue(player, name, c.Now())
-	if errors.Is(err, game.ErrQueued) {
-		c.String(409, "409 Conflict: this player already has a queued ticket\n")
-		return nil
-	}
-	if err != nil {
-		c.String(500, err.Error()+"\n")
-		return nil
-	}
-	a.waits[t.ID] = loop.NewFuture[assignment](a.srv)
-	return t
+	return false
 }
 
-// postTicket is POST /tickets?player=ID&name=NAME: queue for a match (rate-limited per
-// player: 429 with Retry-After past it). 201 with the ticket.
+// refuseBusy answers 503 with a Retry-After when the server drains or the queue is full
+// (tickets queued and being made; own: the caller's claim, already counted) and reports
+// whether it did.
+func (a *app) refuseBusy(c *loop.Ctx, own int) bool {
+	if a.refuseDraining(c) {
+		return true
+	}
+	if a.mm.Queued()+len(a.claiming)-own >= a.opts.MaxQueued {
+		c.SetHeader("Retry-After", strconv.Itoa(a.queueRetryAfter(c.Now())))
+		c.String(503, "503 Service Unavailable: the matchmaking queue is full\n")
+		return true
+	}
+	return false
+}
+
+// queueRetryAfter estimates, in whole seconds, when a full queue has room: the longest
+// wait for a group when matches can start, else when the first running match is due to end.
+func (a *app) queueRetryAfter(now time.Time) int {
+	wait := a.opts.Wait
+	if a.matches >= a.opts.MaxArenas {
+		wait = a.opts.Match
+		for _, ar := range a.arenas {
+			if ar.fromTickets && !ar.ended {
+				wait = min(wait, ar.started.Add(a.opts.Match).Sub(now))
+			}
+		}
+	}
+	return ratelimit.RetryAfterSeconds(wait)
+}
+
+// newTicket queues a ticket for player, answering the request itself on refusal (and
+// returning nil then). In order: the queue's room (503), the player's key checked against
+// the database (401/403; offloaded, the handler parks), one ticket made or queued per
+// player (409), the player's rate (429), then the profile saved (a new id is claimed and
+// its key issued: returned as key) and the ticket queued. Nothing is written for a refused ticket,
+// and only the key's holder can rename a player. The caller has passed the address limit.
+func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game.Ticket, key string) {
+	if a.refuseBusy(c, 0) {
+		return nil, ""
+	}
+	given := playerKeyOf(c)
+	_, err := offload.Do(c, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, a.st.CheckKey(ctx, player, given)
+	})
+	if a.refuseKey(c, player, err) {
+		return nil, ""
+	}
+	// Only now, the key checked (so nobody can hold another's claimed id busy this way):
+	if a.claiming[player] {
+		c.String(409, "409 Conflict: a ticket for this player is being made\n")
+		return nil, ""
+	}
+	a.claiming[player] = true // counts in the queue's cap; keeps a second request out
+	defer delete(a.claiming, player)
+	if a.mm.IsQueued(player) {
+		c.String(409, "409 Conflict: this player already has a queued ticket\n")
+		return nil, ""
+	}
+	if ok, wait := a.ticketLimit.Allow(string(player), c.Now()); !ok {
+		c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
+		c.String(429, "429 Too Many Requests: too many tickets for this player\n")
+		return nil, ""
+	}
+	if a.refuseBusy(c, 1) { // the drain may have begun, the queue filled, while it parked
+		return nil, ""
+	}
+	key, err = offload.Do(c, func(ctx context.Context) (string, error) {
+		return a.st.SaveProfile(ctx, player, name, given, time.Now()) // checks the key again, atomically
+	})
+	if a.refuseKey(c, player, err) {
+		return nil, ""
+	}
+	// A drain that began during the write still answers 503 (the key's holder renamed
+	// herself, or a new id was claimed and is swept after PlayerTTL); the queue's cap
+	// cannot have been passed, as this claim was counted in it.
+	if a.refuseDraining(c) {
+		return nil, ""
+	}
+	t, err = a.mm.Enqueue(player, name, c.Now())
+	if err != nil { // ErrQueued cannot happen: a.claiming kept every other ticket for player out
+		c.String(500, err.Error()+"\n")
+		return nil, ""
+	}
+	a.waits[t.ID] = loop.NewFuture[assignment](a.srv)
+	return t, key
+}
+
+// postTicket is POST /tickets?player=ID&name=NAME, with X-Player-Key (or ?key=) once the
+// id has one: queue for a match. 201 with the ticket, its secret and, for a new id, the
+// player's key; 429 with Retry-After past the client address's or the player's rate; 503
+// with Retry-After when the queue is full or the server drains; 401/403 without the
+// player's key; 409 when the player already has a queued ticket.
 func (a *app) postTicket(c *loop.Ctx) {
 	player, name, ok := validPlayer(c)
 	if !ok {
 		return
 	}
-	if t := a.newTicket(c, player, name); t != nil {
+	if t, key := a.newTicket(c, player, name); t != nil {
 		c.SetHeader("Location", "/tickets/"+t.ID)
-		c.JSON(201, a.ticketView(t))
+		c.JSON(201, createdJSON{ticketJSON: a.ticketView(t), Secret: t.Secret, PlayerKey: key})
 	}
 }
 
@@ -111,9 +236,9 @@ func (a *app) getTicket(c *loop.Ctx) {
 		c.String(404, "404 Not Found: no such ticket\n")
 		return
 	}
-	if t.State == game.TicketQueued {
+	if wait := waitParam(c); wait > 0 && t.State == game.TicketQueued { // no ?wait: answer at once
 		if f := a.waits[t.ID]; f != nil {
-			_, err := f.AwaitTimeout(c, waitParam(c))
+			_, err := f.AwaitTimeout(c, wait)
 			if errors.Is(err, errDraining) {
 				c.SetHeader("Retry-After", "1")
 				c.String(503, "503 Service Unavailable: draining\n")
@@ -124,9 +249,18 @@ func (a *app) getTicket(c *loop.Ctx) {
 	c.JSON(200, a.ticketView(t))
 }
 
-// deleteTicket cancels a queued ticket.
+// deleteTicket is DELETE /tickets/{id} with the ticket's secret (Authorization: Bearer,
+// or ?secret=): it cancels the queued ticket. 401/403 without it, 409 when not queued.
 func (a *app) deleteTicket(c *loop.Ctx) {
 	id := c.PathValue("id")
+	t, ok := a.mm.Ticket(id)
+	if !ok {
+		c.String(404, "404 Not Found: no such ticket\n")
+		return
+	}
+	if given := ticketSecret(c); refuseSecret(c, given, t.SecretMatches(given)) {
+		return
+	}
 	if !a.mm.Cancel(id, c.Now()) {
 		c.String(409, "409 Conflict: the ticket is not queued\n")
 		return
@@ -137,7 +271,8 @@ func (a *app) deleteTicket(c *loop.Ctx) {
 	c.NoContent()
 }
 
-// waitParam reads ?wait=SECONDS (default 0: answer at once), capped at maxLongPoll.
+// waitParam reads ?wait=SECONDS, capped at maxLongPoll; -1 when absent or not positive
+// (answer at once: callers must not pass it to AwaitTimeout, where d <= 0 waits unbounded).
 func waitParam(c *loop.Ctx) time.Duration {
 	s, err := strconv.ParseFloat(c.Query("wait"), 64)
 	if err != nil || s <= 0 {
@@ -150,41 +285,62 @@ func waitParam(c *loop.Ctx) time.Duration {
 type wsMessage struct {
 	Type       string       `json:"type"` // "ticket", "assigned", "error"
 	Ticket     *game.Ticket `json:"ticket,omitempty"`
+	Secret     string       `json:"secret,omitempty"`     // the ticket's, in "ticket" when this session made it
+	PlayerKey  string       `json:"player_key,omitempty"` // in "ticket" when the player id was new
 	Assignment *assignment  `json:"assignment,omitempty"`
 	Player     string       `json:"player,omitempty"`
 	Error      string       `json:"error,omitempty"`
 }
 
-// serveWS is GET /ws?player=ID&name=NAME[&ticket=ID]: the whole session over one
-// WebSocket. Without a ticket it queues one (rate-limited like POST /tickets); it sends
-// {"type":"ticket"}, parks until the assignment and sends {"type":"assigned"}; then every
-// text message the client sends is an input ({"dx":-1..1,"dy":-1..1,"seq":n}, at most 30
-// a second, the rest dropped) and every tick it receives {"type":"state","state":{...}}.
-// When the match ends the room stops, which cancels this task: the connection closes.
+// serveWS is GET /ws?player=ID&name=NAME[&key=KEY], or GET /ws?ticket=ID&secret=SECRET:
+// the whole session over one WebSocket. Without a ticket it queues one as POST /tickets
+// does (same limits, same key check) and sends {"type":"ticket"} with the ticket's secret
+// (and the player's key for a new id); with one, the ticket's secret must come with it
+// (401/403 before the upgrade otherwise). It parks until the assignment and sends
+// {"type":"assigned"}; then every text message the client sends is an input
+// ({"dx":-1..1,"dy":-1..1,"seq":n}, at most 30 a second, the rest dropped) for the
+// ticket's player and every tick it receives {"type":"state","state":{...}}. When the
+// match ends the room stops, which cancels this task: the connection closes.
 func (a *app) serveWS(c *loop.Ctx) {
 	if c.Query("watch") != "" {
 		a.watch(c)
 		return
 	}
-	player, name, ok := validPlayer(c)
-	if !ok {
-		return
-	}
-	var t *game.Ticket
+	var (
+		t      *game.Ticket
+		player game.PlayerID
+		key    string
+		made   bool
+	)
 	if id := c.Query("ticket"); id != "" {
-		if t, ok = a.mm.Ticket(id); !ok || t.Player != player {
-			c.String(404, "404 Not Found: no such ticket for this player\n")
+		var ok bool
+		if t, ok = a.mm.Ticket(id); !ok {
+			c.String(404, "404 Not Found: no such ticket\n")
 			return
 		}
+		if given := ticketSecret(c); refuseSecret(c, given, t.SecretMatches(given)) {
+			return
+		}
+		if p := c.Query("player"); p != "" && game.PlayerID(p) != t.Player {
+			c.String(403, "403 Forbidden: the ticket is another player's\n")
+			return
+		}
+		player = t.Player
 	} else {
-		if ok, wait := a.ticketLimit.Allow(string(player), c.Now()); !ok {
+		if ok, wait := a.addrLimit.Allow(addrKey(c), c.Now()); !ok {
 			c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 			c.String(429, "429 Too Many Requests\n")
 			return
 		}
-		if t = a.newTicket(c, player, name); t == nil {
+		var name string
+		var ok bool
+		if player, name, ok = validPlayer(c); !ok {
 			return
 		}
+		if t, key = a.newTicket(c, player, name); t == nil {
+			return
+		}
+		made = true
 	}
 	ws, err := c.Upgrade(loop.UpgradeOptions{})
 	if err != nil {
@@ -194,12 +350,16 @@ func (a *app) serveWS(c *loop.Ctx) {
 		b, _ := json.Marshal(m)
 		return ws.WriteText(b)
 	}
-	if send(wsMessage{Type: "ticket", Ticket: t, Player: string(player)}) != nil {
+	hello := wsMessage{Type: "ticket", Ticket: t, Player: string(player)}
+	if made {
+		hello.Secret, hello.PlayerKey = t.Secret, key
+	}
+	if send(hello) != nil {
 		return
 	}
 	if t.State == game.TicketQueued {
 		if f := a.waits[t.ID]; f != nil {
-			if _, err := f.AwaitTimeout(c, maxTicketAge); err != nil {
+			if _, err := f.AwaitTimeout(c, a.opts.TicketAge); err != nil {
 				a.mm.Cancel(t.ID, c.Now()) // the client left or waited too long: not matched now
 				_ = send(wsMessage{Type: "error", Error: err.Error()})
 				_ = ws.Close(1013, "no match") // try again later
@@ -298,8 +458,10 @@ func (a *app) roomState(c *loop.Ctx) {
 	c.Bytes(200, "application/json", ar.snap)
 }
 
-// postInput is POST /rooms/{id}/input?player=ID with {"dx":..,"dy":..,"seq":..}: an input
-// without WebSocket (rate-limited per player: 429 with Retry-After). 202 once queued.
+// postInput is POST /rooms/{id}/input?player=ID with {"dx":..,"dy":..,"seq":..} and the
+// player's ticket secret (Authorization: Bearer, or ?secret=): an input without WebSocket.
+// 401/403 without the secret of that player's ticket; 429 with Retry-After past 30 a
+// second per player. 202 once queued.
 func (a *app) postInput(c *loop.Ctx) {
 	player, _, ok := validPlayer(c)
 	if !ok {
@@ -308,6 +470,15 @@ func (a *app) postInput(c *loop.Ctx) {
 	ar := a.arenas[c.PathValue("id")]
 	if ar == nil || ar.m.Player(player) == nil {
 		c.String(404, "404 Not Found: no such room, or the player is not in it\n")
+		return
+	}
+	seat, given := ar.seats[player], ticketSecret(c)
+	if refuseSecret(c, given, seat != nil && seat.SecretMatches(given)) {
+		return
+	}
+	if ok, wait := a.inputLimit.Allow(string(player), c.Now()); !ok {
+		c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
+		c.String(429, "429 Too Many Requests\n")
 		return
 	}
 	in := game.Input{}

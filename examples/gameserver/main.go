@@ -5,8 +5,8 @@
 //
 //	make run     # from the repository root; then open http://127.0.0.1:8080/ to play and
 //	             # http://127.0.0.1:8081/debug/baton/ for the live dashboard
-//	curl -X POST '127.0.0.1:8080/tickets?player=ann'
-//	curl '127.0.0.1:8080/tickets/t1?wait=10'     # long-poll for the assignment
+//	curl -X POST '127.0.0.1:8080/tickets?player=ann'   # 201: the ticket's id and secret, ann's key
+//	curl '127.0.0.1:8080/tickets/ID?wait=10'           # long-poll for the assignment
 //	curl '127.0.0.1:8080/leaderboard?bots=1'
 //	curl '127.0.0.1:8081/debug/baton/tasks?format=text'   # admin address: stats, health
 //	curl 127.0.0.1:8081/metrics                           # Prometheus metrics
@@ -19,7 +19,8 @@
 //
 // Routes on the main address: GET / (the browser client), POST /tickets, GET and DELETE
 // /tickets/{id}, GET /ws, GET /rooms, GET /rooms/{id}/state, POST /rooms/{id}/input,
-// GET /leaderboard, GET /players/{id}, /healthz, /readyz, /debug/baton/*. On the admin
+// GET /leaderboard, GET /players/{id}, /healthz, /readyz, /debug/baton/*. README.md says
+// who may do what (ticket secrets, player keys) and what bounds the load. On the admin
 // address: the live dashboard at /debug/baton/, the stats pages under it and /healthz,
 // /readyz.
 package main
@@ -79,6 +80,12 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	limit := fs.Int("score-limit", 25, "points that end a match (0: none)")
 	heavy := fs.Bool("heavy-room", false, "demo: one bot arena burns 30 ms per tick")
 	block := fs.Bool("block-loop", false, "demo: block the loop for 1.2 s every 10 s")
+	maxQueued := fs.Int("max-queued", defaultMaxQueued, "tickets queued at most; past it new tickets get 503 with Retry-After")
+	maxArenas := fs.Int("max-arenas", defaultMaxArenas, "matches from tickets running at most (bot arenas apart); the rest wait queued")
+	addrRate := fs.Float64("addr-rate", defaultAddrRate, "new tickets a second per client address (429 with Retry-After past it)")
+	addrBurst := fs.Int("addr-burst", defaultAddrBurst, "new tickets at once per client address")
+	ticketAge := fs.Duration("ticket-age", maxTicketAge, "a queued ticket expires after this long")
+	unplayed := fs.Duration("unplayed-ttl", defaultPlayerTTL, "a player who never finished a match is forgotten after this long")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -87,7 +94,9 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 		return options{}, err
 	}
 	o := options{Loop: cfg, Admin: *admin, DB: *db, Bots: *bots, BotRooms: *botRooms, Size: *size,
-		Wait: *wait, Match: *match, ScoreLimit: *limit, Heavy: *heavy, BlockLoop: *block}
+		Wait: *wait, Match: *match, ScoreLimit: *limit, Heavy: *heavy, BlockLoop: *block,
+		MaxQueued: *maxQueued, MaxArenas: *maxArenas, AddrRate: *addrRate, AddrBurst: *addrBurst,
+		TicketAge: *ticketAge, PlayerTTL: *unplayed}
 	if o.DB == "" {
 		o.DB = filepath.Join(*data, "gameserver.db")
 	}
@@ -98,6 +107,18 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 		return options{}, fmt.Errorf("-bot-rooms (%d) must not be negative", o.BotRooms)
 	case o.Heavy && (!o.Bots || o.BotRooms == 0):
 		return options{}, errors.New("-heavy-room needs -bots and -bot-rooms of at least 1")
+	case o.MaxQueued < 1:
+		return options{}, fmt.Errorf("-max-queued (%d) must be at least 1", o.MaxQueued)
+	case o.MaxArenas < 1:
+		return options{}, fmt.Errorf("-max-arenas (%d) must be at least 1", o.MaxArenas)
+	case !(o.AddrRate > 0):
+		return options{}, fmt.Errorf("-addr-rate (%v) must be positive", o.AddrRate)
+	case o.AddrBurst < 1:
+		return options{}, fmt.Errorf("-addr-burst (%d) must be at least 1", o.AddrBurst)
+	case o.TicketAge <= 0:
+		return options{}, fmt.Errorf("-ticket-age (%v) must be positive", o.TicketAge)
+	case o.PlayerTTL < o.TicketAge:
+		return options{}, fmt.Errorf("-unplayed-ttl (%v) must not be shorter than -ticket-age (%v)", o.PlayerTTL, o.TicketAge)
 	}
 	return o, nil
 }
@@ -120,8 +141,11 @@ type running struct {
 // finished is written, then the database closes. ready, when not nil, is called once the
 // server is up.
 func run(ctx context.Context, opts options, out io.Writer, ready func(running)) error {
-	log := slog.Default()
-	st, err := store.Open(opts.DB)
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := store.OpenWith(opts.DB, store.Options{BusyTimeout: opts.DBBusy})
 	if err != nil {
 		return err
 	}
@@ -172,20 +196,30 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	drain := opts.Drain
+	if drain <= 0 {
+		drain = drainTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	err = a.srv.Shutdown(sctx)
 	if serr := <-served; serr != nil && !errors.Is(serr, loop.ErrServerClosed) {
 		return serr
 	}
+	// The loop has stopped: the app is this goroutine's now. A write the deadline cut short
+	// is settled first, so that unwritten counts exactly the matches not in the file.
+	a.settleWrite()
 	ended, forced := room.Drained(a.srv)
+	unwritten := len(a.backlog)
 	log.Info("gameserver: stopped", "matches_recorded", a.recorded.Load(), "rooms_ended", ended,
-		"rooms_forced", forced, "unwritten", len(a.backlog))
-	if err != nil {
+		"rooms_forced", forced, "unwritten", unwritten)
+	switch {
+	case unwritten > 0 && err != nil:
+		return fmt.Errorf("drain: %w: %d finished matches were not written", err, unwritten)
+	case unwritten > 0:
+		return fmt.Errorf("drain: %d finished matches were not written", unwritten)
+	case err != nil:
 		return fmt.Errorf("drain: %w", err)
-	}
-	if n := len(a.backlog); n > 0 {
-		return fmt.Errorf("drain: %d finished matches were not written", n)
 	}
 	return nil
 }

@@ -267,7 +267,7 @@ func TestTicketLongPollAndStateFallback(t *testing.T) {
 	s := start(t, opts)
 	resp, err := http.Post(s.url("/tickets?player=ann&name=Ann"), "", nil)
 	require.NoError(t, err)
-	var tk ticketJSON
+	var tk createdJSON
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tk))
 	resp.Body.Close()
 	require.Equal(t, 201, resp.StatusCode)
@@ -284,23 +284,26 @@ func TestTicketLongPollAndStateFallback(t *testing.T) {
 	require.Equal(t, 200, getJSON(t, s.url(got.Assignment.State+"?since="+strconv.FormatUint(first.Seq, 10)), &next))
 	assert.Greater(t, next.Seq, first.Seq, "the long-poll waits for the next tick")
 
-	resp, err = http.Post(s.url(got.Assignment.Input+"?player=ann"), "application/json", strings.NewReader(`{"dx":1,"dy":0,"seq":1}`))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, 202, resp.StatusCode)
+	code, _ := call(t, "POST", s.url(got.Assignment.Input+"?player=ann"), `{"dx":1,"dy":0,"seq":1}`, bearer(tk.Secret))
+	assert.Equal(t, 202, code)
 	require.NoError(t, s.stop())
 }
 
-// TestRateLimits: a player over the ticket or input limit gets 429 with a Retry-After.
+// TestRateLimits: a client over the ticket limit (per address) or a player over the
+// input limit gets 429 with a Retry-After.
 func TestRateLimits(t *testing.T) {
 	opts := testOptions(t.TempDir())
 	opts.Size, opts.Wait = 1, time.Hour
 	s := start(t, opts)
 	var codes []int
 	var retry string
-	for range 8 {
-		resp, err := http.Post(s.url("/tickets?player=spammer"), "", nil)
+	var first createdJSON
+	for i := range defaultAddrBurst + 3 {
+		resp, err := http.Post(s.url("/tickets?player=spammer"+strconv.Itoa(i)), "", nil)
 		require.NoError(t, err)
+		if i == 0 {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&first))
+		}
 		resp.Body.Close()
 		codes = append(codes, resp.StatusCode)
 		if resp.StatusCode == 429 {
@@ -308,23 +311,28 @@ func TestRateLimits(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 201, codes[0])
-	assert.Contains(t, codes, 429, "past the burst of 5 the tickets are refused: %v", codes)
+	assert.Contains(t, codes, 429, "past the address's burst the tickets are refused: %v", codes)
 	secs, err := strconv.Atoi(retry)
 	require.NoError(t, err, "Retry-After %q", retry)
 	assert.GreaterOrEqual(t, secs, 1)
 
 	// The one-player match started at once (Size 1): flood its input route.
 	var tk ticketJSON
-	require.Equal(t, 200, getJSON(t, s.url("/tickets/t1?wait=10"), &tk))
+	require.Equal(t, 200, getJSON(t, s.url("/tickets/"+first.Ticket.ID+"?wait=10"), &tk))
 	require.NotNil(t, tk.Assignment)
 	refused := 0
 	for range 40 {
-		resp, err := http.Post(s.url(tk.Assignment.Input+"?player=spammer"), "application/json", strings.NewReader(`{"dx":1}`))
+		req, err := http.NewRequest("POST", s.url(tk.Assignment.Input+"?player=spammer0"), strings.NewReader(`{"dx":1}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+first.Secret)
+		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 		if resp.StatusCode == 429 {
 			refused++
 			assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		} else {
+			assert.Equal(t, 202, resp.StatusCode)
 		}
 	}
 	assert.Positive(t, refused, "past 30 inputs at once the inputs are refused")
@@ -559,4 +567,14 @@ func TestParseFlags(t *testing.T) {
 	assert.ErrorContains(t, err, "-players")
 	_, err = parseFlags([]string{"-heavy-room", "-bots=false"}, func(string) string { return "" })
 	assert.ErrorContains(t, err, "-heavy-room")
+	o, err = parseFlags(nil, func(string) string { return "" })
+	require.NoError(t, err)
+	assert.Equal(t, defaultMaxQueued, o.MaxQueued)
+	assert.Equal(t, defaultMaxArenas, o.MaxArenas)
+	assert.Equal(t, defaultAddrBurst, o.AddrBurst)
+	for _, bad := range [][]string{{"-max-queued", "0"}, {"-max-arenas", "0"}, {"-addr-rate", "0"}, {"-addr-burst", "0"},
+		{"-ticket-age", "0s"}, {"-unplayed-ttl", "1s"}} {
+		_, err = parseFlags(bad, func(string) string { return "" })
+		assert.ErrorContains(t, err, bad[0])
+	}
 }

@@ -1,9 +1,13 @@
 package game
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 )
 
@@ -17,9 +21,13 @@ const (
 	TicketCancelled TicketState = "cancelled"
 )
 
-// Ticket is one player's request for a match.
+// Ticket is one player's request for a match. Its ID is random (not a counter, so that
+// one ticket's id says nothing about another's) and its Secret, also random, is what
+// proves a client created it: the server hands it to the creator only, and asks for it
+// before it lets anyone cancel the ticket, play on it or send its player's inputs.
 type Ticket struct {
 	ID      string      `json:"id"`
+	Secret  string      `json:"-"` // never in a ticket's JSON: see the server's creator-only answers
 	Player  PlayerID    `json:"player"`
 	Name    string      `json:"name"`
 	Created time.Time   `json:"created"`
@@ -94,7 +102,34 @@ type Matchmaker struct {
 	tickets map[string]*Ticket
 	byUser  map[PlayerID]*Ticket // the player's queued ticket
 	done    []*Ticket            // assigned or cancelled, in that order, for Forget
-	next    uint64
+}
+
+// TicketIDBytes and TicketSecretBytes are the random bytes in a ticket's ID and Secret:
+// 96 bits make an id nobody guesses among the tickets alive, 256 bits a credential.
+const (
+	TicketIDBytes     = 12
+	TicketSecretBytes = 32
+)
+
+// newTicketID returns "t" and TicketIDBytes random bytes in hex.
+func newTicketID() string {
+	b := make([]byte, TicketIDBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it crashes the program instead)
+	return "t" + hex.EncodeToString(b)
+}
+
+// NewSecret returns TicketSecretBytes random bytes, base64url without padding (43
+// characters): a ticket's Secret, also used by the server for player keys.
+func NewSecret() string {
+	b := make([]byte, TicketSecretBytes)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// SecretMatches reports, in constant time, whether got is the ticket's Secret (an empty
+// got never matches).
+func (t *Ticket) SecretMatches(got string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t.Secret)) == 1
 }
 
 // NewMatchmaker returns an empty matchmaker.
@@ -113,8 +148,7 @@ func (mm *Matchmaker) Enqueue(player PlayerID, name string, now time.Time) (*Tic
 	if _, ok := mm.byUser[player]; ok {
 		return nil, ErrQueued
 	}
-	mm.next++
-	t := &Ticket{ID: "t" + strconv.FormatUint(mm.next, 10), Player: player, Name: name, Created: now, Updated: now, State: TicketQueued}
+	t := &Ticket{ID: newTicketID(), Secret: NewSecret(), Player: player, Name: name, Created: now, Updated: now, State: TicketQueued}
 	mm.queue = append(mm.queue, t)
 	mm.tickets[t.ID] = t
 	mm.byUser[player] = t
@@ -125,6 +159,21 @@ func (mm *Matchmaker) Enqueue(player PlayerID, name string, now time.Time) (*Tic
 func (mm *Matchmaker) Ticket(id string) (*Ticket, bool) {
 	t, ok := mm.tickets[id]
 	return t, ok
+}
+
+// IsQueued reports whether player holds a queued ticket.
+func (mm *Matchmaker) IsQueued(player PlayerID) bool {
+	_, ok := mm.byUser[player]
+	return ok
+}
+
+// QueuedPlayers returns the players holding a queued ticket, oldest first.
+func (mm *Matchmaker) QueuedPlayers() []PlayerID {
+	ids := make([]PlayerID, len(mm.queue))
+	for i, t := range mm.queue {
+		ids[i] = t.Player
+	}
+	return ids
 }
 
 // Queued returns how many tickets wait.
@@ -149,19 +198,36 @@ func (mm *Matchmaker) Cancel(id string, now time.Time) bool {
 // Form takes groups out of the queue: every full group, then one short group if the
 // oldest ticket has waited MaxWait. The caller starts a match per group and must call
 // Assign for it: until then its tickets read as queued but are no longer in the queue.
-func (mm *Matchmaker) Form(now time.Time) []Group {
+func (mm *Matchmaker) Form(now time.Time) []Group { return mm.FormAtMost(now, math.MaxInt) }
+
+// FormAtMost is Form taking at most n groups (n <= 0: none), for a server that caps its
+// matches: the rest stay queued, oldest first.
+func (mm *Matchmaker) FormAtMost(now time.Time, n int) []Group {
 	var groups []Group
-	for len(mm.queue) >= mm.cfg.Size {
+	for len(mm.queue) >= mm.cfg.Size && len(groups) < n {
 		groups = append(groups, Group{Tickets: mm.take(mm.cfg.Size)})
 	}
-	if n := len(mm.queue); n >= mm.cfg.MinPlayers && n > 0 && now.Sub(mm.queue[0].Created) >= mm.cfg.MaxWait {
-		g := Group{Tickets: mm.take(n)}
+	if q := len(mm.queue); len(groups) < n && q >= mm.cfg.MinPlayers && q > 0 && now.Sub(mm.queue[0].Created) >= mm.cfg.MaxWait {
+		g := Group{Tickets: mm.take(q)}
 		if mm.cfg.FillWithBots {
-			g.Bots = mm.cfg.Size - n
+			g.Bots = mm.cfg.Size - q
 		}
 		groups = append(groups, g)
 	}
 	return groups
+}
+
+// Expire cancels the queued tickets created more than age before now and returns them
+// (nil when none): a ticket nobody came back for does not hold its place for ever.
+func (mm *Matchmaker) Expire(now time.Time, age time.Duration) []*Ticket {
+	var gone []*Ticket
+	for len(mm.queue) > 0 && now.Sub(mm.queue[0].Created) > age {
+		t := mm.queue[0]
+		mm.queue = mm.queue[1:]
+		mm.finish(t, TicketCancelled, "", now)
+		gone = append(gone, t)
+	}
+	return gone
 }
 
 func (mm *Matchmaker) take(n int) []*Ticket {

@@ -90,3 +90,41 @@ func TestCancelAndForget(t *testing.T) {
 	_, ok := mm.Ticket(a.ID)
 	assert.False(t, ok)
 }
+
+func TestTicketIDsAreRandomAndSecretsCheck(t *testing.T) {
+	mm, err := NewMatchmaker(MatchmakerConfig{Size: 8})
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for i := range 100 {
+		tk, err := mm.Enqueue(PlayerID("p"+string(rune('a'+i%26))+string(rune('a'+i/26))), "x", t0)
+		require.NoError(t, err)
+		assert.Len(t, tk.ID, 1+2*TicketIDBytes)
+		assert.False(t, seen[tk.ID] || seen[tk.Secret], "ids and secrets do not repeat")
+		seen[tk.ID], seen[tk.Secret] = true, true
+		assert.True(t, tk.SecretMatches(tk.Secret))
+		assert.False(t, tk.SecretMatches(""))
+		assert.False(t, tk.SecretMatches(tk.Secret[:len(tk.Secret)-1]))
+	}
+}
+
+func TestFormAtMostAndExpire(t *testing.T) {
+	mm, err := NewMatchmaker(MatchmakerConfig{Size: 2, MaxWait: time.Second, FillWithBots: true})
+	require.NoError(t, err)
+	for i, p := range []PlayerID{"a", "b", "c", "d", "e"} {
+		_, err := mm.Enqueue(p, string(p), t0.Add(time.Duration(i)*time.Second))
+		require.NoError(t, err)
+	}
+	assert.Empty(t, mm.FormAtMost(t0, 0), "no room: no group")
+	groups := mm.FormAtMost(t0, 1)
+	require.Len(t, groups, 1, "one full group of two, the rest wait")
+	assert.Equal(t, []PlayerID{"c", "d", "e"}, mm.QueuedPlayers())
+	assert.True(t, mm.IsQueued("c"))
+	assert.False(t, mm.IsQueued("a"))
+	gone := mm.Expire(t0.Add(4500*time.Millisecond), time.Second) // c (t0+2s) and d (t0+3s) are past 1 s, e (t0+4s) is not
+	require.Len(t, gone, 2)
+	assert.Equal(t, PlayerID("c"), gone[0].Player)
+	assert.Equal(t, PlayerID("d"), gone[1].Player)
+	assert.Equal(t, TicketCancelled, gone[0].State)
+	assert.Equal(t, []PlayerID{"e"}, mm.QueuedPlayers())
+	assert.False(t, mm.IsQueued("c"), "an expired ticket's player may queue again")
+}

@@ -10,7 +10,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -34,7 +38,8 @@ CREATE TABLE IF NOT EXISTS players (
 	matches    INTEGER NOT NULL DEFAULT 0,
 	wins       INTEGER NOT NULL DEFAULT 0,
 	total      INTEGER NOT NULL DEFAULT 0,
-	best       INTEGER NOT NULL DEFAULT 0
+	best       INTEGER NOT NULL DEFAULT 0,
+	key_hash   TEXT -- SHA-256 of the player's key, hex; NULL: not claimed (bots, older files)
 );
 CREATE INDEX IF NOT EXISTS players_total ON players (total DESC);
 CREATE TABLE IF NOT EXISTS matches (
@@ -58,16 +63,33 @@ type Store struct {
 	path string
 }
 
+// DefaultBusyTimeout is how long a write waits for a lock another connection holds
+// (SQLITE_BUSY) before it fails.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Options tune Open; the zero value takes the defaults.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a lock held by another connection
+	// before it fails with SQLITE_BUSY. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+}
+
 // Open opens (creating it and its directory on first start) the database file at path.
-func Open(path string) (*Store, error) {
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(path string, o Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: empty database path")
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
@@ -81,7 +103,24 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: create schema in %s: %w", path, err)
 	}
+	if err := migrate(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
 	return &Store{db: db, path: path}, nil
+}
+
+// migrate brings a file made by an older version up to the schema: players.key_hash.
+func migrate(db *sql.DB) error {
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('players') WHERE name = 'key_hash'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		_, err := db.Exec(`ALTER TABLE players ADD COLUMN key_hash TEXT`)
+		return err
+	}
+	return nil
 }
 
 // Path returns the database file's path.
@@ -102,14 +141,114 @@ type Profile struct {
 	Best    int           `json:"best"`  // best single match
 }
 
-// SaveProfile creates a player's profile, or renames an existing one.
-func (s *Store) SaveProfile(ctx context.Context, id game.PlayerID, name string, bot bool, now time.Time) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO players (id, name, bot, created_ns) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name`, string(id), name, bot, now.UnixNano())
-	if err != nil {
-		return fmt.Errorf("store: save profile %q: %w", id, err)
+// ErrKeyRequired and ErrWrongKey are CheckKey's and SaveProfile's answers for a claimed
+// player id when the key is missing or is not the one issued.
+var (
+	ErrKeyRequired = errors.New("store: this player id is claimed: its key is required")
+	ErrWrongKey    = errors.New("store: wrong key for this player id")
+)
+
+// hashKey is what the players table keeps of a key: its SHA-256 in hex. A key is 256
+// random bits, so a plain hash is enough (no salt or stretching: nothing to brute-force).
+func hashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// checkKey compares key with a stored hash (NULL: the id is not claimed) in constant time.
+func checkKey(stored sql.NullString, key string) error {
+	switch {
+	case !stored.Valid:
+		return nil
+	case key == "":
+		return ErrKeyRequired
+	case subtle.ConstantTimeCompare([]byte(hashKey(key)), []byte(stored.String)) != 1:
+		return ErrWrongKey
 	}
 	return nil
+}
+
+// CheckKey reports whether key may act as player id: nil when the id is unknown or not
+// claimed, or key is its key; ErrKeyRequired or ErrWrongKey otherwise. It changes nothing.
+func (s *Store) CheckKey(ctx context.Context, id game.PlayerID, key string) error {
+	var stored sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT key_hash FROM players WHERE id = ?`, string(id)).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: check key of %q: %w", id, err)
+	}
+	return checkKey(stored, key)
+}
+
+// SaveProfile saves a human player's profile under name, in one transaction: an unknown
+// or unclaimed id is claimed and a new key is issued (returned; the file keeps only its
+// hash); a claimed id is renamed only when key is its key (else ErrKeyRequired or
+// ErrWrongKey, and nothing changes), and issued is "".
+func (s *Store) SaveProfile(ctx context.Context, id game.PlayerID, name, key string, now time.Time) (issued string, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("store: save profile %q: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var stored sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT key_hash FROM players WHERE id = ?`, string(id)).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		issued = game.NewSecret()
+		_, err = tx.ExecContext(ctx, `INSERT INTO players (id, name, bot, created_ns, key_hash) VALUES (?, ?, 0, ?, ?)`,
+			string(id), name, now.UnixNano(), hashKey(issued))
+	case err != nil:
+	case !stored.Valid:
+		issued = game.NewSecret()
+		_, err = tx.ExecContext(ctx, `UPDATE players SET name = ?, key_hash = ? WHERE id = ?`, name, hashKey(issued), string(id))
+	default:
+		if err = checkKey(stored, key); err != nil {
+			return "", err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE players SET name = ? WHERE id = ?`, name, string(id))
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: save profile %q: %w", id, err)
+	}
+	if err = tx.Commit(); err != nil {
+		return "", fmt.Errorf("store: save profile %q: %w", id, err)
+	}
+	return issued, nil
+}
+
+// ForgetUnplayed deletes the profiles of human players created before cutoff who never
+// finished a match, except those in keep (players queued or in play), and returns how many
+// went: a flood of made-up player ids leaves no rows behind.
+func (s *Store) ForgetUnplayed(ctx context.Context, cutoff time.Time, keep []game.PlayerID) (int, error) {
+	if keep == nil {
+		keep = []game.PlayerID{} // "[]": json_each(null) yields a NULL row, and NOT IN (NULL) is never true
+	}
+	ids, err := json.Marshal(keep)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM players WHERE bot = 0 AND matches = 0 AND created_ns < ?
+		AND id NOT IN (SELECT value FROM json_each(?))`, cutoff.UnixNano(), string(ids))
+	if err != nil {
+		return 0, fmt.Errorf("store: forget unplayed players: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// Players counts the profiles, bots included.
+func (s *Store) Players(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM players`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count players: %w", err)
+	}
+	return n, nil
 }
 
 // Profile returns a player's record; ok is false for an unknown player.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -41,7 +42,9 @@ func TestRecordLeaderboardAndReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "data", "game.db") // the directory does not exist yet
 	s, err := Open(path)
 	require.NoError(t, err)
-	require.NoError(t, s.SaveProfile(ctx, "ann", "Ann", false, ended))
+	key, err := s.SaveProfile(ctx, "ann", "Ann", "", ended)
+	require.NoError(t, err)
+	require.NotEmpty(t, key, "a new player gets a key")
 
 	n, err := s.RecordMatches(ctx, []Finished{
 		result("m1", map[game.PlayerID]int{"ann": 5, "bob": 3, "bot1": 7}, "bot1"),
@@ -104,4 +107,86 @@ func TestRecordMatchesRollsBackOnError(t *testing.T) {
 func TestOpenRejectsEmptyPath(t *testing.T) {
 	_, err := Open("")
 	assert.Error(t, err)
+}
+
+func TestForgetUnplayed(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "game.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	old := ended.Add(-time.Hour)
+	for _, id := range []game.PlayerID{"idle", "queued", "played"} {
+		_, err := s.SaveProfile(ctx, id, string(id), "", old)
+		require.NoError(t, err)
+	}
+	_, err = s.SaveProfile(ctx, "new", "new", "", ended)
+	require.NoError(t, err)
+	_, err = s.RecordMatches(ctx, []Finished{result("m1", map[game.PlayerID]int{"played": 1})})
+	require.NoError(t, err)
+	n, err := s.ForgetUnplayed(ctx, ended, []game.PlayerID{"queued"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "only idle goes: queued is kept, played played, new is too new")
+	n, err = s.ForgetUnplayed(ctx, ended, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "with nothing to keep, queued goes too")
+	left, err := s.Players(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, left)
+}
+
+func TestPlayerKeys(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "game.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.CheckKey(ctx, "ann", ""), "an unknown id needs no key")
+	key, err := s.SaveProfile(ctx, "ann", "Ann", "", ended)
+	require.NoError(t, err)
+	require.NotEmpty(t, key)
+	assert.ErrorIs(t, s.CheckKey(ctx, "ann", ""), ErrKeyRequired)
+	assert.ErrorIs(t, s.CheckKey(ctx, "ann", "nope"), ErrWrongKey)
+	assert.NoError(t, s.CheckKey(ctx, "ann", key))
+	_, err = s.SaveProfile(ctx, "ann", "Mallory", "nope", ended)
+	assert.ErrorIs(t, err, ErrWrongKey)
+	_, err = s.SaveProfile(ctx, "ann", "Mallory", "", ended)
+	assert.ErrorIs(t, err, ErrKeyRequired)
+	p, _, err := s.Profile(ctx, "ann")
+	require.NoError(t, err)
+	assert.Equal(t, "Ann", p.Name, "refused saves change nothing")
+	again, err := s.SaveProfile(ctx, "ann", "Ann B", key, ended)
+	require.NoError(t, err)
+	assert.Empty(t, again, "a key is issued once")
+	p, _, err = s.Profile(ctx, "ann")
+	require.NoError(t, err)
+	assert.Equal(t, "Ann B", p.Name)
+
+	// A row with no key (written by an older version, or by RecordMatches) is claimed by
+	// the first SaveProfile, which issues its key.
+	_, err = s.RecordMatches(ctx, []Finished{result("m1", map[game.PlayerID]int{"old": 1})})
+	require.NoError(t, err)
+	require.NoError(t, s.CheckKey(ctx, "old", ""))
+	k2, err := s.SaveProfile(ctx, "old", "Old", "", ended)
+	require.NoError(t, err)
+	assert.NotEmpty(t, k2)
+	assert.ErrorIs(t, s.CheckKey(ctx, "old", ""), ErrKeyRequired)
+}
+
+func TestOpenMigratesAnOlderFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE players (id TEXT PRIMARY KEY, name TEXT NOT NULL, bot INTEGER NOT NULL DEFAULT 0,
+		created_ns INTEGER NOT NULL, matches INTEGER NOT NULL DEFAULT 0, wins INTEGER NOT NULL DEFAULT 0,
+		total INTEGER NOT NULL DEFAULT 0, best INTEGER NOT NULL DEFAULT 0);
+		INSERT INTO players (id, name, created_ns) VALUES ('ann', 'Ann', 1)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	s, err := Open(path)
+	require.NoError(t, err, "a file without players.key_hash opens")
+	defer s.Close()
+	require.NoError(t, s.CheckKey(ctx, "ann", ""), "its players have no key yet")
+	key, err := s.SaveProfile(ctx, "ann", "Ann", "", ended)
+	require.NoError(t, err)
+	assert.NotEmpty(t, key, "the first to play as ann claims the id")
 }
