@@ -38,17 +38,20 @@ func Exempt() RouteOption { return RouteOption{apply: func(r *route) { r.exempt 
 // them: the handler's first slice runs inside this call, on a coroutine, and when the
 // coroutine switches back the CPU's return predictor holds the coroutine's calls, so every
 // frame between serve and the scheduler costs a mispredicted return (measured in
-// docs/bench.md). Keep it in step with loopMode.start.
+// docs/bench.md). Its first-slice block is loopMode.start's, copied by hand (too large for
+// the compiler to inline as a function): TestDispatchInlinesLoopModeStart fails when the
+// two copies differ.
 func (s *Server) dispatch(cs *conn, c *Ctx) {
 	if !s.routeRequest(cs, c) || !s.admitNow(cs, c) {
 		return
 	}
 	s.beginHandler(c)
-	if _, ok := s.mode.(loopMode); ok { // loopMode.start(c, true), inlined by hand
+	if s.handlersOnLoop && !s.chaining.picking { // loopMode.start(c, true) without its frame
 		if s.acct.on && s.turnAt != 0 {
 			if s.lastAt == 0 {
 				s.lastAt = s.nanotime()
 			}
+			// The previous slice's end is this one's start: no clock read in between.
 			s.lastAt = s.sched.SpawnNowAt(s.runTaskFn, c, c.acceptedAt, s.lastAt)
 			return
 		}
@@ -134,10 +137,6 @@ func (s *Server) admitNow(cs *conn, c *Ctx) bool {
 // task waits its turn in the ready queue.
 func (s *Server) start(c *Ctx, first bool) {
 	s.beginHandler(c)
-	if m, ok := s.mode.(loopMode); ok {
-		m.start(c, first) // the hot path: a direct call
-		return
-	}
 	s.mode.start(c, first)
 }
 

@@ -152,8 +152,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None // parsed when the current request finishes or the client reads
 		}
 	}
-	_, onLoop := s.mode.(loopMode) // a handler goroutine would outlive the read buffer
-	cs.direct = onLoop && !cs.carried
+	cs.direct = s.handlersOnLoop && !cs.carried // a handler goroutine would outlive the read buffer
 	s.serve(cs)
 	cs.direct = false
 	// New requests ran their first slice in serve. Tasks that were ready before (a task

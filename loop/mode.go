@@ -26,29 +26,41 @@ type runMode interface {
 	reuseCtx() bool
 }
 
+// setMode chooses how request handlers run, once, in New: the one decision about the mode.
+// handlersOnLoop is what the rest of the code may read of it (whether a handler runs on
+// the loop), so that no code elsewhere asks which mode it is in.
+func (s *Server) setMode(multiThread bool) {
+	if multiThread {
+		s.mode = goroutineMode{s}
+		return
+	}
+	s.mode = loopMode{s}
+	s.handlersOnLoop = true
+}
+
 // loopMode runs handlers as tasks on the loop.
 type loopMode struct{ s *Server }
 
-// start spawns c's task. dispatch, the hot path, has its first case inlined by hand: keep
-// them in step.
+// start spawns c's task.
 func (m loopMode) start(c *Ctx, first bool) {
 	s := m.s
 	if s.chaining.picking {
 		first = false // a task cannot run another from inside a chain: queue it
 	}
-	switch {
-	case first && s.acct.on && s.turnAt != 0:
-		if s.lastAt == 0 {
-			s.lastAt = s.nanotime()
+	if first { // copied by hand into dispatch, the hot path: TestDispatchInlinesLoopModeStart
+		if s.acct.on && s.turnAt != 0 {
+			if s.lastAt == 0 {
+				s.lastAt = s.nanotime()
+			}
+			// The previous slice's end is this one's start: no clock read in between.
+			s.lastAt = s.sched.SpawnNowAt(s.runTaskFn, c, c.acceptedAt, s.lastAt)
+			return
 		}
-		// The previous slice's end is this one's start: no clock read in between.
-		s.lastAt = s.sched.SpawnNowAt(s.runTaskFn, c, c.acceptedAt, s.lastAt)
-	case first:
 		s.sched.SpawnNow(s.runTaskFn, c)
-	default:
-		s.sched.Spawn(s.runTaskFn, c)
-		s.postPump()
+		return
 	}
+	s.sched.Spawn(s.runTaskFn, c)
+	s.postPump()
 }
 
 // runTask is the body of every request task in loop mode.

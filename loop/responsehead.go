@@ -74,7 +74,7 @@ func (hs *headStarts) get(status int, contentType string, date *[]byte) []byte {
 // response and checked the status.
 func (c *Ctx) writeHeadCached(status int, contentType string, contentLength int64, chunked bool) bool {
 	s := c.srv
-	if _, onLoop := s.mode.(loopMode); !onLoop || (s.cfg.ServerTiming && c.route != nil) {
+	if !s.handlersOnLoop || (s.cfg.ServerTiming && c.route != nil) {
 		return false
 	}
 	start := s.heads.get(status, contentType, s.dateBytes.Load())
@@ -104,7 +104,7 @@ func (c *Ctx) headState() int32 { return atomic.LoadInt32(&c.head) }
 // run on the loop, where a plain test and store does the same without the locked
 // instruction.
 func (c *Ctx) claimHead(to int32) bool {
-	if _, onLoop := c.srv.mode.(loopMode); onLoop {
+	if c.srv.handlersOnLoop {
 		if c.head != headNone {
 			return false
 		}

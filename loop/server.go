@@ -40,13 +40,16 @@ var (
 // package documentation. Its fields are grouped by who may touch them.
 type Server struct {
 	// Immutable after New.
-	cfg    Config
-	log    *slog.Logger
-	sched  *scheduler.Scheduler
-	mode   runMode
-	epoch  time.Time
-	pool   *offload.Pool
-	router router.Router[*route] // written by Handle before ListenAndServe, read-only after
+	cfg   Config
+	log   *slog.Logger
+	sched *scheduler.Scheduler
+	mode  runMode
+	// handlersOnLoop is true in single-thread mode: request handlers run on the loop (set
+	// with mode by setMode, the one place that decides).
+	handlersOnLoop bool
+	epoch          time.Time
+	pool           *offload.Pool
+	router         router.Router[*route] // written by Handle before ListenAndServe, read-only after
 
 	runTaskFn   func(*scheduler.Task)
 	chaining    chainState // request tasks serving their connection's next request (chain.go)
@@ -155,11 +158,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 	s.refusalLog = recorder.NewLogLimiter(1, 10*time.Second) // one line per overload episode
 	s.drainSig = NewEvent(s)
 	s.drains.srv = s
-	if cfg.MultiThread {
-		s.mode = goroutineMode{s}
-	} else {
-		s.mode = loopMode{s}
-	}
+	s.setMode(cfg.MultiThread) // mode.go
 	s.sched = scheduler.New(scheduler.Config{
 		Post:         s.postInternal,
 		OnPanic:      s.onTaskPanic,

@@ -481,7 +481,7 @@ func (s *Scheduler) run(now int64, haveNow bool) (more bool) {
 		t.rnext = nil
 		s.nready--
 		// startSlice, inlined by hand (the compiler does not): the call costs every slice
-		// Run runs. Not s.resume: see there. Keep the two in step.
+		// Run runs. Not s.resume: see there. TestRunInlinesStartSlice keeps the two in step.
 		if t.resume == nil {
 			t.resume, t.stop = iter.Pull(t.body)
 			s.coroutines++
