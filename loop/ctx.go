@@ -226,9 +226,13 @@ func (c *Ctx) Headers() iter.Seq2[string, string] {
 }
 
 // SetValue stores a request-scoped value under key, replacing an earlier one: middleware
-// hands what it learnt (the authenticated player, a trace span) to the handler. Keys
-// compare like map keys; use an unexported type of your own to avoid collisions.
+// hands what it learnt (the authenticated player) to the handler, and Context carries it
+// to context-based libraries and offloaded functions. Keys compare like map keys; use an
+// unexported type of your own to avoid collisions.
 func (c *Ctx) SetValue(key, val any) {
+	if c.Task.ctx != nil { // made already: the value joins it (Context carries the values)
+		c.Task.ctx = context.WithValue(c.Task.ctx, key, val)
+	}
 	for i := range c.values {
 		if c.values[i].key == key {
 			c.values[i].val = val
@@ -236,6 +240,16 @@ func (c *Ctx) SetValue(key, val any) {
 		}
 	}
 	c.values = append(c.values, ctxValue{key, val})
+}
+
+// SetContext makes ctx the request's context: what Context returns from now on, and the
+// parent of the context offloaded functions get. ctx must derive from c.Context(), so that
+// the client's disconnect, the handler deadline and the handler's return still cancel it:
+// a middleware starts a tracing span or attaches a logger with
+// c.SetContext(trace.ContextWithSpan(c.Context(), span)). From the handler's task.
+func (c *Ctx) SetContext(ctx context.Context) {
+	c.Context() // made (and its cancellation wired) first
+	c.Task.ctx = ctx
 }
 
 // Value returns the value SetValue stored under key, or nil.

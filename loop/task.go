@@ -187,13 +187,20 @@ func (t *Task) Err() error { return t.ops.err(t) }
 
 // Context returns a context cancelled when the task is cancelled (its client disconnected,
 // its deadline passed, it was stopped, or the server stopped) and, for a request, when its
-// handler returns. Pass it to code run off the loop (offloaded calls); Sleep and Await
+// handler returns. A request's context carries its values (Ctx.SetValue) and is the one a
+// middleware set with Ctx.SetContext, so context-based libraries (tracing, slog handlers)
+// and offloaded functions see them. Pass it to code run off the loop (offloaded calls); Sleep and Await
 // already return early.
 func (t *Task) Context() context.Context {
 	if t.ctx == nil {
 		t.ctx, t.cancelCtx = context.WithCancelCause(t.srv.baseCtx)
 		if t.err != nil {
 			t.cancelCtx(t.err)
+		}
+		if t.c != nil {
+			for _, v := range t.c.values { // the request's values, set before the context was made
+				t.ctx = context.WithValue(t.ctx, v.key, v.val)
+			}
 		}
 	}
 	return t.ctx
