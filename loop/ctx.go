@@ -340,6 +340,17 @@ func reservedHeader(name string) bool {
 // server when the handler's deadline passed).
 func (c *Ctx) Written() bool { return c.headState() != headNone }
 
+// Status returns the status of the response head the handler wrote, 0 before it wrote one
+// or when the server answered for it (the handler deadline's 503): what a middleware
+// records after next returned (a handler that wrote nothing gets an empty 200 after the
+// middleware returns). From the handler's task.
+func (c *Ctx) Status() int {
+	if c.headState() != headHandler {
+		return 0
+	}
+	return c.status
+}
+
 // String answers with status and a text/plain body. Like every writer it panics on a
 // status below 200 (1xx heads are not responses; 101 is Upgrade's), which answers 500; a
 // 204 or 304 response, and any response to HEAD, is sent without its body.

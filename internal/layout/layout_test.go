@@ -180,18 +180,19 @@ func TestRootModuleHoldsNoEtcdClient(t *testing.T) {
 		assert.False(t, strings.HasPrefix(p, module+"/directory/etcd"), "%s is in the root module; directory/etcd has its own go.mod", p)
 	}
 	reqs := run(t, root, "go", "list", "-m", "all")
-	for _, bad := range []string{etcdModules, grpcModules, clientGolang} {
-		assert.NotContains(t, reqs, bad, "the root module's graph holds %s; it belongs to a nested module (directory/etcd, promexport)", bad)
+	for _, bad := range []string{etcdModules, grpcModules, clientGolang, otelModules} {
+		assert.NotContains(t, reqs, bad, "the root module's graph holds %s; it belongs to a nested module (directory/etcd, promexport, otelbaton)", bad)
 	}
 }
 
 // etcdModules and grpcModules are the path prefixes of the etcd client's modules and of
 // gRPC, which directory/etcd requires and the root module must not; clientGolang is
-// Prometheus's client, promexport's.
+// Prometheus's client, promexport's; otelModules is OpenTelemetry, otelbaton's.
 const (
 	etcdModules  = "go.etcd.io/"
 	grpcModules  = "google.golang.org/grpc"
 	clientGolang = "github.com/prometheus/client_golang"
+	otelModules  = "go.opentelemetry.io/"
 )
 
 // plottingModules are path fragments of the bench harness's plotting modules (gonum/plot, the
@@ -246,7 +247,7 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 	all := strings.Fields(offline(t, dir, "list", "-m", "-e", "-f", "{{.Path}}", "all"))
 	require.Contains(t, all, module)
 	require.Contains(t, all, gnet+"/v2", "the consumer's module graph must hold loop's dependencies")
-	forbidden := append([]string{hdrhistogram, sqliteModules, etcdModules, grpcModules, clientGolang}, plottingModules...)
+	forbidden := append([]string{hdrhistogram, sqliteModules, etcdModules, grpcModules, clientGolang, otelModules}, plottingModules...)
 	for _, m := range all {
 		for _, bad := range forbidden {
 			assert.NotContains(t, m, bad, "a module importing only loop and directory has %s in its module graph; it belongs to a nested module (bench, examples/gameserver, directory/etcd, promexport)", m)
