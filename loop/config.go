@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/batonrt/baton/httpcodec"
@@ -215,6 +216,15 @@ type Config struct {
 	// "Shards"). It works in both modes (MultiThread runs each shard's handlers in
 	// goroutines of their own). Zero means 1; at most MaxShards.
 	Shards int
+
+	// TrustedProxies lists the proxies (addresses or CIDR prefixes: "10.0.0.0/8",
+	// "127.0.0.1/32") whose Forwarded or X-Forwarded-For headers say who the client is:
+	// for a request from one of them, Ctx.RemoteAddr (and so the access log, the limiter's
+	// ratelimit.ByAddress and the net/http adapter's RemoteAddr) is the first address from
+	// the right of those headers that is not a trusted proxy. A request from any other peer
+	// keeps its peer's address, whatever its headers say. Default none: the peer is the
+	// client (docs/deployment.md, "Behind a proxy").
+	TrustedProxies []netip.Prefix
 }
 
 // withDefaults returns a copy of c with every zero field replaced by its default.
@@ -256,6 +266,11 @@ func (c Config) withDefaults() Config {
 // Validate reports the first invalid field of c, naming it. The zero Config is valid.
 // Safe for concurrent use.
 func (c Config) Validate() error {
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return fmt.Errorf("loop: Config.TrustedProxies[%d] (%v) is not a valid prefix", i, p)
+		}
+	}
 	if c.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 			return fmt.Errorf("loop: Config.Addr %q: %w", c.Addr, err)

@@ -272,7 +272,8 @@ func (c *Ctx) BodyReader() io.Reader {
 	return &c.reader
 }
 
-// RemoteAddr returns the client's address.
+// RemoteAddr returns the client's address: the connection's peer, or, for a request from
+// one of Config.TrustedProxies, the client its Forwarded or X-Forwarded-For header names.
 func (c *Ctx) RemoteAddr() net.Addr { return c.remote }
 
 // SetHeader sets response header name to value, replacing earlier values. It panics if the

@@ -72,6 +72,9 @@ const drainRetryAfter = "1"
 func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 	cs.deadline, cs.deadlineKind = 0, deadlineNone
 	s.parsed++
+	if s.trusted != nil {
+		s.resolveClient(c) // realip.go
+	}
 	c.isHead = string(c.req.Method) == "HEAD"
 	c.mustClose = cs.state != connOpen
 	if s.life.draining() {

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ const (
 //	BATON_USE_SINGLE_THREAD    !MultiThread                 boolean; false with Config.RequireSingleThread is an error
 //	BATON_LOCK_OS_THREAD       LockOSThread                 boolean
 //	BATON_SHARDS               Shards                       integer 1..MaxShards
+//	BATON_TRUSTED_PROXIES      TrustedProxies               comma-separated addresses or CIDR prefixes
 //	BATON_READ_HEADER_TIMEOUT  ReadHeaderTimeout            duration ("10s"); negative: none
 //	BATON_IDLE_TIMEOUT         IdleTimeout                  duration; negative: none
 //	BATON_HANDLER_TIMEOUT      HandlerTimeout               duration >= 0 (0: none)
@@ -74,6 +76,7 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 	}
 	e.bool("LOCK_OS_THREAD", &cfg.LockOSThread)
 	e.int("SHARDS", 1, &cfg.Shards)
+	e.prefixes("TRUSTED_PROXIES", &cfg.TrustedProxies)
 	e.duration("READ_HEADER_TIMEOUT", true, &cfg.ReadHeaderTimeout)
 	e.duration("IDLE_TIMEOUT", true, &cfg.IdleTimeout)
 	e.duration("HANDLER_TIMEOUT", false, &cfg.HandlerTimeout)
@@ -127,6 +130,33 @@ func (e *envReader) get(name string) (value, from string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// prefixes reads a comma-separated list of addresses ("127.0.0.1", a prefix of the full
+// length) and CIDR prefixes ("10.0.0.0/8").
+func (e *envReader) prefixes(name string, dst *[]netip.Prefix) {
+	v, from, ok := e.get(name)
+	if !ok {
+		return
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				e.fail(from, v, fmt.Sprintf("%q is neither an address nor a CIDR prefix", f))
+				return
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p)
+	}
+	*dst = out
 }
 
 func (e *envReader) fail(from, v, why string) {

@@ -40,10 +40,11 @@ var (
 // package documentation. Its fields are grouped by who may touch them.
 type Server struct {
 	// Immutable after New.
-	cfg   Config
-	log   *slog.Logger
-	sched *scheduler.Scheduler
-	mode  runMode
+	cfg     Config
+	log     *slog.Logger
+	sched   *scheduler.Scheduler
+	mode    runMode
+	trusted trustedSet // Config.TrustedProxies (realip.go)
 	// handlersOnLoop is true in single-thread mode: request handlers run on the loop (set
 	// with mode by setMode, the one place that decides).
 	handlersOnLoop bool
@@ -145,6 +146,9 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 		pending: map[*TaskHandle]struct{}{},
 	}
 	s.loopRef = &Loop{srv: s}
+	for _, p := range cfg.TrustedProxies {
+		s.trusted = append(s.trusted, p.Masked())
+	}
 	s.statsReg = &statsRegistry{}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.ctlPeer.Store(-1)

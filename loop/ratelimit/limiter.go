@@ -10,6 +10,7 @@ package ratelimit
 import (
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"time"
 
@@ -261,5 +262,23 @@ func (l *Limiter) Middleware(keyFn func(*loop.Ctx) string) loop.Middleware {
 			}
 			next(c)
 		}
+	}
+}
+
+// ByAddress is a key function for Middleware: the client's IP address (Ctx.RemoteAddr,
+// which behind a trusted proxy is the client the proxy names: loop.Config.TrustedProxies).
+// From the request's task.
+func ByAddress(c *loop.Ctx) string {
+	switch a := c.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return a.IP.String()
+	case nil:
+		return ""
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if err != nil {
+			return a.String()
+		}
+		return host
 	}
 }

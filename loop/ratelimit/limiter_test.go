@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -217,3 +218,25 @@ func startServer(t *testing.T, cfg loop.Config, setup func(s *loop.Server)) (*lo
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, looptest.GoleakOptions()...) }
+
+// TestByAddressBehindAProxy: behind a trusted proxy the limiter keyed by ByAddress limits
+// each client the proxy names, not the proxy.
+func TestByAddressBehindAProxy(t *testing.T) {
+	lim := New(Config{Rate: 0.001, Burst: 1})
+	_, addr := startServer(t, loop.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, func(s *loop.Server) {
+		s.Handle("GET /x", lim.Middleware(ByAddress)(func(c *loop.Ctx) { c.String(200, "ok") }))
+	})
+	get := func(client string) int {
+		req, err := http.NewRequest("GET", "http://"+addr+"/x", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode
+	}
+	assert.Equal(t, 200, get("203.0.113.1"))
+	assert.Equal(t, 429, get("203.0.113.1"), "the same client, its bucket empty")
+	assert.Equal(t, 200, get("203.0.113.2"), "another client behind the same proxy has its own bucket")
+}
