@@ -81,6 +81,14 @@ type WSConn struct {
 
 	mark int64 // the reader task's on-loop time when it took the last message; -1 when none
 
+	// Pongs. pongStart/pongEnd locate the pong gathered by the current pump in cs.out
+	// (pongEnd 0: none): a later ping of the same read replaces it. pong holds the payload
+	// of the latest ping left unanswered because the output was over MaxQueuedBytes
+	// (pongDue); it is answered once the client has read its output down.
+	pongStart, pongEnd int
+	pongDue            bool
+	pong               []byte
+
 	laterQueued bool // in wsServer.later (callback form)
 	closeCalled bool // OnClose ran (callback form)
 
@@ -235,6 +243,8 @@ func (w *WSConn) pump() {
 	if w.h != nil && w.c != nil {
 		return // callback form: messages wait for the handler's return (handlerDone)
 	}
+	w.pongEnd = 0 // what was gathered before may have been written: replace no pong in it
+	w.answerDuePong()
 	for !w.held && w.state != wsDone && cs.state == connOpen {
 		in := cs.gc.InboundBuffered()
 		if in == 0 || in < w.need {
@@ -305,7 +315,7 @@ func wsFrameNeed(b []byte) int {
 
 // handle acts on a complete message or control frame. Loop-confined.
 func (w *WSConn) handle(m *httpcodec.WSMessage) {
-	s, cs := w.srv, w.cs
+	cs := w.cs
 	switch m.Opcode {
 	case httpcodec.WSText, httpcodec.WSBinary:
 		if w.state != wsOpen {
@@ -329,8 +339,7 @@ func (w *WSConn) handle(m *httpcodec.WSMessage) {
 		w.reader.Wake()
 	case httpcodec.WSPing:
 		if w.state == wsOpen {
-			cs.out, _ = httpcodec.AppendWSFrame(cs.out, httpcodec.WSPong, true, m.Payload)
-			s.markDirty(cs)
+			w.answerPing(m.Payload)
 		}
 	case httpcodec.WSClose:
 		w.peerClosed = true
@@ -346,6 +355,44 @@ func (w *WSConn) handle(m *httpcodec.WSMessage) {
 		}
 		w.finish(ErrWSClosed, true) // the answer to the server's close
 	}
+}
+
+// answerPing queues the pong for a ping with payload p. Pongs count against
+// MaxQueuedBytes like any output, and RFC 6455 (5.5.3) lets an endpoint answer only the
+// most recent of the pings it has not answered yet: a pong this pump gathered and nothing
+// followed is replaced, and while the output is over the bound only the latest ping is
+// kept, answered once the client has read its output down (answerDuePong). So a client
+// that floods pings and never reads makes the server hold at most MaxQueuedBytes plus one
+// pong, however long it goes on. Loop-confined.
+func (w *WSConn) answerPing(p []byte) {
+	s, cs := w.srv, w.cs
+	switch {
+	case w.pongEnd > 0 && w.pongEnd == len(cs.out):
+		cs.out = cs.out[:w.pongStart] // this read's previous pong, not yet written: replace it
+	case w.queued()+httpcodec.WSFrameHeaderLen(len(p))+len(p) > s.cfg.WebSocket.MaxQueuedBytes && w.queued() > 0:
+		w.pong = append(w.pong[:0], p...)
+		w.pongDue = true
+		return
+	}
+	w.pongDue = false
+	w.pongStart = len(cs.out)
+	cs.out, _ = httpcodec.AppendWSFrame(cs.out, httpcodec.WSPong, true, p)
+	w.pongEnd = len(cs.out)
+	s.markDirty(cs)
+}
+
+// answerDuePong queues the pong of the latest ping left unanswered over the output bound,
+// once the output is back under it. Loop-confined.
+func (w *WSConn) answerDuePong() {
+	if !w.pongDue || w.state != wsOpen || w.cs.state != connOpen {
+		return
+	}
+	if w.queued()+httpcodec.WSFrameHeaderLen(len(w.pong))+len(w.pong) > w.srv.cfg.WebSocket.MaxQueuedBytes {
+		return
+	}
+	w.pongDue = false
+	w.cs.out, _ = httpcodec.AppendWSFrame(w.cs.out, httpcodec.WSPong, true, w.pong)
+	w.srv.markDirty(w.cs)
 }
 
 // fail queues a close frame with code and reason (when the server has not sent one yet),
@@ -728,6 +775,7 @@ func (w *WSConn) sweep(now int64) {
 		w.slowConsumer(true)
 		return
 	}
+	w.answerDuePong()
 	if now-w.lastIn >= int64(wsIdleRelease) {
 		w.releaseIdle()
 	}
@@ -791,6 +839,9 @@ func (w *WSConn) releaseIdle() {
 	}
 	if !w.held && !w.taken {
 		w.buf = nil
+	}
+	if !w.pongDue {
+		w.pong = nil
 	}
 }
 

@@ -1,0 +1,120 @@
+package loop
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/httpcodec"
+)
+
+// wsPingFrame is a masked client ping carrying payload.
+func wsPingFrame(payload []byte) []byte {
+	return append([]byte{0x89, 0x80 | byte(len(payload))}, maskBytes([]byte{9, 8, 7, 6}, payload)...)
+}
+
+// TestWSPingFloodBounded: a client that floods pings and never reads does not make the
+// server queue pongs without bound: the answers count against MaxQueuedBytes (past it
+// only the latest ping is answered, once the client has read its output down), other
+// connections are served meanwhile, and once the client goes its connection and queue
+// are gone. "idle": the handler writes nothing; "backlog": the handler's writer is parked
+// on a backlog the client does not read, so the output is over the bound throughout.
+func TestWSPingFloodBounded(t *testing.T) {
+	const limit = 64 << 10
+	const msgSize = 16 << 10
+	for _, backlog := range []int{0, 16 << 20} {
+		name := map[bool]string{true: "backlog", false: "idle"}[backlog > 0]
+		t.Run(name, func(t *testing.T) {
+			s, addr := startServer(t, Config{WebSocket: WSConfig{MaxQueuedBytes: limit, StallTimeout: -1, PingInterval: -1}},
+				func(s *Server) {
+					s.Handle("GET /echo", wsEcho(nil))
+					s.Handle("GET /hello", func(c *Ctx) { c.String(200, "hello\n") })
+					s.Handle("GET /ws", func(c *Ctx) {
+						w, err := c.Upgrade(UpgradeOptions{})
+						if err != nil {
+							return
+						}
+						p := bytes.Repeat([]byte("d"), msgSize)
+						for sent := 0; sent < backlog; sent += len(p) {
+							if w.WriteBinary(p) != nil {
+								return
+							}
+						}
+						for {
+							if _, _, err := w.ReadMessage(); err != nil {
+								return
+							}
+						}
+					})
+				})
+			rc := wsRawDial(t, addr, "/ws")
+			// The most the server may queue: the bound, the frame that took it past the
+			// bound (a parked writer's), one pong.
+			bound := limit + msgSize + 4 + httpcodec.WSMaxControlPayload + 2
+			if backlog > 0 {
+				require.Eventually(t, func() bool { return wsStats(t, s).QueuedBytes > limit }, 10*time.Second, time.Millisecond,
+					"the writer did not fill the output past the bound")
+			}
+			// 125-byte payloads in writes of 8 frames: 16 MiB of pings, whose pongs (127
+			// bytes each) would be 15.5 MiB if every one were queued; the kernel's buffers
+			// take a few MiB of them. (The client's receive buffer is left at its default:
+			// shrunk to 4 KiB, loopback TCP stalls the client's own sending in
+			// retransmission backoff once it overfills.)
+			ping := wsPingFrame(bytes.Repeat([]byte("p"), 125))
+			batch := bytes.Repeat(ping, 8)
+			const total = 16 << 20
+			peak := 0
+			other := wsDial(t, addr, "/echo", nil)
+			for sent := 0; sent < total; sent += len(batch) {
+				_ = rc.c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+				_, err := rc.c.Write(batch)
+				require.NoError(t, err, "the server stopped reading the pings")
+				if sent%(1<<20) < len(batch) {
+					q := wsStats(t, s).QueuedBytes
+					peak = max(peak, q)
+					require.LessOrEqual(t, q, bound, "queued output past the bound after %d MiB of pings", sent>>20)
+					// Another WebSocket and a plain request are answered meanwhile.
+					require.NoError(t, other.WriteMessage(websocket.TextMessage, []byte("still there")))
+					_ = other.SetReadDeadline(time.Now().Add(10 * time.Second))
+					_, p, err := other.ReadMessage()
+					require.NoError(t, err)
+					require.Equal(t, "still there", string(p))
+					resp, err := http.Get("http://" + addr + "/hello")
+					require.NoError(t, err)
+					_ = resp.Body.Close()
+					require.Equal(t, 200, resp.StatusCode)
+				}
+			}
+			st := wsStats(t, s)
+			peak = max(peak, st.QueuedBytes)
+			t.Logf("after %d MiB of pings: queued %d B (peak sampled %d B), bound %d B", total>>20, st.QueuedBytes, peak, bound)
+			require.LessOrEqual(t, st.QueuedBytes, bound)
+
+			// The client reads now: the backlog and the pongs arrive, the last pong
+			// answering the last ping.
+			rc.write(t, wsPingFrame([]byte("last")))
+			data, pongs := 0, 0
+			for {
+				op, p, _ := rc.readFrame(t)
+				if op == httpcodec.WSBinary {
+					data += len(p)
+					continue
+				}
+				require.Equal(t, httpcodec.WSPong, op)
+				pongs++
+				if string(p) == "last" {
+					break
+				}
+			}
+			t.Logf("read back %d B of data and %d pongs for %d pings", data, pongs, total/len(ping)+1)
+			require.Equal(t, backlog, data)
+			_ = rc.c.Close()
+			require.Eventually(t, func() bool { st := wsStats(t, s); return st.Open == 1 && st.QueuedBytes == 0 },
+				10*time.Second, time.Millisecond, "the flooder's connection and queue are gone")
+		})
+	}
+}
