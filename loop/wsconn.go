@@ -81,13 +81,11 @@ type WSConn struct {
 
 	mark int64 // the reader task's on-loop time when it took the last message; -1 when none
 
-	// Pongs. pongStart/pongEnd locate the pong gathered by the current pump in cs.out
-	// (pongEnd 0: none): a later ping of the same read replaces it. pong holds the payload
-	// of the latest ping left unanswered because the output was over MaxQueuedBytes
-	// (pongDue); it is answered once the client has read its output down.
-	pongStart, pongEnd int
-	pongDue            bool
-	pong               []byte
+	// pong holds the payload of the latest ping left unanswered because the output was
+	// over MaxQueuedBytes (pongDue); it is answered once the client has read its output
+	// down.
+	pongDue bool
+	pong    []byte
 
 	laterQueued bool // in wsServer.later (callback form)
 	closeCalled bool // OnClose ran (callback form)
@@ -243,7 +241,6 @@ func (w *WSConn) pump() {
 	if w.h != nil && w.c != nil {
 		return // callback form: messages wait for the handler's return (handlerDone)
 	}
-	w.pongEnd = 0 // what was gathered before may have been written: replace no pong in it
 	w.answerDuePong()
 	for !w.held && w.state != wsDone && cs.state == connOpen {
 		in := cs.gc.InboundBuffered()
@@ -358,26 +355,21 @@ func (w *WSConn) handle(m *httpcodec.WSMessage) {
 }
 
 // answerPing queues the pong for a ping with payload p. Pongs count against
-// MaxQueuedBytes like any output, and RFC 6455 (5.5.3) lets an endpoint answer only the
-// most recent of the pings it has not answered yet: a pong this pump gathered and nothing
-// followed is replaced, and while the output is over the bound only the latest ping is
-// kept, answered once the client has read its output down (answerDuePong). So a client
-// that floods pings and never reads makes the server hold at most MaxQueuedBytes plus one
-// pong, however long it goes on. Loop-confined.
+// MaxQueuedBytes like any output: while a pong would take the output past the bound,
+// only the latest ping is kept (RFC 6455, 5.5.3, lets an endpoint answer only the most
+// recent of the pings it has not answered), answered once the client has read its output
+// down (answerDuePong). So a client that floods pings and never reads makes the server
+// hold at most MaxQueuedBytes plus one pong, however long it goes on; while the output
+// flows, every ping gets its pong. Loop-confined.
 func (w *WSConn) answerPing(p []byte) {
 	s, cs := w.srv, w.cs
-	switch {
-	case w.pongEnd > 0 && w.pongEnd == len(cs.out):
-		cs.out = cs.out[:w.pongStart] // this read's previous pong, not yet written: replace it
-	case w.queued()+httpcodec.WSFrameHeaderLen(len(p))+len(p) > s.cfg.WebSocket.MaxQueuedBytes && w.queued() > 0:
+	if q := w.queued(); q > 0 && q+httpcodec.WSFrameHeaderLen(len(p))+len(p) > s.cfg.WebSocket.MaxQueuedBytes {
 		w.pong = append(w.pong[:0], p...)
 		w.pongDue = true
 		return
 	}
 	w.pongDue = false
-	w.pongStart = len(cs.out)
 	cs.out, _ = httpcodec.AppendWSFrame(cs.out, httpcodec.WSPong, true, p)
-	w.pongEnd = len(cs.out)
 	s.markDirty(cs)
 }
 
