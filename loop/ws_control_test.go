@@ -94,27 +94,121 @@ func TestWSPingFloodBounded(t *testing.T) {
 			t.Logf("after %d MiB of pings: queued %d B (peak sampled %d B), bound %d B", total>>20, st.QueuedBytes, peak, bound)
 			require.LessOrEqual(t, st.QueuedBytes, bound)
 
-			// The client reads now: the backlog and the pongs arrive, the last pong
-			// answering the last ping.
+			// The client reads now: the whole backlog and the pongs arrive, the last pong
+			// answering the last ping (between data frames, wherever the output was under
+			// the bound again).
 			rc.write(t, wsPingFrame([]byte("last")))
-			data, pongs := 0, 0
-			for {
+			data, pongs, last := 0, 0, false
+			for !last || data < backlog {
 				op, p, _ := rc.readFrame(t)
 				if op == httpcodec.WSBinary {
 					data += len(p)
 					continue
 				}
 				require.Equal(t, httpcodec.WSPong, op)
+				require.False(t, last, "a pong after the last ping's")
 				pongs++
-				if string(p) == "last" {
-					break
-				}
+				last = string(p) == "last"
 			}
 			t.Logf("read back %d B of data and %d pongs for %d pings", data, pongs, total/len(ping)+1)
 			require.Equal(t, backlog, data)
 			_ = rc.c.Close()
 			require.Eventually(t, func() bool { st := wsStats(t, s); return st.Open == 1 && st.QueuedBytes == 0 },
 				10*time.Second, time.Millisecond, "the flooder's connection and queue are gone")
+		})
+	}
+}
+
+// TestWSControlWhileHandlerBusy: the loop answers control frames whatever the handler is
+// doing. The handler upgrades and then waits on an Event without reading (the flagship's
+// /ws while its ticket waits for a match): a ping is answered before and after a message
+// that the handler has not read arrived, and a close frame is echoed at once. Once the
+// handler reads, it gets the messages that arrived, in order, then the client's close.
+// The task form and the callback form with its handler still running.
+func TestWSControlWhileHandlerBusy(t *testing.T) {
+	for _, form := range []string{"task", "callback"} {
+		t.Run(form, func(t *testing.T) {
+			release := make(chan struct{})
+			got := make(chan string, 8)
+			done := make(chan error, 1)
+			s, addr := startServer(t, Config{}, func(s *Server) {
+				s.Handle("GET /ws", func(c *Ctx) {
+					ev := NewEvent(s)
+					go func() { <-release; ev.Set() }()
+					if form == "callback" {
+						_, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
+							OnMessage: func(w *WSConn, _ bool, p []byte) { got <- string(p) },
+							OnClose:   func(w *WSConn, err error) { done <- err },
+						})
+						if err != nil {
+							return
+						}
+						_ = ev.Wait(c) // the handler has not returned: messages wait for it
+						return
+					}
+					w, err := c.Upgrade(UpgradeOptions{})
+					if err != nil {
+						return
+					}
+					_ = ev.Wait(c) // busy elsewhere: nothing reads
+					for {
+						_, p, err := w.ReadMessage()
+						if err != nil {
+							done <- err
+							return
+						}
+						got <- string(p)
+					}
+				})
+			})
+			conn := wsDial(t, addr, "/ws", nil)
+			pongs := make(chan string, 8)
+			conn.SetPongHandler(func(p string) error { pongs <- p; return nil })
+			closed := make(chan error, 1)
+			go func() {
+				for {
+					if _, _, err := conn.ReadMessage(); err != nil {
+						closed <- err
+						return
+					}
+				}
+			}()
+			expectPong := func(p string) {
+				t.Helper()
+				require.NoError(t, conn.WriteControl(websocket.PingMessage, []byte(p), time.Now().Add(5*time.Second)))
+				select {
+				case got := <-pongs:
+					require.Equal(t, p, got)
+				case <-time.After(5 * time.Second):
+					t.Fatalf("no pong for ping %q while the handler is busy", p)
+				}
+			}
+			expectPong("before any message")
+			require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("one")))
+			require.NoError(t, conn.WriteMessage(websocket.BinaryMessage, []byte("two")))
+			expectPong("behind two unread messages")
+			require.NoError(t, conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4001, "bye"), time.Now().Add(5*time.Second)))
+			select {
+			case err := <-closed:
+				var ce *websocket.CloseError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, 4001, ce.Code, "the close code is echoed")
+			case <-time.After(5 * time.Second):
+				t.Fatal("the close frame was not echoed while the handler is busy")
+			}
+			close(release)
+			for _, want := range []string{"one", "two"} {
+				select {
+				case p := <-got:
+					require.Equal(t, want, p)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the handler did not get %q", want)
+				}
+			}
+			var ce *CloseError
+			require.ErrorAs(t, recvErr(t, done), &ce)
+			require.Equal(t, uint16(4001), ce.Code)
+			require.Eventually(t, func() bool { return wsStats(t, s).Open == 0 }, 10*time.Second, time.Millisecond)
 		})
 	}
 }
