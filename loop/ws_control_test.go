@@ -2,7 +2,10 @@ package loop
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,4 +214,77 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 			require.Eventually(t, func() bool { return wsStats(t, s).Open == 0 }, 10*time.Second, time.Millisecond)
 		})
 	}
+}
+
+// TestWSUpgradeRefusedWhileSaturated: while the loop fails readiness for its lag (a task
+// holds it 150 ms per slice, past Config.Health.MaxLoopLag, for over a second: the lag
+// sampler, due every 100 ms, runs about 50 ms late each time), an
+// upgrade is refused with 503
+// and Retry-After, counted on the websockets page, which answers meanwhile; once the loop
+// keeps up again the upgrade succeeds.
+func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
+	var stop atomic.Bool
+	hogging := make(chan struct{})
+	s, addr := startServer(t, Config{Health: HealthConfig{MaxLoopLag: 20 * time.Millisecond, MaxUtilisation: -1}}, func(s *Server) {
+		s.Handle("GET /ws", wsEcho(nil))
+		s.Handle("GET /hog", func(c *Ctx) {
+			close(hogging)
+			for !stop.Load() {
+				for end := time.Now().Add(150 * time.Millisecond); time.Now().Before(end); {
+				}
+				c.Yield()
+			}
+			c.String(200, "done\n")
+		})
+		s.HandleStats("/debug")
+	})
+	t.Cleanup(func() { stop.Store(true) }) // before the server's own cleanup drains it
+	hogDone := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/hog")
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		hogDone <- err
+	}()
+	<-hogging
+	require.Eventually(t, func() bool {
+		var busy string
+		onLoop(t, s, func() { busy = s.wsSaturated() })
+		return busy == "loop_lag"
+	}, 10*time.Second, time.Millisecond)
+
+	d := &websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	conn, resp, err := d.Dial("ws://"+addr+"/ws", nil)
+	if conn != nil {
+		_ = conn.Close()
+	}
+	require.Error(t, err, "upgraded while the loop is saturated")
+	require.Equal(t, 503, resp.StatusCode)
+	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", resp.Header.Get("Retry-After"))
+	require.Positive(t, ra)
+	t.Logf("refused with 503, Retry-After %d s, loop lag %.0f ms", ra, s.Readyz().LoopLagMs)
+
+	// The admin page answers while the loop is saturated, and counts the refusal.
+	page, err := http.Get("http://" + addr + "/debug/websockets")
+	require.NoError(t, err)
+	var doc wsStatsDoc
+	require.NoError(t, json.NewDecoder(page.Body).Decode(&doc))
+	_ = page.Body.Close()
+	require.Equal(t, 200, page.StatusCode)
+	require.Equal(t, uint64(1), doc.SaturatedRefusals)
+
+	stop.Store(true)
+	require.NoError(t, <-hogDone)
+	require.Eventually(t, func() bool {
+		var busy string
+		onLoop(t, s, func() { busy = s.wsSaturated() })
+		return busy == ""
+	}, 10*time.Second, time.Millisecond)
+	conn = wsDial(t, addr, "/ws", nil)
+	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("in")))
+	_, p, err := conn.ReadMessage()
+	require.NoError(t, err)
+	require.Equal(t, "in", string(p))
 }

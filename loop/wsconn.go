@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -140,6 +142,18 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 		c.String(503, "503 Service Unavailable: the server is shutting down\n")
 		return nil, errors.New("loop: websocket upgrade refused: the server is shutting down")
 	}
+	if busy := s.wsSaturated(); busy != "" {
+		// Each connection adds inputs and output to a loop that keeps up with what it has
+		// no longer: refuse the newcomer, and let the players it has play on.
+		s.ws.saturatedRefusals++
+		if s.ws.slowLog.allow(s) {
+			s.log.Warn("loop: websocket upgrade refused: the loop is saturated (503)", "route", c.pattern,
+				"check", busy, "saturated_refusals_total", s.ws.saturatedRefusals)
+		}
+		c.addHeader("Retry-After", strconv.Itoa(wsSaturatedRetryAfter))
+		c.String(503, "503 Service Unavailable: the server is saturated ("+busy+"); retry later\n")
+		return nil, fmt.Errorf("loop: websocket upgrade refused (503): the loop is saturated (%s)", busy)
+	}
 	s.keepHead(c) // the WebSocket reader consumes the input the head may lie in
 	key, err := httpcodec.CheckWSUpgrade(&c.req)
 	if err != nil {
@@ -207,6 +221,32 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 	cs.out, c.out = nil, nil
 	w.pump() // frames that arrived with the request
 	return w, nil
+}
+
+// wsSaturatedRetryAfter is the Retry-After, in seconds, of an upgrade refused because the
+// loop is saturated: the lag check looks at the last one to two seconds, so a loop that
+// caught up passes it again within two.
+const wsSaturatedRetryAfter = 2
+
+// wsSaturated names the readiness check of the loop itself that fails now and has failed
+// for a while ("loop_lag", "utilisation"; Config.Health sets their limits, a negative one
+// turns it off), or returns "" while the loop keeps up. The lag must have passed the limit
+// in the previous second and in this one (or this one is too young to tell: its first
+// three samples): one late sample (a collection, a moment without a CPU) refuses no
+// player. Loop-confined.
+func (s *Server) wsSaturated() string {
+	h := &s.health
+	if lim := int64(h.cfg.MaxLoopLag); lim >= 0 && h.prevMax > lim &&
+		(h.curMax > lim || s.nanotime()-h.winStart < int64(3*healthSampleEvery)) {
+		return "loop_lag"
+	}
+	cfg := &h.cfg
+	if cfg.MaxUtilisation >= 0 {
+		if u := math.Float64frombits(s.health.util.Load()); !math.IsNaN(u) && u > cfg.MaxUtilisation {
+			return "utilisation"
+		}
+	}
+	return ""
 }
 
 // sameOrigin is the default origin policy (gorilla's): no Origin header, or one whose host
