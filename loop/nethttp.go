@@ -373,6 +373,15 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 		defer place.done()
 		var pv any
 		var stack []byte
+		finished := false
+		defer func() {
+			if !finished {
+				// runtime.Goexit in h (t.FailNow, log.Fatal's kin): the goroutine ends, and
+				// its request is answered like a panic's (500, or cut short), as a native
+				// handler's is, instead of leaving the task parked for good.
+				w.finish(goexitPanic{}, debug.Stack())
+			}
+		}()
 		func() {
 			defer func() {
 				if v := recover(); v != nil {
@@ -384,6 +393,7 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 		if pv == nil {
 			answerTooLarge(w, body)
 		}
+		finished = true
 		w.finish(pv, stack)
 	}()
 	x.serve(c)
