@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/scheduler"
 	"github.com/batonrt/baton/offload"
 )
@@ -41,8 +45,24 @@ type HTTPAdapterConfig struct {
 	MaxConcurrent int
 	// MaxQueue is how many requests may wait (parked, in FIFO order) for a place; past it
 	// the client gets 503 with Retry-After: 1. Zero means DefaultHTTPMaxQueue; negative
-	// means no queue.
+	// means no queue. Each route's queue at its MaxRouteShare is bounded the same.
 	MaxQueue int
+	// MaxRouteShare is the largest share of MaxConcurrent that one route's handlers may
+	// hold at once: cap = max(1, floor(MaxRouteShare x MaxConcurrent)). A request of a
+	// route at its cap waits in that route's own queue (a gate named "net/http <route>"
+	// on the offload stats page), which never delays other routes' requests. So a route
+	// whose handlers hang (ignore their context) shuts out only itself, as offload's
+	// MaxKeyShare does for offloaded calls. Between 0 and 1; 0 means
+	// DefaultHTTPMaxRouteShare; 1 turns the cap off.
+	MaxRouteShare float64
+	// AbandonAfter: a handler still running this long after its request ended (the
+	// client went away, the handler deadline passed, the server stops) stops counting
+	// against the gate and its route's share: it is logged and counted as abandoned, and
+	// its goroutine runs on (a goroutine cannot be killed). At most MaxConcurrent
+	// handlers are abandoned at once; past that they keep their places, so the
+	// goroutines of net/http handlers stay bounded at twice MaxConcurrent. Zero means
+	// DefaultHTTPAbandonAfter; negative: never.
+	AbandonAfter time.Duration
 }
 
 // Defaults of HTTPAdapterConfig.
@@ -55,12 +75,27 @@ const (
 	// DefaultHTTPMaxQueue lets a burst four times the concurrency wait (a queued request
 	// holds only its parsed request and a parked task) before requests are refused.
 	DefaultHTTPMaxQueue = 1024
+	// DefaultHTTPMaxRouteShare: one route may hold at most half of the places, so a route
+	// whose handlers hang leaves the other half to every other route (pprof, admin
+	// pages), while a route that is most of the traffic still gets half the gate without
+	// queueing behind its own cap. offload.DefaultMaxKeyShare's figure, for the same
+	// reason.
+	DefaultHTTPMaxRouteShare = 0.5
+	// DefaultHTTPAbandonAfter: a handler whose request ended 10 s ago and still runs
+	// ignores its context; by then its place is better given to a request that can still
+	// be answered. Long enough for a handler that checks its context between steps of a
+	// second or two.
+	DefaultHTTPAbandonAfter = 10 * time.Second
 )
 
 // Validate reports the first invalid field of c, naming it. Safe for concurrent use.
 func (c HTTPAdapterConfig) Validate() error {
 	if c.MaxConcurrent < 0 {
 		return fmt.Errorf("loop: Config.HTTPAdapter.MaxConcurrent must not be negative, got %d", c.MaxConcurrent)
+	}
+	if math.IsNaN(c.MaxRouteShare) || c.MaxRouteShare < 0 || c.MaxRouteShare > 1 {
+		return fmt.Errorf("loop: Config.HTTPAdapter.MaxRouteShare must be between 0 and 1 (0: default %v; 1: off), got %v",
+			DefaultHTTPMaxRouteShare, c.MaxRouteShare)
 	}
 	return nil
 }
@@ -78,8 +113,19 @@ const httpChunkBytes = 32 << 10
 
 // ecosystem is the server's state for the net/http adapter and the request hook.
 type ecosystem struct {
-	once sync.Once
-	gate *offload.Gate // the net/http adapter's gate, made on first use; guarded by once
+	once     sync.Once
+	gate     *offload.Gate // the net/http adapter's gate, made on first use; guarded by once
+	routeCap int           // places one route may hold (MaxRouteShare); 0: no cap. Set by once
+	queue    int           // the queue bound of the gate and of each route's. Set by once
+	abandon  time.Duration // AbandonAfter resolved; negative: never. Set by once
+	maxAband int64         // handlers abandoned at once at most (MaxConcurrent). Set by once
+
+	routeMu sync.Mutex
+	routes  map[string]*offload.Gate // each route's share of the gate; guarded by routeMu
+
+	abandoned    atomic.Int64  // handlers abandoned and still running
+	abandonTotal atomic.Uint64 // handlers ever abandoned
+	abandonLog   *recorder.LogLimiter
 
 	rec RequestRecord // loop-owned: the record handed to Config.OnRequestDone, reused
 }
@@ -99,9 +145,156 @@ func (s *Server) httpGate() *offload.Gate {
 		case q < 0:
 			q = 0
 		}
+		share := cfg.MaxRouteShare
+		if share == 0 {
+			share = DefaultHTTPMaxRouteShare
+		}
+		if share < 1 {
+			a.routeCap = max(1, int(share*float64(n)))
+		}
+		a.abandon = cfg.AbandonAfter
+		if a.abandon == 0 {
+			a.abandon = DefaultHTTPAbandonAfter
+		}
+		a.queue, a.maxAband = q, int64(n)
+		a.abandonLog = recorder.NewLogLimiter(1, 10*time.Second)
 		a.gate = s.NewGate("net/http", n, q)
 	})
 	return a.gate
+}
+
+// httpRouteGate returns route's share of the net/http gate, making it on first use, or
+// nil when routes are not capped (MaxRouteShare 1). Call httpGate first. Any goroutine.
+func (s *Server) httpRouteGate(route string) *offload.Gate {
+	a := &s.eco
+	if a.routeCap == 0 {
+		return nil
+	}
+	a.routeMu.Lock()
+	defer a.routeMu.Unlock()
+	g := a.routes[route]
+	if g == nil {
+		if a.routes == nil {
+			a.routes = map[string]*offload.Gate{}
+		}
+		g = s.NewGate("net/http "+route, a.routeCap, a.queue)
+		a.routes[route] = g
+	}
+	return g
+}
+
+// httpPlace is a net/http handler's place in the gate and its route's share: given back
+// once, when the handler returns or when it is abandoned. Safe for concurrent use.
+type httpPlace struct {
+	s      *Server
+	route  string
+	gate   *offload.Gate
+	rg     *offload.Gate // nil: no route cap
+	left   atomic.Bool
+	aband  atomic.Bool // counted in ecosystem.abandoned
+	timer  atomic.Pointer[time.Timer]
+	stopCh func() bool // stops the context.AfterFunc that arms the timer
+}
+
+// leave gives the places back and reports whether this call did. Any goroutine.
+func (p *httpPlace) leave() bool {
+	if !p.left.CompareAndSwap(false, true) {
+		return false
+	}
+	p.gate.Leave()
+	if p.rg != nil {
+		p.rg.Leave()
+	}
+	return true
+}
+
+// watch arms the abandonment of the place: AbandonAfter once ctx (the request's) ends.
+// Any goroutine.
+func (p *httpPlace) watch(ctx context.Context) {
+	if p.s.eco.abandon < 0 {
+		return
+	}
+	p.stopCh = context.AfterFunc(ctx, p.arm)
+}
+
+// arm starts the grace period. On a goroutine of its own (context.AfterFunc, time.AfterFunc).
+func (p *httpPlace) arm() {
+	if p.left.Load() {
+		return
+	}
+	t := time.AfterFunc(p.s.eco.abandon, p.expire)
+	p.timer.Store(t)
+	if p.left.Load() {
+		t.Stop()
+	}
+}
+
+// expire abandons the handler, unless it returned meanwhile or MaxConcurrent handlers are
+// abandoned already (then it looks again after another grace period). On a timer's
+// goroutine.
+func (p *httpPlace) expire() {
+	a := &p.s.eco
+	if p.left.Load() {
+		return
+	}
+	if a.abandoned.Add(1) > a.maxAband {
+		a.abandoned.Add(-1)
+		p.arm()
+		return
+	}
+	if !p.leave() {
+		a.abandoned.Add(-1)
+		return
+	}
+	p.aband.Store(true)
+	total := a.abandonTotal.Add(1)
+	if ok, suppressed := a.abandonLog.Allow(time.Now()); ok {
+		p.s.log.Warn("loop: net/http handler still running after its request ended: abandoned, its place in the gate given back; it ignores its request's context",
+			"route", p.route, "after", a.abandon, "abandoned_running", a.abandoned.Load(), "abandoned_total", total, "suppressed", suppressed)
+	}
+}
+
+// done runs when the handler returned: the places go back (unless abandoned already).
+// On the handler's goroutine.
+func (p *httpPlace) done() {
+	p.leave()
+	if p.stopCh != nil {
+		p.stopCh()
+	}
+	if t := p.timer.Load(); t != nil {
+		t.Stop()
+	}
+	if p.aband.Load() {
+		p.s.eco.abandoned.Add(-1)
+	}
+}
+
+// enterHTTP takes a place for c's net/http handler: first in its route's share, then in
+// the gate, parking in each queue while full. It answers 503 itself when a queue is full
+// and returns nil then, or when c was cancelled while waiting. On c's task or goroutine.
+func (s *Server) enterHTTP(c *Ctx) *httpPlace {
+	p := &httpPlace{s: s, route: c.pattern, gate: s.httpGate()}
+	p.rg = s.httpRouteGate(c.pattern)
+	if p.rg != nil {
+		if err := p.rg.Enter(c); err != nil {
+			if errors.Is(err, offload.ErrGateQueueFull) {
+				c.SetHeader("Retry-After", "1")
+				c.String(503, "503 Service Unavailable: too many net/http handlers of this route\n")
+			}
+			return nil
+		}
+	}
+	if err := p.gate.Enter(c); err != nil {
+		if p.rg != nil {
+			p.rg.Leave()
+		}
+		if errors.Is(err, offload.ErrGateQueueFull) {
+			c.SetHeader("Retry-After", "1")
+			c.String(503, "503 Service Unavailable: too many net/http handlers\n")
+		}
+		return nil
+	}
+	return p
 }
 
 // HandleHTTP registers the net/http handler h for pattern, like Handle. A pattern ending
@@ -151,25 +344,22 @@ func HTTPHandler(h http.Handler) HandlerFunc {
 
 // serveHTTP runs h for c. On c's task or goroutine.
 func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
-	gate := s.httpGate()
-	if err := gate.Enter(c); err != nil {
-		if errors.Is(err, offload.ErrGateQueueFull) {
-			c.SetHeader("Retry-After", "1")
-			c.String(503, "503 Service Unavailable: too many net/http handlers\n")
-		}
+	place := s.enterHTTP(c)
+	if place == nil {
 		return
 	}
 	r, err := c.httpRequest()
 	if err != nil {
-		gate.Leave()
+		place.leave()
 		c.String(400, "400 Bad Request\n")
 		return
 	}
+	place.watch(r.Context())
 	x := &httpExchange{ack: make(chan struct{}, 1)}
 	w := &httpWriter{x: x, ctx: r.Context(), header: make(http.Header), isHead: c.isHead,
 		http10: c.req.ProtoMinor == 0, declared: -1}
 	if _, multi := s.mode.(goroutineMode); multi {
-		defer gate.Leave()
+		defer place.done()
 		x.direct = c
 		h.ServeHTTP(w, r) // a panic goes to runGoroutine's recovery: 500
 		answerTooLarge(w, c.stream)
@@ -180,9 +370,18 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 	s.mtWG.Add(1)    // ListenAndServe waits for it after cancelling its context
 	go func() {
 		defer s.mtWG.Done()
-		defer gate.Leave()
+		defer place.done()
 		var pv any
 		var stack []byte
+		finished := false
+		defer func() {
+			if !finished {
+				// runtime.Goexit in h (t.FailNow, log.Fatal's kin): the goroutine ends, and
+				// its request is answered like a panic's (500, or cut short), as a native
+				// handler's is, instead of leaving the task parked for good.
+				w.finish(goexitPanic{}, debug.Stack())
+			}
+		}()
 		func() {
 			defer func() {
 				if v := recover(); v != nil {
@@ -194,6 +393,7 @@ func (s *Server) serveHTTP(c *Ctx, h http.Handler) {
 		if pv == nil {
 			answerTooLarge(w, body)
 		}
+		finished = true
 		w.finish(pv, stack)
 	}()
 	x.serve(c)

@@ -379,7 +379,7 @@ func (s *Server) serveLoop() error {
 	}
 	s.endPending()
 	s.cancel()
-	s.mtWG.Wait() // multi-thread handlers still running see their context cancelled
+	s.waitHandlerGoroutines() // they see their context cancelled; waited for until the deadline
 	if w := s.acct.watchdog; w != nil {
 		w.Stop()
 	}
@@ -400,6 +400,36 @@ func (s *Server) serveLoop() error {
 		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, ErrEngineStopped)
 	}
 	return ErrServerClosed
+}
+
+// waitHandlerGoroutines waits for the goroutines of multi-thread handlers and net/http
+// adapter handlers still running once the loop has stopped (their contexts are cancelled),
+// until the first Shutdown's context ends, or for offloadCloseTimeout when the server
+// stopped by itself. A handler that ignores its context is then logged and abandoned: its
+// goroutine runs on, its writes fail, and Shutdown returns ctx.Err() at the deadline as
+// promised instead of waiting for it.
+func (s *Server) waitHandlerGoroutines() {
+	done := make(chan struct{})
+	go func() { // ends when the last handler returns, abandoned or not
+		s.mtWG.Wait()
+		close(done)
+	}()
+	ctx := s.shutdownContext()
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), offloadCloseTimeout)
+		defer cancel()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done: // they returned as the context ended
+		default:
+			s.log.Warn("loop: handler goroutines (Config.MultiThread or net/http adapter) still running at the shutdown deadline: abandoned; they ignore their request's context",
+				"err", ctx.Err())
+		}
+	}
 }
 
 // closePoolAfterStop closes the offload pool once the loop has stopped, waiting for
@@ -429,8 +459,9 @@ func (s *Server) releaseReady() {
 // "Retry-After: 1" and "Connection: close" (they did not run), the drain signal (Server.Draining) is set and the OnDrain hooks
 // run; once nothing is in flight the loop stops. If ctx ends first, the remaining tasks are
 // unwound (their deferred functions run, their connections close) and Shutdown returns
-// ctx.Err() once the loop has stopped; offloaded functions still running are waited for
-// only until ctx ends. It returns nil if the drain completed, also when the server was
+// ctx.Err() once the loop has stopped; offloaded functions, and multi-thread or net/http
+// adapter handlers that ignore their cancelled context, still running are waited for only
+// until ctx ends (then logged and abandoned). It returns nil if the drain completed, also when the server was
 // never started. Every call waits for the stop; later calls return nil. A Shutdown during
 // start begins the drain as soon as the loop is up. With Config.Shards > 1 every shard
 // drains at once under ctx, and Shutdown returns when all have stopped. Safe for

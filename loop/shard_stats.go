@@ -313,6 +313,7 @@ func sumWSDocs(per []wsStatsDoc) wsStatsDoc {
 		t.ProtocolErrors += p.ProtocolErrors
 		t.InputOverflows += p.InputOverflows
 		t.CallbackPanics += p.CallbackPanics
+		t.SaturatedRefusals += p.SaturatedRefusals
 		t.QueuedBytes += p.QueuedBytes
 		for _, r := range p.Routes {
 			j, ok := at[r.Route]

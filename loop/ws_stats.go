@@ -20,7 +20,7 @@ type wsServer struct {
 	order  []*wsRoute // in order of first upgrade
 
 	upgrades, slowConsumers, stalls, pingTimeouts, protocolErrors, inputOverflows uint64
-	callbackPanics                                                                uint64
+	callbackPanics, saturatedRefusals                                             uint64
 
 	later       []*WSConn // callback-form connections with work for wsRunLater
 	laterPosted bool      // wsRunLater is posted to the door
@@ -101,6 +101,7 @@ type (
 		ProtocolErrors       uint64       `json:"protocol_errors_total"`
 		InputOverflows       uint64       `json:"input_overflow_closes_total"`
 		CallbackPanics       uint64       `json:"callback_panics_total"`
+		SaturatedRefusals    uint64       `json:"saturated_refusals_total"`
 		QueuedBytes          int          `json:"queued_bytes"`
 		Routes               []wsRouteDoc `json:"routes"`
 		ConnectionsShown     int          `json:"connections_shown"`
@@ -185,6 +186,7 @@ func (s *Server) wsSnapshot() wsStatsDoc {
 		Open: ws.open, UpgradesTotal: ws.upgrades, SlowConsumerCloses: ws.slowConsumers, StallCloses: ws.stalls,
 		PingTimeouts: ws.pingTimeouts, ProtocolErrors: ws.protocolErrors, InputOverflows: ws.inputOverflows,
 		CallbackPanics:       ws.callbackPanics,
+		SaturatedRefusals:    ws.saturatedRefusals,
 		MaxConnectionsListed: wsMaxListed,
 		Config: wsConfigDoc{MaxMessageBytes: cfg.MaxMessageBytes, MaxQueuedBytes: cfg.MaxQueuedBytes,
 			PingInterval: seconds(cfg.PingInterval), PongTimeout: seconds(cfg.PongTimeout),
@@ -242,9 +244,9 @@ func renderWSStats(doc wsStatsDoc, text bool) ([]byte, error) {
 		return json.MarshalIndent(doc, "", "  ")
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "websockets open %d  upgrades %d  queued %d B  slow-consumer closes %d (stalled %d)  ping timeouts %d  protocol errors %d  input overflows %d  callback panics %d\n\n",
+	fmt.Fprintf(&buf, "websockets open %d  upgrades %d  queued %d B  slow-consumer closes %d (stalled %d)  ping timeouts %d  protocol errors %d  input overflows %d  callback panics %d  saturated refusals %d\n\n",
 		doc.Open, doc.UpgradesTotal, doc.QueuedBytes, doc.SlowConsumerCloses, doc.StallCloses, doc.PingTimeouts,
-		doc.ProtocolErrors, doc.InputOverflows, doc.CallbackPanics)
+		doc.ProtocolErrors, doc.InputOverflows, doc.CallbackPanics, doc.SaturatedRefusals)
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "ROUTE\tOPEN\tMSGS IN\tBYTES IN\tMSGS OUT\tBYTES OUT\tQUEUED\tSLOW\tPING TO\tON-LOOP P50\tP99\tMAX\t")
 	for _, r := range doc.Routes {

@@ -130,6 +130,7 @@ func (s *Server) wsRunLater() {
 		switch {
 		case w.c != nil: // the handler still runs: handlerDone queues it again
 		case w.state == wsDone:
+			w.deliverQueued() // messages that arrived before the end, then OnClose
 			w.callClose()
 		default:
 			w.pump()

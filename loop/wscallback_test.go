@@ -284,14 +284,14 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 	})
 	conn := wsDial(t, addr, "/ws", nil)
 	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("early")))
-	// The message is in the server's input (the connection's input buffer) once the loop has
-	// read it; it must not be delivered while the handler waits.
+	// The message is in the server (the connection's queue, or its input buffer) once the
+	// loop has read it; it must not be delivered while the handler waits.
 	require.Eventually(t, func() bool {
 		var n int
 		onLoop(t, s, func() {
 			for _, cs := range s.conns.all {
 				if cs.ws != nil {
-					n = cs.gc.InboundBuffered()
+					n = cs.gc.InboundBuffered() + len(cs.ws.queue) - cs.ws.queueOff
 				}
 			}
 		})

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -34,6 +35,15 @@ const (
 	// DefaultWSCloseTimeout bounds the wait for the client's close frame after the server
 	// sent its own (Close, shutdown): a live client answers within one round trip.
 	DefaultWSCloseTimeout = 2 * time.Second
+
+	// DefaultWSSaturatedLag refuses upgrades while the loop runs due work more than 100 ms
+	// late (the lag loop/health's /readyz fails on by default): the players already
+	// connected keep playing rather than every player lagging.
+	DefaultWSSaturatedLag = 100 * time.Millisecond
+
+	// DefaultWSSaturatedUtilisation refuses upgrades while the loop was busy more than 95%
+	// of the last ten seconds (as /readyz by default).
+	DefaultWSSaturatedUtilisation = 0.95
 )
 
 // WSConfig configures the WebSocket connections made with Ctx.Upgrade. Its zero value is
@@ -69,6 +79,16 @@ type WSConfig struct {
 	// own (Close, end of the handler, shutdown); then the connection is dropped. Zero
 	// means DefaultWSCloseTimeout.
 	CloseTimeout time.Duration
+
+	// SaturatedLag: an upgrade is refused with 503 and Retry-After while the loop's lag
+	// (Loop.Vitals) has been over it in this second and the previous one. Zero means
+	// DefaultWSSaturatedLag; negative turns the check off.
+	SaturatedLag time.Duration
+
+	// SaturatedUtilisation: an upgrade is refused with 503 and Retry-After while the loop's
+	// utilisation over the last ten seconds is over it. Zero means
+	// DefaultWSSaturatedUtilisation; negative turns the check off; at most 1.
+	SaturatedUtilisation float64
 }
 
 // withDefaults returns w with every zero field replaced by its default.
@@ -91,6 +111,12 @@ func (w WSConfig) withDefaults() WSConfig {
 	if w.CloseTimeout == 0 {
 		w.CloseTimeout = DefaultWSCloseTimeout
 	}
+	if w.SaturatedLag == 0 {
+		w.SaturatedLag = DefaultWSSaturatedLag
+	}
+	if w.SaturatedUtilisation == 0 {
+		w.SaturatedUtilisation = DefaultWSSaturatedUtilisation
+	}
 	return w
 }
 
@@ -109,6 +135,9 @@ func (w WSConfig) Validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("loop: Config.WebSocket.%s must not be negative, got %d", f.name, f.v)
 		}
+	}
+	if math.IsNaN(w.SaturatedUtilisation) || w.SaturatedUtilisation > 1 {
+		return fmt.Errorf("loop: Config.WebSocket.SaturatedUtilisation must be at most 1, got %v", w.SaturatedUtilisation)
 	}
 	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,9 +34,14 @@ const (
 var wsStateNames = [...]string{"open", "closing", "done"}
 
 // wsInputSlack is how much input beyond one whole message a connection may buffer while
-// its reader has not taken the previous message: a burst of small messages fits, a
-// client that floods a busy reader is closed (1008) instead of growing gnet's buffer.
+// its reader has not taken the previous message (or the callback form's handler has not
+// returned): a burst of small messages fits, a client that floods a busy reader is closed
+// (1008) instead of growing the server's buffers.
 const wsInputSlack = 64 << 10
+
+// wsQueueHead is the size of a queued message's header in WSConn.queue: a kind byte
+// (1 binary) and the payload length (4 bytes).
+const wsQueueHead = 5
 
 // maxKeptWSBuf is the largest message buffer a connection keeps between messages; a larger
 // one (after a big message) is dropped so that idle connections stay small.
@@ -63,6 +70,16 @@ type WSConn struct {
 	taken  bool   // the reader has it (released at its next ReadMessage)
 	binary bool
 
+	// Messages parsed while they could not be delivered (the task form's reader has not
+	// released the previous one; the callback form's handler has not returned), so that
+	// the control frames behind them are answered whatever the handler does. Each is a
+	// wsQueueHead header and the payload; queueOff is where the next one starts. partial
+	// counts the frames consumed of a message not yet whole. Bounded with the input:
+	// past MaxMessageBytes + wsInputSlack the client is closed (1008).
+	queue    []byte
+	queueOff int
+	partial  int
+
 	state      wsState
 	err        error // why it ended (wsDone)
 	peerClosed bool  // the client's close frame arrived
@@ -80,6 +97,12 @@ type WSConn struct {
 	pingAck uint64 // bytes the client acknowledged, at the last sweep while a ping is unanswered
 
 	mark int64 // the reader task's on-loop time when it took the last message; -1 when none
+
+	// pong holds the payload of the latest ping left unanswered because the output was
+	// over MaxQueuedBytes (pongDue); it is answered once the client has read its output
+	// down.
+	pongDue bool
+	pong    []byte
 
 	laterQueued bool // in wsServer.later (callback form)
 	closeCalled bool // OnClose ran (callback form)
@@ -118,6 +141,18 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 	if s.life.draining() || c.mustClose || !cs.accepting() {
 		c.String(503, "503 Service Unavailable: the server is shutting down\n")
 		return nil, errors.New("loop: websocket upgrade refused: the server is shutting down")
+	}
+	if busy := s.wsSaturated(); busy != "" {
+		// Each connection adds inputs and output to a loop that keeps up with what it has
+		// no longer: refuse the newcomer, and let the players it has play on.
+		s.ws.saturatedRefusals++
+		if s.ws.slowLog.allow(s) {
+			s.log.Warn("loop: websocket upgrade refused: the loop is saturated (503)", "route", c.pattern,
+				"check", busy, "saturated_refusals_total", s.ws.saturatedRefusals)
+		}
+		c.addHeader("Retry-After", strconv.Itoa(wsSaturatedRetryAfter))
+		c.String(503, "503 Service Unavailable: the server is saturated ("+busy+"); retry later\n")
+		return nil, fmt.Errorf("loop: websocket upgrade refused (503): the loop is saturated (%s)", busy)
 	}
 	s.keepHead(c) // the WebSocket reader consumes the input the head may lie in
 	key, err := httpcodec.CheckWSUpgrade(&c.req)
@@ -188,6 +223,32 @@ func (c *Ctx) upgrade(opts UpgradeOptions, h *WSHandler) (*WSConn, error) {
 	return w, nil
 }
 
+// wsSaturatedRetryAfter is the Retry-After, in seconds, of an upgrade refused because the
+// loop is saturated: the lag check looks at the last one to two seconds, so a loop that
+// caught up passes it again within two.
+const wsSaturatedRetryAfter = 2
+
+// wsSaturated names the check of the loop itself that fails now and has failed for a
+// while ("loop_lag", "utilisation"; Config.WebSocket.SaturatedLag and
+// SaturatedUtilisation set their limits, a negative one turns it off), or returns "" while
+// the loop keeps up. The lag must have passed the limit
+// in the previous second and in this one (or this one is too young to tell: its first
+// three samples): one late sample (a collection, a moment without a CPU) refuses no
+// player. Loop-confined.
+func (s *Server) wsSaturated() string {
+	h, cfg := &s.lag, &s.cfg.WebSocket
+	if lim := int64(cfg.SaturatedLag); lim >= 0 && h.prevMax > lim &&
+		(h.curMax > lim || s.nanotime()-h.winStart < int64(3*LagSampleEvery)) {
+		return "loop_lag"
+	}
+	if cfg.SaturatedUtilisation >= 0 {
+		if u := math.Float64frombits(h.util.Load()); !math.IsNaN(u) && u > cfg.SaturatedUtilisation {
+			return "utilisation"
+		}
+	}
+	return ""
+}
+
 // sameOrigin is the default origin policy (gorilla's): no Origin header, or one whose host
 // equals the Host header, ignoring ASCII case.
 func sameOrigin(origin, host []byte) bool {
@@ -232,10 +293,14 @@ func (s *Server) wsTraffic(cs *conn) gnet.Action {
 // out or the connection ends. Loop-confined.
 func (w *WSConn) pump() {
 	cs := w.cs
-	if w.h != nil && w.c != nil {
-		return // callback form: messages wait for the handler's return (handlerDone)
+	w.answerDuePong()
+	if w.h != nil && w.c == nil {
+		w.deliverQueued() // callback form: what waited for the handler's return, first
 	}
-	for !w.held && w.state != wsDone && cs.state == connOpen {
+	for w.state != wsDone && cs.state == connOpen {
+		if w.inputOverflow() {
+			return
+		}
 		in := cs.gc.InboundBuffered()
 		if in == 0 || in < w.need {
 			return // the frame is still incomplete: no need to look at it again
@@ -252,6 +317,7 @@ func (w *WSConn) pump() {
 				we = &httpcodec.WSError{Code: httpcodec.WSCloseProtocolError, Reason: err.Error()}
 			}
 			_, _ = cs.gc.Discard(-1)
+			w.dropQueue() // as the input behind the violation: a broken client's messages go
 			w.srv.ws.protocolErrors++
 			w.fail(we.Code, we.Reason, we, true)
 			return
@@ -260,18 +326,87 @@ func (w *WSConn) pump() {
 		if ok {
 			w.handle(&w.msg)
 			w.msg.Payload, w.msg.CloseReason = nil, nil // views into gnet's buffer: keep none
+		} else {
+			w.partial += n
 		}
 		if cs.state == connClosed {
 			return // closed while handling it (a failed write): the buffer is gnet's again
 		}
 		_, _ = cs.gc.Discard(n)
 	}
-	if w.held && w.state != wsDone && cs.state == connOpen &&
-		int64(cs.gc.InboundBuffered()) > w.srv.cfg.WebSocket.MaxMessageBytes+wsInputSlack {
-		w.srv.ws.inputOverflows++
-		_, _ = cs.gc.Discard(-1)
-		w.fail(httpcodec.WSClosePolicyViolation, "input not read", ErrSlowConsumer, true)
+	if w.state != wsDone && cs.state == connOpen {
+		w.inputOverflow()
 	}
+}
+
+// inputOverflow closes the client with 1008 and reports true when, while its messages
+// cannot be delivered, the input it sent and the server holds (the messages queued, the
+// one in progress, gnet's buffer) passes MaxMessageBytes + wsInputSlack. Loop-confined.
+func (w *WSConn) inputOverflow() bool {
+	if !w.held && w.queueOff == len(w.queue) && (w.h == nil || w.c == nil) {
+		return false // delivered as it comes: the reader's limits bound the input
+	}
+	cs := w.cs
+	if int64(len(w.queue)-w.queueOff+w.partial+cs.gc.InboundBuffered()) <= w.srv.cfg.WebSocket.MaxMessageBytes+wsInputSlack {
+		return false
+	}
+	w.srv.ws.inputOverflows++
+	_, _ = cs.gc.Discard(-1)
+	w.dropQueue()
+	w.fail(httpcodec.WSClosePolicyViolation, "input not read", ErrSlowConsumer, true)
+	return true
+}
+
+// enqueue keeps a whole message that cannot be delivered now. Loop-confined.
+func (w *WSConn) enqueue(bin bool, p []byte) {
+	kind := byte(0)
+	if bin {
+		kind = 1
+	}
+	w.queue = append(w.queue, kind, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(w.queue[len(w.queue)-4:], uint32(len(p)))
+	w.queue = append(w.queue, p...)
+}
+
+// dequeue returns the oldest queued message (p is a view into the queue, valid until
+// the next enqueue or dropQueue) and reports whether there was one. Loop-confined.
+func (w *WSConn) dequeue() (bin bool, p []byte, ok bool) {
+	if w.queueOff == len(w.queue) {
+		return false, nil, false
+	}
+	q := w.queue[w.queueOff:]
+	n := int(binary.BigEndian.Uint32(q[1:wsQueueHead]))
+	w.queueOff += wsQueueHead + n
+	return q[0] == 1, q[wsQueueHead : wsQueueHead+n], true
+}
+
+// dropQueue forgets the queued messages and gives the queue's memory back once it was
+// large. Loop-confined.
+func (w *WSConn) dropQueue() {
+	w.queueOff = 0
+	if cap(w.queue) > maxKeptWSBuf {
+		w.queue = nil
+	} else {
+		w.queue = w.queue[:0]
+	}
+}
+
+// deliverQueued runs OnMessage for the messages that waited for the callback form's
+// handler to return, in order: all of them when the connection had already ended (they
+// arrived before its end), until one ends it otherwise (a panic, a close). Loop-confined.
+func (w *WSConn) deliverQueued() {
+	ended := w.state == wsDone
+	for {
+		if !ended && w.state == wsDone {
+			break
+		}
+		bin, p, ok := w.dequeue()
+		if !ok {
+			break
+		}
+		w.deliver(bin, p)
+	}
+	w.dropQueue()
 }
 
 // wsFrameNeed returns how many bytes the frame at buf's start needs in all, as far as its
@@ -305,32 +440,31 @@ func wsFrameNeed(b []byte) int {
 
 // handle acts on a complete message or control frame. Loop-confined.
 func (w *WSConn) handle(m *httpcodec.WSMessage) {
-	s, cs := w.srv, w.cs
+	cs := w.cs
 	switch m.Opcode {
 	case httpcodec.WSText, httpcodec.WSBinary:
 		if w.state != wsOpen {
 			return // after the server's close frame: dropped
 		}
-		if w.h != nil {
-			w.st.msgsIn++
-			w.st.bytesIn += uint64(len(m.Payload))
-			w.route.msgsIn++
-			w.route.bytesIn += uint64(len(m.Payload))
-			w.deliver(m.Opcode == httpcodec.WSBinary, m.Payload)
-			return
-		}
-		w.buf = append(w.buf[:0], m.Payload...)
-		w.binary = m.Opcode == httpcodec.WSBinary
-		w.held = true
+		w.partial = 0
 		w.st.msgsIn++
 		w.st.bytesIn += uint64(len(m.Payload))
 		w.route.msgsIn++
 		w.route.bytesIn += uint64(len(m.Payload))
-		w.reader.Wake()
+		bin := m.Opcode == httpcodec.WSBinary
+		switch {
+		case w.held || w.queueOff < len(w.queue) || (w.h != nil && w.c != nil):
+			// The reader has not released the previous message, or the callback form's
+			// handler still runs: keep it, and read on for the control frames behind it.
+			w.enqueue(bin, m.Payload)
+		case w.h != nil:
+			w.deliver(bin, m.Payload)
+		default:
+			w.hold(bin, m.Payload)
+		}
 	case httpcodec.WSPing:
 		if w.state == wsOpen {
-			cs.out, _ = httpcodec.AppendWSFrame(cs.out, httpcodec.WSPong, true, m.Payload)
-			s.markDirty(cs)
+			w.answerPing(m.Payload)
 		}
 	case httpcodec.WSClose:
 		w.peerClosed = true
@@ -346,6 +480,48 @@ func (w *WSConn) handle(m *httpcodec.WSMessage) {
 		}
 		w.finish(ErrWSClosed, true) // the answer to the server's close
 	}
+}
+
+// hold gives the task form's reader the message p (copied: gnet's input buffer moves).
+// Loop-confined.
+func (w *WSConn) hold(bin bool, p []byte) {
+	w.buf = append(w.buf[:0], p...)
+	w.binary = bin
+	w.held = true
+	w.reader.Wake()
+}
+
+// answerPing queues the pong for a ping with payload p. Pongs count against
+// MaxQueuedBytes like any output: while a pong would take the output past the bound,
+// only the latest ping is kept (RFC 6455, 5.5.3, lets an endpoint answer only the most
+// recent of the pings it has not answered), answered once the client has read its output
+// down (answerDuePong). So a client that floods pings and never reads makes the server
+// hold at most MaxQueuedBytes plus one pong, however long it goes on; while the output
+// flows, every ping gets its pong. Loop-confined.
+func (w *WSConn) answerPing(p []byte) {
+	s, cs := w.srv, w.cs
+	if q := w.queued(); q > 0 && q+httpcodec.WSFrameHeaderLen(len(p))+len(p) > s.cfg.WebSocket.MaxQueuedBytes {
+		w.pong = append(w.pong[:0], p...)
+		w.pongDue = true
+		return
+	}
+	w.pongDue = false
+	cs.out, _ = httpcodec.AppendWSFrame(cs.out, httpcodec.WSPong, true, p)
+	s.markDirty(cs)
+}
+
+// answerDuePong queues the pong of the latest ping left unanswered over the output bound,
+// once the output is back under it. Loop-confined.
+func (w *WSConn) answerDuePong() {
+	if !w.pongDue || w.state != wsOpen || w.cs.state != connOpen {
+		return
+	}
+	if w.queued()+httpcodec.WSFrameHeaderLen(len(w.pong))+len(w.pong) > w.srv.cfg.WebSocket.MaxQueuedBytes {
+		return
+	}
+	w.pongDue = false
+	w.cs.out, _ = httpcodec.AppendWSFrame(w.cs.out, httpcodec.WSPong, true, w.pong)
+	w.srv.markDirty(w.cs)
 }
 
 // fail queues a close frame with code and reason (when the server has not sent one yet),
@@ -468,6 +644,12 @@ func (w *WSConn) ReadMessage() (binary bool, data []byte, err error) {
 		w.mark = -1
 		if cap(w.buf) > maxKeptWSBuf {
 			w.buf = nil
+		}
+		if bin, p, ok := w.dequeue(); ok {
+			w.hold(bin, p) // the next message that arrived meanwhile (even after the end)
+			if w.queueOff == len(w.queue) {
+				w.dropQueue()
+			}
 		}
 		if w.state != wsDone {
 			w.pump()
@@ -676,7 +858,7 @@ func (w *WSConn) handlerDone(c *Ctx) {
 	if w.h != nil && !c.aborted {
 		// The callback form lives on without the task. Input that arrived while the
 		// handler ran, or an end that happened meanwhile, is handled after this slice.
-		if w.state == wsDone || (w.cs.state == connOpen && w.cs.gc.InboundBuffered() > 0) {
+		if w.state == wsDone || w.queueOff < len(w.queue) || (w.cs.state == connOpen && w.cs.gc.InboundBuffered() > 0) {
 			w.later()
 		}
 		return
@@ -693,6 +875,8 @@ func (w *WSConn) handlerDone(c *Ctx) {
 		w.srv.drain.report.WebSocketsClosed++
 	}
 	w.end(ErrWSClosed)
+	w.dropQueue() // nobody reads them any more
+	w.queue = nil
 	w.cs.closeAfterResponse() // finishRequest writes the output, then the close begins
 }
 
@@ -706,8 +890,9 @@ func (w *WSConn) connClosed() {
 	w.end(ErrClientGone)
 	w.rd.Reset()
 	w.msg = httpcodec.WSMessage{}
-	if !w.taken {
-		w.buf = nil
+	w.partial = 0
+	if !w.held {
+		w.buf = nil // a held message (and the queued ones) arrived before the end: still read
 	}
 }
 
@@ -728,6 +913,7 @@ func (w *WSConn) sweep(now int64) {
 		w.slowConsumer(true)
 		return
 	}
+	w.answerDuePong()
 	if now-w.lastIn >= int64(wsIdleRelease) {
 		w.releaseIdle()
 	}
@@ -791,6 +977,12 @@ func (w *WSConn) releaseIdle() {
 	}
 	if !w.held && !w.taken {
 		w.buf = nil
+	}
+	if w.queueOff == len(w.queue) {
+		w.queue, w.queueOff = nil, 0
+	}
+	if !w.pongDue {
+		w.pong = nil
 	}
 }
 

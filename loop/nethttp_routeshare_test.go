@@ -1,0 +1,105 @@
+package loop
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/offload"
+)
+
+// httpGateStats returns the stats of the offload gate named name, and whether it exists.
+func httpGateStats(s *Server, name string) (offload.GateStats, bool) {
+	for _, g := range s.snapshotOffload().Gates {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return offload.GateStats{}, false
+}
+
+// TestHTTPRouteCannotShutOutOthers: one net/http route whose handlers ignore their
+// context and never return does not shut out the other HandleHTTP routes, pprof included.
+// Its requests hold at most its share of the shared gate while its clients wait, and once
+// they left, its handlers stop counting against the gate after the grace period, so the
+// gate is free again although their goroutines still run.
+func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var stuck atomic.Int32
+	s, addr := startServer(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxConcurrent: 4, MaxQueue: 4, AbandonAfter: 200 * time.Millisecond}}, func(s *Server) {
+		s.HandleHTTP("GET /bad", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			stuck.Add(1)
+			<-release // ignores r.Context()
+		}))
+		s.HandleHTTP("GET /good", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "good\n")
+		}))
+		s.HandleHTTP("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+	})
+	get := func(path string) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+
+	// Twelve clients of the bad route: more than the gate's places and its queue.
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	for range 12 {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/bad", nil)
+			if resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	require.Eventually(t, func() bool {
+		g, ok := httpGateStats(s, "net/http")
+		return ok && stuck.Load() >= 2 && g.InUse == int(stuck.Load())
+	}, 10*time.Second, time.Millisecond)
+	g, _ := httpGateStats(s, "net/http")
+	t.Logf("bad clients waiting: %d bad handlers running, shared gate %d/%d in use, %d waiting", stuck.Load(), g.InUse, g.Size, g.Waiting)
+
+	code, err := get("/good")
+	require.NoError(t, err, "another HandleHTTP route answers while the bad route's clients wait")
+	require.Equal(t, 200, code)
+	code, err = get("/debug/pprof/")
+	require.NoError(t, err, "pprof answers while the bad route's clients wait")
+	require.Equal(t, 200, code)
+
+	// The bad route's clients leave: after the grace period its handlers no longer count.
+	leave()
+	require.Eventually(t, func() bool { g, _ := httpGateStats(s, "net/http"); return g.InUse == 0 && g.Waiting == 0 },
+		20*time.Second, time.Millisecond, "the gate stays held by handlers whose clients left")
+	running := stuck.Load()
+	g, _ = httpGateStats(s, "net/http")
+	t.Logf("bad clients gone: %d bad handlers still running, shared gate %d/%d in use", running, g.InUse, g.Size)
+	code, err = get("/good")
+	require.NoError(t, err)
+	require.Equal(t, 200, code)
+	code, err = get("/debug/pprof/")
+	require.NoError(t, err)
+	require.Equal(t, 200, code)
+}
+
+func TestHTTPAdapterConfigRouteShare(t *testing.T) {
+	for _, v := range []float64{-0.1, 1.5} {
+		err := Config{HTTPAdapter: HTTPAdapterConfig{MaxRouteShare: v}}.Validate()
+		require.ErrorContains(t, err, "Config.HTTPAdapter.MaxRouteShare")
+	}
+	require.NoError(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxRouteShare: 1, AbandonAfter: -1}}.Validate())
+}
