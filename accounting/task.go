@@ -44,7 +44,7 @@ var TaskStateNames = [NumTaskStates]string{StateReady, StateRunning, StateParked
 // Task kinds (TaskSample.Kind).
 const (
 	KindRequest    = "request"    // a request's handler
-	KindBackground = "background" // a task started with Server.Go or Server.Every
+	KindBackground = "background" // a task started with Loop.Go or Loop.Every
 )
 
 // TaskSample is one task's figures at one instant, plain data: the loop fills it from the

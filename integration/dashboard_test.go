@@ -81,7 +81,7 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		c.NoContent()
 	})
-	ticker := srv.Go("matchmaker", func(task *loop.Task) {
+	ticker := srv.Loop(0).Go("matchmaker", func(task *loop.Task) {
 		for task.Sleep(20*time.Millisecond) == nil {
 			burn(500 * time.Microsecond)
 		}

@@ -85,7 +85,7 @@ func testClientNeverReads(t *testing.T, m mode) {
 	// which TCP's zero-window probing can delay for long.)
 	waitFor(t, func() bool {
 		done := make(chan int, 1)
-		if s.Post(func() { done <- len(s.conns.all) }) != nil {
+		if s.Loop(0).Post(func() { done <- len(s.conns.all) }) != nil {
 			return false
 		}
 		return <-done == 1 // only the normal client is left
@@ -230,7 +230,7 @@ func testAbruptCloseAndHugeClaims(t *testing.T, m mode) {
 	// Every connection of this test is gone from the server's books.
 	waitFor(t, func() bool {
 		done := make(chan int, 1)
-		if s.Post(func() { done <- len(s.conns.all) }) != nil {
+		if s.Loop(0).Post(func() { done <- len(s.conns.all) }) != nil {
 			return false
 		}
 		return <-done == 0

@@ -81,9 +81,9 @@ func benchTickLateness(b *testing.B, rooms int, period time.Duration, precise bo
 	// made over one period, from a task, so that their deadlines spread over it.
 	stopped := make(chan struct{})
 	var handles []*TaskHandle
-	s.Go("tickers-setup", func(t *Task) {
+	s.Loop(0).Go("tickers-setup", func(t *Task) {
 		for i := range rooms {
-			handles = append(handles, s.Go(fmt.Sprint("r", i), func(tk *Task) {
+			handles = append(handles, s.Loop(0).Go(fmt.Sprint("r", i), func(tk *Task) {
 				next := s.nanotime() + int64(period)
 				for {
 					if err := tk.Sleep(time.Duration(next - s.nanotime())); err != nil {

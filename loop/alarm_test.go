@@ -42,7 +42,7 @@ func TestDueTimerFiresOnTrafficTurn(t *testing.T) {
 		s.Handle("GET /ping", func(c *Ctx) { c.String(200, "pong") })
 	})
 	asleep, woke := make(chan time.Time, 1), make(chan time.Time, 1)
-	s.Go("sleeper", func(tk *Task) {
+	s.Loop(0).Go("sleeper", func(tk *Task) {
 		asleep <- time.Now()
 		if tk.Sleep(time.Millisecond) == nil {
 			woke <- time.Now()

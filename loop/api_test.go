@@ -112,7 +112,7 @@ func TestTimedWaits(t *testing.T) {
 			waiting := make(chan struct{}, 1)
 			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 				s.Handle("GET /poll", func(c *Ctx) {
-					fut := NewFuture[string](s)
+					fut := NewFuture[string](s.loopRef)
 					f.Store(fut)
 					waiting <- struct{}{}
 					d, _ := time.ParseDuration(c.Query("wait"))
@@ -127,7 +127,7 @@ func TestTimedWaits(t *testing.T) {
 					}
 				})
 				s.Handle("GET /event", func(c *Ctx) {
-					err := NewEvent(s).WaitTimeout(c, 20*time.Millisecond)
+					err := NewEvent(s.loopRef).WaitTimeout(c, 20*time.Millisecond)
 					c.String(200, fmt.Sprint(errors.Is(err, ErrTimeout)))
 				})
 			})
@@ -156,7 +156,7 @@ func TestTimedWaits(t *testing.T) {
 func TestDrainSignalEndsLongPolls(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	hooks := make(chan struct{}, 1)
-	s.OnDrain(func() { hooks <- struct{}{} })
+	s.Loop(0).OnDrain(func() { hooks <- struct{}{} })
 	parked := make(chan struct{})
 	s.Handle("GET /poll", func(c *Ctx) {
 		close(parked)
@@ -189,7 +189,7 @@ func TestBackgroundNamesAndStop(t *testing.T) {
 	stopped := make(chan error, 1)
 	var h *TaskHandle
 	_, addr := startServer(t, Config{}, func(s *Server) {
-		h = s.Go("matchmaker", func(t *Task) {
+		h = s.Loop(0).Go("matchmaker", func(t *Task) {
 			defer func() { stopped <- t.Err() }()
 			_ = t.Sleep(time.Hour)
 		})

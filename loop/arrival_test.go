@@ -97,7 +97,7 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 					s.Handle(fmt.Sprintf("GET /light%d", i), func(c *Ctx) { c.String(200, "ok") })
 				}
 			})
-			hog := s.Every("room:heavy", 50*time.Millisecond, func(*Task) { spinFor(30 * time.Millisecond) })
+			hog := s.Loop(0).Every("room:heavy", 50*time.Millisecond, func(*Task) { spinFor(30 * time.Millisecond) })
 			defer hog.Stop()
 
 			conn, err := net.Dial("tcp", addr)

@@ -19,7 +19,7 @@ var errLoopSlow = errors.New("loop: the loop did not answer (stalled?)")
 func askLoop[T any](ctx context.Context, s *Server, wait time.Duration, fn func() T) (T, error) {
 	got := make(chan T, 1) // buffered: a late answer must not block the loop
 	var zero T
-	if err := s.Post(func() { got <- fn() }); err != nil {
+	if err := s.post(func() { got <- fn() }); err != nil {
 		return zero, err
 	}
 	t := time.NewTimer(wait)

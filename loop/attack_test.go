@@ -232,7 +232,7 @@ func TestAttackEveryTasksAreCounted(t *testing.T) {
 	ticked := make(chan struct{}, 1)
 	var h *TaskHandle
 	s, addr := startServer(t, Config{}, func(s *Server) {
-		h = s.Every("tick", time.Millisecond, func(t *Task) {
+		h = s.Loop(0).Every("tick", time.Millisecond, func(t *Task) {
 			select {
 			case ticked <- struct{}{}:
 			default:
@@ -242,12 +242,12 @@ func TestAttackEveryTasksAreCounted(t *testing.T) {
 	})
 	<-ticked
 	snap := make(chan accounting.LoopSnapshot, 1)
-	require.NoError(t, s.Post(func() { snap <- s.snapshotLoop() }))
+	require.NoError(t, s.Loop(0).Post(func() { snap <- s.snapshotLoop() }))
 	before := <-snap
 	require.GreaterOrEqual(t, before.LiveTasks(), int64(1))
 	h.Stop()
 	waitDone(t, "stopped Every", h.Done())
-	require.NoError(t, s.Post(func() { snap <- s.snapshotLoop() }))
+	require.NoError(t, s.Loop(0).Post(func() { snap <- s.snapshotLoop() }))
 	after := <-snap
 	require.Equal(t, before.LiveTasks()-1, after.LiveTasks())
 	_, body := dial(t, addr).get("/debug/baton/tasks")

@@ -8,7 +8,7 @@ import (
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
-// TaskHandle controls a background task started with Server.Go or Server.Every: a game
+// TaskHandle controls a background task started with Loop.Go, Loop.Every or Loop.Start: a game
 // tick per match is stopped when the match ends. Safe for concurrent use.
 type TaskHandle struct {
 	srv      *Server
@@ -37,7 +37,7 @@ func (h *TaskHandle) Name() string { return h.name }
 // Safe for concurrent use, also from the task itself.
 func (h *TaskHandle) Stop() {
 	h.stopOnce.Do(func() {
-		if h.srv.Post(h.stopOnLoop) != nil {
+		if h.srv.post(h.stopOnLoop) != nil {
 			h.end() // the loop is gone: so is the task
 		}
 	})
@@ -64,11 +64,15 @@ func (h *TaskHandle) end() {
 	}
 }
 
-// Go starts fn as a background task on the loop, named name on the stats pages, in the
+// Go starts fn as a background task on this loop, named name on the stats pages, in the
 // stall log and in CPU accounting: like a handler it may park (Sleep, Yield, Await) and
-// shares loop state without locks. Its Context is cancelled when the task is stopped or the
-// server stops. The task starts once the server is ready. Safe for concurrent use.
-func (s *Server) Go(name string, fn func(t *Task)) *TaskHandle {
+// shares the loop's state without locks. Its Context is cancelled when the task is stopped
+// or the server stops. The task starts once the server is ready (Start starts one at once,
+// from the loop). Safe for concurrent use.
+func (l *Loop) Go(name string, fn func(t *Task)) *TaskHandle { return l.srv.goTask(name, fn) }
+
+// goTask is Loop.Go for this loop's Server.
+func (s *Server) goTask(name string, fn func(t *Task)) *TaskHandle {
 	if fn == nil {
 		panic("loop: Go(" + name + ", nil)")
 	}
@@ -77,12 +81,13 @@ func (s *Server) Go(name string, fn func(t *Task)) *TaskHandle {
 	return h
 }
 
-// Every runs fn on the loop every d as one background task named name: a game tick that
+// Every runs fn on this loop every d as one background task named name: a game tick that
 // shares state with handlers without locks. Ticks follow absolute deadlines (start + k·d),
 // so they do not drift; a tick that runs late is not repeated (missed deadlines are
 // skipped, not bunched). A panicking tick is logged and the next tick runs. It stops when
 // its handle is stopped or the server stops. Safe for concurrent use.
-func (s *Server) Every(name string, d time.Duration, fn func(t *Task)) *TaskHandle {
+func (l *Loop) Every(name string, d time.Duration, fn func(t *Task)) *TaskHandle {
+	s := l.srv
 	if d <= 0 {
 		panic("loop: Every(" + name + "): non-positive interval")
 	}
@@ -133,7 +138,7 @@ func (s *Server) spawnBackground(h *TaskHandle, fn func(t *Task)) {
 	s.pendingMu.Lock()
 	s.pending[h] = struct{}{}
 	s.pendingMu.Unlock()
-	err := s.Post(func() {
+	err := s.post(func() {
 		s.pendingMu.Lock()
 		delete(s.pending, h)
 		s.pendingMu.Unlock()

@@ -165,7 +165,7 @@ func TestChainMiddleHandlerParks(t *testing.T) {
 	var ev *Event
 	r := newChainRig(t, Config{}, func(s *Server) {
 		echoRoutes(s)
-		ev = NewEvent(s)
+		ev = NewEvent(s.loopRef)
 		s.Handle("GET /wait", func(c *Ctx) {
 			if err := ev.Wait(c); err != nil {
 				c.String(500, err.Error())

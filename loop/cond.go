@@ -14,7 +14,7 @@ import (
 // fires, and a Broadcast with nobody waiting allocates nothing.
 //
 // Safe for concurrent use in both modes, like Event: Broadcast may be called from any
-// goroutine (loop tasks are woken through the door, as Server.Post would), and any task,
+// goroutine (loop tasks are woken through the door, as Loop.Post would), and any task,
 // request handler or goroutine-backed handler may Wait.
 //
 // A loop task that checks a condition and then Waits cannot miss a Broadcast in between
@@ -30,7 +30,7 @@ type Cond struct {
 }
 
 // NewCond returns a Cond for tasks of s. Safe for concurrent use.
-func NewCond(s *Server) *Cond { return &Cond{srv: s, cur: &signal{srv: s}} }
+func NewCond(l *Loop) *Cond { return &Cond{srv: l.srv, cur: &signal{srv: l.srv}} }
 
 // Broadcast wakes every task waiting now; a later Wait waits for the next Broadcast. It
 // does not allocate when nobody waits. Safe for concurrent use.

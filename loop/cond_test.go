@@ -20,7 +20,7 @@ func TestCondBroadcastWakesWaitersAndIsReusable(t *testing.T) {
 			var parked atomic.Int32
 			var cond *Cond
 			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-				cond = NewCond(s)
+				cond = NewCond(s.loopRef)
 				s.Handle("GET /wait", func(c *Ctx) {
 					parked.Add(1)
 					err := cond.WaitTimeout(c, time.Minute)
@@ -69,13 +69,13 @@ func TestCondBroadcastWakesWaitersAndIsReusable(t *testing.T) {
 // not woken by it (the Cond keeps no "set" state); the next Broadcast wakes them all.
 func TestCondWaitIsForTheNextBroadcast(t *testing.T) {
 	s, _ := startServer(t, Config{}, nil)
-	cond := NewCond(s)
+	cond := NewCond(s.loopRef)
 	var waiting atomic.Int32
 	woke := make(chan string, 3)
 	inLoop(t, s, func() {
 		cond.Broadcast() // nobody waits: nothing to wake, nothing remembered
 		for i := range 3 {
-			s.Go(fmt.Sprint("waiter", i), func(tk *Task) {
+			s.Loop(0).Go(fmt.Sprint("waiter", i), func(tk *Task) {
 				waiting.Add(1)
 				if err := cond.Wait(tk); err == nil { // parks in the same slice
 					woke <- tk.Name()
@@ -103,7 +103,7 @@ func TestCondWaitIsForTheNextBroadcast(t *testing.T) {
 // nothing while no long-poll waits.
 func TestCondBroadcastWithoutWaitersAllocatesNothing(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0"})
-	cond := NewCond(s)
+	cond := NewCond(s.loopRef)
 	assert.Zero(t, testing.AllocsPerRun(1000, cond.Broadcast))
 	assert.EqualValues(t, 1001, cond.Broadcasts())
 }

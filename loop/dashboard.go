@@ -90,7 +90,7 @@ type dashHub struct {
 
 // dashboard returns the server's hub, creating it on first use.
 func (s *Server) dashboard() *dashHub {
-	s.dashOnce.Do(func() { s.dash = &dashHub{s: s, next: NewFuture[[]byte](s)} })
+	s.dashOnce.Do(func() { s.dash = &dashHub{s: s, next: NewFuture[[]byte](s.loopRef)} })
 	return s.dash
 }
 
@@ -135,7 +135,7 @@ func (h *dashHub) run() {
 		frame := h.frame()
 		h.mu.Lock()
 		f := h.next
-		h.next, h.last = NewFuture[[]byte](h.s), frame
+		h.next, h.last = NewFuture[[]byte](h.s.loopRef), frame
 		idle := h.subs == 0
 		if idle {
 			h.running = false

@@ -105,7 +105,7 @@ func TestDefectStreamChunksReachTheWireAtOnce(t *testing.T) {
 					w := c.Stream(200, "text/plain")
 					for i := 0; i < 5; i++ {
 						mu.Lock()
-						ev := NewEvent(s)
+						ev := NewEvent(s.loopRef)
 						next = ev
 						mu.Unlock()
 						_, _ = fmt.Fprintf(w, "chunk%d;", i)

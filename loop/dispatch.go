@@ -335,7 +335,7 @@ func (s *Server) runGoroutine(c *Ctx) {
 		if v != nil {
 			stack = debug.Stack()
 		}
-		_ = s.Post(func() {
+		_ = s.post(func() {
 			if v != nil {
 				s.handlerPanicked(c, g.gid, v, stack)
 				return

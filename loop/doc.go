@@ -7,21 +7,21 @@
 // with package httpcodec and runs each request's handler as a task of package scheduler: plain
 // sequential Go that may park (Ctx.Sleep, Future.Await, Ctx.Yield, offloaded work) while other
 // tasks run. Only one task runs at any instant, so handlers, background tasks started with
-// Server.Go and Server.Every, and functions posted with Server.Post may read and write shared
+// Loop.Go and Loop.Every, and functions posted with Loop.Post may read and write shared
 // state with no mutex, and the race detector agrees.
 //
 // Handlers must never block the loop thread: no channel receives, no time.Sleep, no blocking
 // syscalls. Park through the Ctx instead, or hand blocking work to another goroutine and
-// resume through a Future resolved via Server.Post.
+// resume through a Future resolved via Loop.Post.
 //
 // # Goroutines
 //
 // Every method says where it may be called:
 //   - "loop-confined": only from a handler, a background task, or a function posted with
-//     Server.Post (all of which run on the loop goroutine).
+//     Loop.Post (all of which run on the loop goroutine).
 //   - "safe for concurrent use": from any goroutine.
 //
-// Server.Post is the one door through which other goroutines get code run on the loop.
+// Loop.Post is the one door through which other goroutines get code run on the loop.
 //
 // # Connections
 //
@@ -39,13 +39,13 @@
 //
 // # Background tasks, middleware, shutdown
 //
-// Server.Go and Server.Every start named background tasks on the loop and return a
+// Loop.Go and Loop.Every start named background tasks on the loop and return a
 // TaskHandle that stops them. Server.Use and Server.Group wrap handlers in middleware, which
 // hands request-scoped values on with Ctx.SetValue. Future and Event are safe for concurrent
 // use; their AwaitTimeout and WaitTimeout bound a wait (a long poll). Shutdown drains: the
 // Server.Draining event is set and OnDrain hooks run, work in flight finishes, and
 // DrainReport says what was drained. Future, Event and Cond (a reusable broadcast signal)
-// let tasks wait for each other; Server.HoldDrain keeps a drain open until work started
+// let tasks wait for each other; Loop.HoldDrain keeps a drain open until work started
 // on the loop is saved. Package looptest starts a server in a test.
 //
 // # Games: rooms, WebSocket, health
@@ -66,9 +66,10 @@
 // listening on Config.Addr with SO_REUSEPORT so the kernel spreads connections over them.
 // Handle and the other registration methods apply to every shard; ListenAndServe,
 // Shutdown, the health checks, Snapshot and the stats pages cover them all. A handler's
-// state stays lock-free when it is per shard (Ctx.Shard says which shard runs it, and
-// Ctx.Server returns that shard's Server, to give to NewRoom, NewFuture and Go); shards
-// talk through Server.Loop(i).Post, and Server.LoopFor maps a key (a room id) to a loop.
+// state stays lock-free when it is per loop (Ctx.Loop says which loop runs it: give it to
+// room.New, NewFuture, NewEvent and NewCond, and call its Go, Every, OnDrain and
+// HoldDrain); loops talk through Server.Loop(i).Post, and Server.LoopFor maps a key (a
+// room id) to a loop. The Server is the process: what it does covers every loop.
 // The offload pool is shared (docs/design.md, "Shards").
 //
 // # Ecosystem
@@ -79,7 +80,7 @@
 // also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
-// ExampleServer_Every (a stoppable tick), ExampleServer_Shutdown (a drain), ExampleNewRoom,
+// ExampleLoop_Every (a stoppable tick), ExampleServer_Shutdown (a drain),
 // ExampleCtx_Upgrade and ExampleCtx_UpgradeTo (WebSocket in both forms),
 // and ExampleServer_HandleHTTP.
 package loop

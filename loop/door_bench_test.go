@@ -19,7 +19,7 @@ func BenchmarkPostRoundTrip(b *testing.B) {
 	back := make(chan struct{})
 	fn := func() { back <- struct{}{} }
 	for range 1000 { // warm up
-		if err := s.Post(fn); err != nil {
+		if err := s.Loop(0).Post(fn); err != nil {
 			b.Fatal(err)
 		}
 		<-back
@@ -29,7 +29,7 @@ func BenchmarkPostRoundTrip(b *testing.B) {
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
 	for range b.N {
-		if err := s.Post(fn); err != nil {
+		if err := s.Loop(0).Post(fn); err != nil {
 			b.Fatal(err)
 		}
 		<-back

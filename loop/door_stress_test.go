@@ -80,7 +80,7 @@ func TestPostNoLostWakes(t *testing.T) {
 			defer pwg.Done()
 			for i := range each {
 				done := make(chan struct{})
-				err := s.Post(func() {
+				err := s.Loop(0).Post(func() {
 					if next[g] != i {
 						bad.Add(1)
 					}
@@ -110,7 +110,7 @@ func TestPostNoLostWakes(t *testing.T) {
 	cwg.Wait()
 
 	got := make(chan []int, 1)
-	require.NoError(t, s.Post(func() { got <- append([]int(nil), next...) }))
+	require.NoError(t, s.Loop(0).Post(func() { got <- append([]int(nil), next...) }))
 	var r []int
 	select {
 	case r = <-got:

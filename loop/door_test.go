@@ -186,7 +186,7 @@ func TestPostFIFOPerGoroutine(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := range each {
-						assert.NoError(t, s.Post(func() {
+						assert.NoError(t, s.Loop(0).Post(func() {
 							if next[g] != i {
 								bad.Add(1)
 							}
@@ -197,7 +197,7 @@ func TestPostFIFOPerGoroutine(t *testing.T) {
 			}
 			wg.Wait()
 			done := make(chan []int, 1)
-			require.NoError(t, s.Post(func() { done <- append([]int(nil), next...) }))
+			require.NoError(t, s.Loop(0).Post(func() { done <- append([]int(nil), next...) }))
 			got := <-done
 			for g := range goroutines {
 				assert.Equal(t, each, got[g], "goroutine %d", g)
@@ -236,7 +236,7 @@ func TestPostDuringShutdown(t *testing.T) {
 					return
 				default:
 				}
-				err := s.Post(func() {
+				err := s.Loop(0).Post(func() {
 					if stopped.Load() {
 						late.Add(1)
 					}
@@ -259,7 +259,7 @@ func TestPostDuringShutdown(t *testing.T) {
 	require.NoError(t, s.Shutdown(ctx))
 	require.ErrorIs(t, <-errc, ErrServerClosed)
 	stopped.Store(true)
-	require.ErrorIs(t, s.Post(func() { late.Add(1) }), ErrServerClosed)
+	require.ErrorIs(t, s.Loop(0).Post(func() { late.Add(1) }), ErrServerClosed)
 	close(quit)
 	wg.Wait()
 	assert.Zero(t, late.Load(), "functions ran after the loop stopped")
@@ -275,11 +275,11 @@ func TestPostAllocs(t *testing.T) {
 	back := make(chan struct{})
 	fn := func() { back <- struct{}{} }
 	for range 100 {
-		require.NoError(t, s.Post(fn))
+		require.NoError(t, s.Loop(0).Post(fn))
 		<-back
 	}
 	allocs := testing.AllocsPerRun(500, func() {
-		if err := s.Post(fn); err != nil {
+		if err := s.Loop(0).Post(fn); err != nil {
 			t.Error(err)
 		}
 		<-back
@@ -337,7 +337,7 @@ func TestPostBeforeStartRunsOnceReady(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	ran := make(chan int, 3)
 	for i := range 3 {
-		require.NoError(t, s.Post(func() {
+		require.NoError(t, s.Loop(0).Post(func() {
 			select {
 			case <-s.Ready():
 			default:

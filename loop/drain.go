@@ -85,11 +85,12 @@ func (s *Server) checkDrained() {
 // Safe for concurrent use.
 func (s *Server) Draining() *Event { return s.drainSig }
 
-// OnDrain registers fn to run on the loop when Shutdown begins, before the server waits for
+// OnDrain registers fn to run on this loop when Shutdown begins, before the server waits for
 // work in flight and before WebSockets get their close frame: tell players (what fn sends
 // them is queued ahead of the close), stop accepting matchmaking, stop tick tasks. Hooks
 // run in registration order. fn must not block. Safe for concurrent use; functions registered after the drain began do not run.
-func (s *Server) OnDrain(fn func()) {
+func (l *Loop) OnDrain(fn func()) {
+	s := l.srv
 	s.hooksMu.Lock()
 	s.onDrain = append(s.onDrain, fn)
 	s.hooksMu.Unlock()

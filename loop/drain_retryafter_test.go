@@ -16,7 +16,7 @@ import (
 // flight still completes.
 func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
-	release := NewEvent(s)
+	release := NewEvent(s.loopRef)
 	var holding atomic.Bool
 	s.Handle("GET /hold", func(c *Ctx) {
 		holding.Store(true)

@@ -1,6 +1,6 @@
 package loop
 
-// HoldDrain keeps a graceful shutdown from finishing until release is called: a Server.Go
+// HoldDrain keeps a graceful shutdown from finishing until release is called: a Loop.Go
 // task that flushes a write-behind buffer, or finishes a batch it has started, calls it
 // when it starts (or when it sees Draining) and releases when its work is safely done.
 // The drain then waits for it as it waits for requests in flight and rooms; the Shutdown
@@ -9,11 +9,12 @@ package loop
 // until the deadline.
 //
 // Loop-confined: call HoldDrain and release on the loop (a background task, a handler in
-// single-thread mode, a room's tick, a function passed to Server.Post). Holding before the
+// single-thread mode, a room's tick, a function passed to Loop.Post). Holding before the
 // drain begins is allowed and is how a task that must always finish its work says so; a
 // hold counts from the call on (a Go task that had not started when the drain ended does
 // not run: take the hold from Post or a handler when it must).
-func (s *Server) HoldDrain() (release func()) {
+func (l *Loop) HoldDrain() (release func()) {
+	s := l.srv
 	s.drain.holds++
 	released := false
 	return func() {

@@ -15,10 +15,10 @@ import (
 // nothing.
 func TestHoldDrainKeepsShutdownOpen(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
-	finish := NewEvent(s)
+	finish := NewEvent(s.loopRef)
 	var holding, sawDrain, flushed atomic.Bool
-	s.Go("flusher", func(tk *Task) {
-		release := s.HoldDrain()
+	s.Loop(0).Go("flusher", func(tk *Task) {
+		release := s.Loop(0).HoldDrain()
 		holding.Store(true)
 		defer release()
 		defer release() // idempotent: the hold is counted once
@@ -59,7 +59,7 @@ func TestHoldDrainKeepsShutdownOpen(t *testing.T) {
 func TestHoldDrainForcedByDeadline(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	held := make(chan struct{})
-	require.NoError(t, s.Post(func() { s.HoldDrain(); close(held) })) // never released
+	require.NoError(t, s.Loop(0).Post(func() { s.Loop(0).HoldDrain(); close(held) })) // never released
 	errc := serveInBackground(t, s)
 	<-held
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -90,11 +90,11 @@ func Example_offload() {
 
 // A game tick per match, stopped when the match ends. Ticks run on the loop and share the
 // match state with handlers without locks.
-func ExampleServer_Every() {
+func ExampleLoop_Every() {
 	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quiet()})
 	ticks := 0 // the match's state: touched only on the loop
 	var tick *loop.TaskHandle
-	tick = s.Every("match 1", 5*time.Millisecond, func(t *loop.Task) {
+	tick = s.Loop(0).Every("match 1", 5*time.Millisecond, func(t *loop.Task) {
 		ticks++
 		if ticks == 3 {
 			tick.Stop() // the match ended: no more ticks

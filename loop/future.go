@@ -89,7 +89,7 @@ func (g *signal) channel() <-chan struct{} {
 // without blocking the loop: a matchmaking request parks until a match is made.
 //
 // A Future is safe for concurrent use in both modes: Resolve may be called from any
-// goroutine (waiters on the loop are woken through the door, as Server.Post would), and
+// goroutine (waiters on the loop are woken through the door, as Loop.Post would), and
 // any task, request handler or goroutine-backed handler, may Await it.
 type Future[T any] struct {
 	sig signal
@@ -98,7 +98,8 @@ type Future[T any] struct {
 }
 
 // NewFuture returns an unresolved Future for tasks of s. Safe for concurrent use.
-func NewFuture[T any](s *Server) *Future[T] {
+func NewFuture[T any](l *Loop) *Future[T] {
+	s := l.srv
 	return &Future[T]{sig: signal{srv: s}}
 }
 
@@ -137,7 +138,7 @@ func (f *Future[T]) Done() bool { return f.sig.isSet() }
 type Event struct{ sig signal }
 
 // NewEvent returns an unset Event for tasks of s. Safe for concurrent use.
-func NewEvent(s *Server) *Event { return &Event{sig: signal{srv: s}} }
+func NewEvent(l *Loop) *Event { return &Event{sig: signal{srv: l.srv}} }
 
 // Set marks the event and wakes every waiter; later calls do nothing. Safe for concurrent
 // use.

@@ -94,7 +94,7 @@ func TestHeadInBufQueuedRequestKeepsItsHead(t *testing.T) {
 	var ev *Event
 	var seen []seenHead
 	r := newChainRig(t, Config{RequestConcurrency: 1, MaxQueueLength: 4}, func(s *Server) {
-		ev = NewEvent(s)
+		ev = NewEvent(s.loopRef)
 		s.Handle("GET /hold", func(c *Ctx) {
 			_ = ev.Wait(c)
 			c.String(200, "held")
@@ -131,7 +131,7 @@ func TestHeadInBufNotInMultiThread(t *testing.T) {
 	r := newChainRig(t, Config{MultiThread: true}, func(s *Server) {
 		s.Handle("GET /p/{id}", func(c *Ctx) {
 			h := readHead(c)
-			require.NoError(t, s.Post(func() { seen = append(seen, h) }))
+			require.NoError(t, s.Loop(0).Post(func() { seen = append(seen, h) }))
 			c.String(200, c.PathValue("id"))
 		})
 	})

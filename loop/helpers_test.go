@@ -180,7 +180,7 @@ func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
 func inLoop(t testing.TB, s *Server, fn func()) {
 	t.Helper()
 	done := make(chan struct{})
-	require.NoError(t, s.Post(func() { defer close(done); fn() }))
+	require.NoError(t, s.Loop(0).Post(func() { defer close(done); fn() }))
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

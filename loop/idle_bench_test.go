@@ -46,7 +46,7 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 		runtime.GC()
 		after := rss(b)
 		open := make(chan int, 1)
-		_ = s.Post(func() { open <- len(s.conns.all) })
+		_ = s.Loop(0).Post(func() { open <- len(s.conns.all) })
 		if got := <-open; got != n {
 			b.Fatalf("%d connections open on the server, want %d", got, n)
 		}

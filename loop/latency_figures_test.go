@@ -143,7 +143,7 @@ func TestKeepAliveLatencyExcludesIdleGap(t *testing.T) {
 				})
 				s.Handle("GET /ka/{n}", func(c *Ctx) { c.String(200, "ok") })
 			})
-			ticking := s.Every("room:ticking", 20*time.Millisecond, func(*Task) { spinFor(tick) })
+			ticking := s.Loop(0).Every("room:ticking", 20*time.Millisecond, func(*Task) { spinFor(tick) })
 			defer ticking.Stop()
 
 			conn, err := net.Dial("tcp", addr)

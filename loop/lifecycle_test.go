@@ -67,13 +67,13 @@ func TestLifecycleTable(t *testing.T) {
 		{"Done", func(t *testing.T, s *Server) { waitDone(t, "Done", s.Done()) }},
 		{"Ready", func(t *testing.T, s *Server) { waitDone(t, "Ready", s.Ready()) }},
 		{"DrainReport", func(t *testing.T, s *Server) { returns(t, "DrainReport", func() { s.DrainReport() }) }},
-		{"Post", func(t *testing.T, s *Server) { assert.ErrorIs(t, s.Post(func() {}), ErrServerClosed) }},
+		{"Post", func(t *testing.T, s *Server) { assert.ErrorIs(t, s.Loop(0).Post(func() {}), ErrServerClosed) }},
 		{"ListenAndServe", func(t *testing.T, s *Server) {
 			returns(t, "ListenAndServe", func() { assert.ErrorIs(t, s.ListenAndServe(), ErrServerClosed) })
 		}},
-		{"Go", func(t *testing.T, s *Server) { waitDone(t, "Go handle", s.Go("x", func(*Task) {}).Done()) }},
+		{"Go", func(t *testing.T, s *Server) { waitDone(t, "Go handle", s.Loop(0).Go("x", func(*Task) {}).Done()) }},
 		{"Every", func(t *testing.T, s *Server) {
-			waitDone(t, "Every handle", s.Every("x", time.Second, func(*Task) {}).Done())
+			waitDone(t, "Every handle", s.Loop(0).Every("x", time.Second, func(*Task) {}).Done())
 		}},
 	}
 	stops := []struct {

@@ -73,13 +73,16 @@ func (l *Loop) Index() int { return l.srv.shardIdx }
 // posted from one goroutine, or from one task of any loop, run in the order they were
 // posted. It returns ErrServerClosed once the loop no longer runs posted functions. Any
 // goroutine.
-func (l *Loop) Post(fn func()) error { return l.srv.Post(fn) }
+func (l *Loop) Post(fn func()) error { return l.srv.post(fn) }
 
-// Server returns the loop's own Server: give it to NewRoom, NewFuture, NewEvent, NewCond,
-// Go or Every for a room, a wait or a task on this loop, and call them on this loop (in a
-// function passed to Post) or before ListenAndServe. Its lifecycle methods, Handle and the
-// stats cover the whole server, as on the Server New returned. Any goroutine.
-func (l *Loop) Server() *Server { return l.srv }
+// Server returns the Server the loop belongs to: the process, as New returned it. Any
+// goroutine.
+func (l *Loop) Server() *Server {
+	if l.srv.shards != nil {
+		return l.srv.shards.all[0]
+	}
+	return l.srv
+}
 
 // DrainReport returns what this loop's graceful shutdown drained; it waits until the loop
 // has stopped. Any goroutine.
@@ -89,8 +92,7 @@ func (l *Loop) DrainReport() DrainReport {
 }
 
 // Loop returns the loop the task runs on: for a request, the loop its connection landed
-// on. Task.Server returns that loop's Server. From the task itself (Ctx.Loop in a
-// handler).
+// on. From the task itself (Ctx.Loop in a handler).
 func (t *Task) Loop() *Loop { return t.srv.loopRef }
 
 // OnLoop reports whether the caller runs on this loop: a handler in single-thread mode, a
@@ -120,7 +122,7 @@ func (l *Loop) Phase() string {
 }
 
 // Start starts fn as a background task on this loop now, named name on the stats pages,
-// in the stall log and in CPU accounting, like Server.Go but without the round trip
+// in the stall log and in CPU accounting, like Loop.Go but without the round trip
 // through Post: the handle's Task is there at once. Its first slice runs in this loop
 // turn's pump. Loop-confined: from a task or a function of this loop (a feature making the
 // task of an object it creates on the loop, such as a room's tick task).
@@ -174,7 +176,7 @@ func (l *Loop) SetValue(key, v any) {
 	s.values[key] = v
 }
 
-// spawnOnLoop starts fn as a background task named name on the loop now, as Server.Go
+// spawnOnLoop starts fn as a background task named name on the loop now, as Loop.Go
 // does once its posted start runs. Loop-confined.
 func (s *Server) spawnOnLoop(name string, fn func(t *Task)) *Task {
 	bt := &Task{srv: s, ops: loopTask{}, name: name}

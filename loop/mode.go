@@ -115,7 +115,7 @@ func (loopMode) onLoop(_ *Ctx, fn func()) { fn() }
 
 // offLoop runs fn in a goroutine while c's task parks.
 func (m loopMode) offLoop(c *Ctx, fn func()) {
-	ev := NewEvent(m.s)
+	ev := NewEvent(m.s.loopRef)
 	go func() {
 		fn()
 		ev.Set()
@@ -190,7 +190,7 @@ func (m goroutineMode) flush(c *Ctx) error {
 // onLoop runs fn on the loop through the door and waits for it.
 func (m goroutineMode) onLoop(c *Ctx, fn func()) {
 	done := make(chan struct{})
-	if m.s.Post(func() { fn(); close(done) }) != nil {
+	if m.s.post(func() { fn(); close(done) }) != nil {
 		return
 	}
 	select {

@@ -333,7 +333,7 @@ func (s *Server) HandleHTTP(pattern string, h http.Handler, opts ...RouteOption)
 //
 // h must not touch loop-owned state (Ctx, Task, anything a handler of this server owns
 // without locks): it runs concurrently with the loop. To reach the loop it may call
-// Server.Post, and it may use anything safe for concurrent use. A panic in h is answered
+// Loop.Post, and it may use anything safe for concurrent use. A panic in h is answered
 // with 500 (or cuts a begun response short) and logged; the server goes on.
 func HTTPHandler(h http.Handler) HandlerFunc {
 	if h == nil {

@@ -13,7 +13,7 @@ import (
 // handler. Such a request is admitted as soon as its head is parsed and routed; the loop
 // then decodes body bytes as they arrive into a bounded pipe that the handler's
 // Request.Body reads on the handler's goroutine. While the pipe is full the loop leaves the
-// connection's input in gnet's buffer; the handler's Read wakes the loop (Server.Post)
+// connection's input in gnet's buffer; the handler's Read wakes the loop (Loop.Post)
 // once it has made room. Native handlers (Ctx.Body) keep the buffered body.
 
 // bodyPipeBytes bounds the decoded body bytes held for one streamed request: the handler
@@ -130,7 +130,7 @@ func (p *bodyPipe) fail(err error) {
 
 // postStream runs fn on the loop for p's connection if p is still its streamed body.
 func (s *Server) postStream(p *bodyPipe, fn func(*Server, *conn)) {
-	_ = s.Post(func() {
+	_ = s.post(func() {
 		cs := p.cs
 		if cs.stream != p || cs.state == connClosed {
 			return

@@ -21,7 +21,7 @@ func TestRetryAfterFreshServerBoundedByOldestRunning(t *testing.T) {
 			var started atomic.Int32
 			var release *Event
 			s, addr := startServer(t, Config{MultiThread: mt, RequestConcurrency: 1, MaxQueueLength: 1}, func(s *Server) {
-				release = NewEvent(s)
+				release = NewEvent(s.loopRef)
 				s.Handle("GET /slow", func(c *Ctx) {
 					started.Add(1)
 					_ = release.Wait(c)
@@ -35,7 +35,7 @@ func TestRetryAfterFreshServerBoundedByOldestRunning(t *testing.T) {
 			queued.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 			require.Eventually(t, func() bool {
 				q := make(chan int, 1)
-				require.NoError(t, s.Post(func() { q <- s.adm.stats().Queued }))
+				require.NoError(t, s.Loop(0).Post(func() { q <- s.adm.stats().Queued }))
 				return <-q == 1
 			}, 10*time.Second, time.Millisecond)
 			const held = 1200 * time.Millisecond

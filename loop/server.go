@@ -160,7 +160,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 	s.adm = newAdmission(cfg.RequestConcurrency, cfg.MaxQueueLength)
 	s.panicLog = recorder.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
 	s.refusalLog = recorder.NewLogLimiter(1, 10*time.Second) // one line per overload episode
-	s.drainSig = NewEvent(s)
+	s.drainSig = NewEvent(s.loopRef)
 	s.drains.srv = s
 	s.setMode(cfg.MultiThread) // mode.go
 	s.sched = scheduler.New(scheduler.Config{
@@ -277,7 +277,7 @@ func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []R
 // run once it is. Post returns ErrServerClosed if the loop will not run fn. With
 // Config.Shards > 1, fn runs on this Server's shard: shard 0 for the Server New returned
 // (Loop(i).Post reaches another). Safe for concurrent use.
-func (s *Server) Post(fn func()) error {
+func (s *Server) post(fn func()) error {
 	if fn == nil {
 		panic("loop: Post(nil)")
 	}
@@ -495,7 +495,7 @@ func (s *Server) shutdownOne(ctx context.Context) error {
 			if !s.life.move(st, stateDraining) {
 				continue
 			}
-			_ = s.Post(s.beginDrain) // runs as soon as the loop is reachable
+			_ = s.post(s.beginDrain) // runs as soon as the loop is reachable
 		}
 		break
 	}
@@ -504,7 +504,7 @@ func (s *Server) shutdownOne(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	_ = s.Post(func() {
+	_ = s.post(func() {
 		s.drain.report.DeadlineReached = true
 		s.requestStop()
 	})

@@ -308,7 +308,7 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 	var parked, woke atomic.Int32 // atomics: the suite also runs in multi-thread mode
 	var release *Event
 	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-		release = NewEvent(s)
+		release = NewEvent(s.loopRef)
 		s.Handle("GET /sleep", func(c *Ctx) {
 			parked.Add(1)
 			err := release.WaitTimeout(c, time.Minute)
@@ -620,8 +620,8 @@ func testBackgroundTasksAndPost(t *testing.T, m mode) {
 	var fromGo atomic.Value
 	fromGo.Store("")
 	s, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-		s.Every("ticker", 5*time.Millisecond, func(t *Task) { ticks.Add(1) })
-		s.Go("once", func(t *Task) {
+		s.Loop(0).Every("ticker", 5*time.Millisecond, func(t *Task) { ticks.Add(1) })
+		s.Loop(0).Go("once", func(t *Task) {
 			_ = t.Sleep(time.Millisecond)
 			fromGo.Store("ran")
 		})
@@ -634,7 +634,7 @@ func testBackgroundTasksAndPost(t *testing.T, m mode) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Post(func() { posted.Add(1) }); err != nil {
+			if err := s.Loop(0).Post(func() { posted.Add(1) }); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -664,7 +664,7 @@ func testFutureBetweenTasks(t *testing.T, m mode) {
 		s.Handle("GET /match/wait", func(c *Ctx) {
 			mu.Lock()
 			if waiting == nil {
-				waiting = NewFuture[string](c.Server())
+				waiting = NewFuture[string](c.Loop())
 			}
 			f := waiting
 			mu.Unlock()
@@ -714,7 +714,7 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 	var parked atomic.Int32
 	s := New(m.cfg(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)}))
 	allParked := make(chan struct{})
-	release := NewEvent(s) // set once the drain has begun
+	release := NewEvent(s.loopRef) // set once the drain has begun
 	s.Handle("GET /slow", func(c *Ctx) {
 		if parked.Add(1) == n {
 			close(allParked)
@@ -761,7 +761,7 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 	require.Equal(t, 1, rep.ClosedIdle, "drain report %+v", rep)
 	require.False(t, rep.DeadlineReached, "drain report %+v", rep)
 	require.Zero(t, rep.ForcedTasks, "drain report %+v", rep)
-	require.ErrorIs(t, s.Post(func() {}), ErrServerClosed, "Post after stop")
+	require.ErrorIs(t, s.Loop(0).Post(func() {}), ErrServerClosed, "Post after stop")
 }
 
 func testShutdownDeadlineUnwindsParkedTasks(t *testing.T, m mode) {
@@ -889,7 +889,7 @@ func waitHeldBack(t *testing.T, s *Server) {
 // bytes) over the open connections of s, read on the loop; -1 once the loop has stopped.
 func maxBacklog(s *Server) int {
 	got := make(chan int, 1)
-	if s.Post(func() {
+	if s.Loop(0).Post(func() {
 		most := 0
 		for _, cs := range s.conns.all {
 			if cs.writable() {

@@ -189,7 +189,7 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 		c.String(200, strconv.Itoa(c.Loop().Index()))
 	})
 	for i := 0; i < shards; i++ {
-		s.Loop(i).Server().OnDrain(func() { draining[i].Store(true) })
+		s.Loop(i).OnDrain(func() { draining[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
 	cs := make([]*client, conns)
@@ -469,7 +469,7 @@ func TestShardsShareOneOffloadPool(t *testing.T) {
 				s.HandleStats("/debug/baton")
 			})
 			for i := 0; i < shards; i++ {
-				assert.Same(t, s.pool, s.Loop(i).Server().pool, "one pool for the process")
+				assert.Same(t, s.pool, s.Loop(i).srv.pool, "one pool for the process")
 			}
 			for i := 0; i < conns; i++ {
 				resp, body := dial(t, addr).get("/off")
@@ -505,10 +505,10 @@ func TestShardEngineStopStopsTheServer(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Shards: 3, Logger: quietLogger(t)})
 	var drained [3]atomic.Bool
 	for i := 0; i < 3; i++ {
-		s.Loop(i).Server().OnDrain(func() { drained[i].Store(true) })
+		s.Loop(i).OnDrain(func() { drained[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
-	eng := s.Loop(1).Server().eng.Load()
+	eng := s.Loop(1).srv.eng.Load()
 	require.NotNil(t, eng)
 	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal error
 	err := <-errc

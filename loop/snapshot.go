@@ -120,7 +120,7 @@ func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 	var routes *recorder.RoutesCopy // the loop's copy of the routes, read below
 	if v&onLoopViews != 0 {
 		done := make(chan struct{})
-		if err := s.Post(func() { routes = s.takeViews(&snap, v); close(done) }); err != nil {
+		if err := s.post(func() { routes = s.takeViews(&snap, v); close(done) }); err != nil {
 			return Snapshot{}, err
 		}
 		select {

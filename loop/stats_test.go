@@ -121,7 +121,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 	b.send("GET /q HTTP/1.1\r\nHost: x\r\n\r\n")
 	waitFor(t, func() bool { // the second request is in the admission queue
 		n := make(chan int, 1)
-		if srv.Post(func() { n <- len(srv.adm.queue) }) != nil {
+		if srv.Loop(0).Post(func() { n <- len(srv.adm.queue) }) != nil {
 			return false
 		}
 		return <-n == 1
@@ -184,7 +184,7 @@ func TestFinishedRingKeepsSlowRequests(t *testing.T) {
 	// for a CPU, which beside a CPU hog made the bound miss (9 runs in 100).
 	loopNow := func() int64 {
 		at := make(chan int64, 1)
-		if err := s.Post(func() { at <- s.nanotime() }); err != nil {
+		if err := s.Loop(0).Post(func() { at <- s.nanotime() }); err != nil {
 			t.Fatal(err)
 		}
 		return <-at
@@ -197,7 +197,7 @@ func TestFinishedRingKeepsSlowRequests(t *testing.T) {
 	// E/interval + 2 of them (it may begin just before a boundary).
 	maxFast := 2 + int(time.Duration(loopNow()-start)/finishedRingEvery)
 	got := make(chan accounting.TasksSnapshot, 1)
-	_ = s.Post(func() { got <- s.snapshotTasks() })
+	_ = s.Loop(0).Post(func() { got <- s.snapshotTasks() })
 	snap := <-got
 	slow, fast := 0, 0
 	for _, f := range snap.Finished {
@@ -253,7 +253,7 @@ func TestOnLoopExcludesEarlierSlicesOfTheTurn(t *testing.T) {
 		got = append(got, buf[:n]...)
 	}
 	snaps := make(chan []accounting.RouteSnapshot, 1)
-	_ = s.Post(func() { snaps <- s.acct.routes.Snapshot(time.Now()) })
+	_ = s.Loop(0).Post(func() { snaps <- s.acct.routes.Snapshot(time.Now()) })
 	for _, r := range <-snaps {
 		switch r.Route {
 		case "GET /yield-burn":
@@ -300,7 +300,7 @@ func TestStallSlotFollowsRoutesOnAPooledCoroutine(t *testing.T) {
 		}
 	}
 	done := make(chan []seen, 1)
-	_ = srv.Post(func() { done <- mine })
+	_ = srv.Loop(0).Post(func() { done <- mine })
 	got := <-done
 	if len(got) != len(paths) {
 		t.Fatalf("%d handlers ran, want %d", len(got), len(paths))

@@ -23,7 +23,7 @@ var ErrTimeout = errors.New("loop: wait timed out")
 var ErrTaskStopped = errors.New("loop: task stopped")
 
 // Task is the handle of the running task: a request's (embedded in Ctx) or a background
-// task's (from Server.Go or Server.Every). Call its methods only from the task it belongs
+// task's (from Loop.Go or Loop.Every). Call its methods only from the task it belongs
 // to, and not after that task's function has returned.
 //
 // In single-thread mode a task is a coroutine on the loop and parks without blocking the
@@ -84,9 +84,6 @@ func (t *Task) ID() uint64 { return t.ops.id(t) }
 // Name returns what the stats pages and logs call the task: a background task's name, or
 // a request's route pattern.
 func (t *Task) Name() string { return t.name }
-
-// Server returns the server the task runs on.
-func (t *Task) Server() *Server { return t.srv }
 
 // Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
 // read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to

@@ -136,7 +136,7 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 			done := make(chan error, 1)
 			s, addr := startServer(t, Config{}, func(s *Server) {
 				s.Handle("GET /ws", func(c *Ctx) {
-					ev := NewEvent(s)
+					ev := NewEvent(s.loopRef)
 					go func() { <-release; ev.Set() }()
 					if form == "callback" {
 						_, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{

@@ -101,7 +101,7 @@ func recvErr(t testing.TB, ch <-chan error) error {
 func onLoop(t testing.TB, s *Server, fn func()) {
 	t.Helper()
 	done := make(chan struct{})
-	require.NoError(t, s.Post(func() { fn(); close(done) }))
+	require.NoError(t, s.Loop(0).Post(func() { fn(); close(done) }))
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -747,7 +747,7 @@ func TestWSInputOverflow(t *testing.T) {
 				done <- err
 				return
 			}
-			ev := NewEvent(s)
+			ev := NewEvent(s.loopRef)
 			go func() { <-release; ev.Set() }()
 			_ = ev.Wait(c) // busy elsewhere: the next message waits
 			_, _, err = w.ReadMessage()

@@ -22,7 +22,7 @@ type WSHandler struct {
 	// it runs as a short slice of the loop, and its time is accounted to the connection
 	// and its route as the task form's per-message time is. Nothing it calls on a
 	// callback-form connection parks (see UpgradeTo); to do work that parks, start a task
-	// (Server.Go). A panic closes the connection with 1011 and is counted; the loop lives
+	// (Loop.Go). A panic closes the connection with 1011 and is counted; the loop lives
 	// on. Required.
 	OnMessage func(w *WSConn, binary bool, data []byte)
 	// OnClose runs once, on the loop outside any task, after the connection ended, with

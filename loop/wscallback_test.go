@@ -266,7 +266,7 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 	got := make(chan string, 1)
 	handlerReturned := false
 	s, addr := startServer(t, Config{}, func(s *Server) {
-		release = NewEvent(s)
+		release = NewEvent(s.loopRef)
 		s.Handle("GET /ws", func(c *Ctx) {
 			defer func() { handlerReturned = true }()
 			_, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{

@@ -26,6 +26,7 @@ func TestWSConfigDefaults(t *testing.T) {
 		MaxMessageBytes: DefaultWSMaxMessageBytes, MaxQueuedBytes: DefaultWSMaxQueuedBytes,
 		PingInterval: DefaultWSPingInterval, PongTimeout: DefaultWSPongTimeout,
 		StallTimeout: DefaultWSStallTimeout, CloseTimeout: DefaultWSCloseTimeout,
+		SaturatedLag: DefaultWSSaturatedLag, SaturatedUtilisation: DefaultWSSaturatedUtilisation,
 	}, got)
 	// Negative (off) stays negative.
 	got = Config{WebSocket: WSConfig{PingInterval: -1, StallTimeout: -1}}.withDefaults().WebSocket

@@ -19,7 +19,7 @@ import (
 func TestDrainingAndReady(t *testing.T) {
 	held := make(chan struct{}, 1)
 	srv := loop.New(looptest.Config(t, loop.Config{}))
-	ev := loop.NewEvent(srv)
+	ev := loop.NewEvent(srv.Loop(0))
 	srv.Handle("GET /hold", func(c *loop.Ctx) {
 		held <- struct{}{}
 		_ = ev.Wait(c)

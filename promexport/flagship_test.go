@@ -109,7 +109,7 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	// Two arenas: "hot" overruns on every tick (a budget of 1 ns), "busy" has a queue of one
 	// input, so each POST of inputs has one dropped.
 	made := make(chan error, 1)
-	require.NoError(t, s.Post(func() {
+	require.NoError(t, s.Loop(0).Post(func() {
 		for _, rc := range []room.Config[int]{
 			{Name: "hot", Period: 5 * time.Millisecond, Budget: time.Nanosecond},
 			{Name: "busy", Period: 50 * time.Millisecond, InputQueue: 1},

@@ -281,7 +281,7 @@ func TestScrapeLoopLag(t *testing.T) {
 	srv, base := newServer(t, loop.Config{})
 	var mu sync.Mutex
 	var lags, latencies []time.Duration // of the current phase
-	probe := srv.Go("lag-probe", func(task *loop.Task) {
+	probe := srv.Loop(0).Go("lag-probe", func(task *loop.Task) {
 		for {
 			start := time.Now()
 			if task.Sleep(time.Millisecond) != nil {
@@ -387,7 +387,7 @@ func TestRoomAndWebSocketMetrics(t *testing.T) {
 	srv.Handle("GET /metrics", Handler(Registry(srv)), loop.Exempt())
 	base := looptest.Start(t, srv)
 	made := make(chan error, 1)
-	require.NoError(t, srv.Post(func() {
+	require.NoError(t, srv.Loop(0).Post(func() {
 		for _, name := range []string{"arena-1", "arena-2"} {
 			if _, err := room.New(srv.Loop(0), room.Config[int]{Name: name, Period: 10 * time.Millisecond,
 				Tick: func(*room.Room[int], *room.Tick[int]) {}}); err != nil {

@@ -54,7 +54,7 @@ every room send a 200-byte binary state message to all its members at 20 Hz, roo
 over one period: N x 20 messages/s. The message starts with the server's send time (Unix
 nanoseconds; client and server share the machine's clock) and the client records now - stamp
 as the delivery latency. baton: the connections are upgraded on the loop (Ctx.Upgrade) and a
-background task per room (Server.Every) encodes the frame once (NewPrepared) and Broadcasts
+background task per room (Loop.Every) encodes the frame once (NewPrepared) and Broadcasts
 it. net/http: gorilla/websocket, a writer goroutine per connection fed by a channel of 64
 (a full channel closes the connection as a slow consumer, 1008), a broadcaster goroutine per
 room on a time.Ticker, the frame encoded once per broadcast (gorilla's PreparedMessage). The

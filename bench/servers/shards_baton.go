@@ -72,7 +72,7 @@ func registerRoomsBatonShards(srv *loop.Server) {
 			n++
 		}
 		for j := range len(srv.Loops()) {
-			sh := srv.Loop(j).Server()
+			sh := srv.Loop(j)
 			// Each shard makes its rooms at once, their first ticks spread over one
 			// period by FirstTick (see registerRoomsBaton).
 			sh.Go("rooms-setup", func(t *loop.Task) {

@@ -10,7 +10,7 @@ import (
 
 // registerWSBaton adds the ws-broadcast routes to srv: connections are upgraded on the
 // loop and their handler's task reads until the connection ends; each room's broadcast is
-// a background task (Server.Every) that encodes the frame once (loop.NewPrepared) and
+// a background task (Loop.Every) that encodes the frame once (loop.NewPrepared) and
 // hands it to every member (loop.Broadcast). Room membership is a plain slice per room,
 // touched only on the loop.
 func registerWSBaton(srv *loop.Server) {
@@ -67,7 +67,7 @@ func registerWSBaton(srv *loop.Server) {
 		}
 		started = true
 		// Rooms start over one period, staggered as the baseline's broadcasters are.
-		srv.Go("ws-start", func(t *loop.Task) {
+		srv.Loop(0).Go("ws-start", func(t *loop.Task) {
 			began := time.Now()
 			for i := range s.Rooms {
 				if d := time.Duration(int64(WSPeriod)*int64(i)/int64(s.Rooms)) - time.Since(began); d > 0 {
@@ -77,7 +77,7 @@ func registerWSBaton(srv *loop.Server) {
 				}
 				var payload [WSPayload]byte
 				var seq uint64
-				srv.Every("ws-room", WSPeriod, func(*loop.Task) {
+				srv.Loop(0).Every("ws-room", WSPeriod, func(*loop.Task) {
 					seq++
 					wsMessage(payload[:], i, seq)
 					sent := loop.Broadcast(loop.NewPrepared(true, payload[:]), members[i])

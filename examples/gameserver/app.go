@@ -172,7 +172,7 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 	}
 	a.routes()
 	// Rooms are made on the loop: this runs once the server is ready.
-	if err := a.srv.Post(a.start); err != nil {
+	if err := a.srv.Loop(0).Post(a.start); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -211,9 +211,9 @@ func (a *app) start() {
 		return
 	}
 	a.db = db
-	a.srv.Every("matchmaker", 100*time.Millisecond, a.matchmake)
-	a.srv.Every("player-sweep", min(max(a.opts.PlayerTTL/2, dbPeriod), time.Minute), a.sweepPlayers)
-	a.srv.OnDrain(a.beginDrain)
+	a.srv.Loop(0).Every("matchmaker", 100*time.Millisecond, a.matchmake)
+	a.srv.Loop(0).Every("player-sweep", min(max(a.opts.PlayerTTL/2, dbPeriod), time.Minute), a.sweepPlayers)
+	a.srv.Loop(0).OnDrain(a.beginDrain)
 	if a.opts.Bots {
 		for i := range a.opts.BotRooms {
 			a.startBotArena(a.opts.Heavy && i == 0)
@@ -222,7 +222,7 @@ func (a *app) start() {
 	if a.opts.BlockLoop {
 		// The bad pattern, on purpose: a blocking call on the loop. The stall detector logs
 		// it with this task's name and stack, and every room's lateness shows it.
-		a.srv.Every("block-loop-demo", blockEvery, func(*loop.Task) { time.Sleep(blockFor) })
+		a.srv.Loop(0).Every("block-loop-demo", blockEvery, func(*loop.Task) { time.Sleep(blockFor) })
 	}
 }
 

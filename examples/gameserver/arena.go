@@ -44,7 +44,7 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 		return nil, err
 	}
 	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
-		conns: map[game.PlayerID]*loop.WSConn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv)}
+		conns: map[game.PlayerID]*loop.WSConn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv.Loop(0))}
 	ar.room, err = room.New(a.srv.Loop(0), room.Config[game.Input]{
 		Name:       "arena-" + id,
 		Period:     tickPeriod,

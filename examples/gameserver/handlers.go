@@ -208,7 +208,7 @@ func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game
 		c.String(500, err.Error()+"\n")
 		return nil, ""
 	}
-	a.waits[t.ID] = loop.NewFuture[assignment](a.srv)
+	a.waits[t.ID] = loop.NewFuture[assignment](a.srv.Loop(0))
 	return t, key
 }
 

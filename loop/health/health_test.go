@@ -154,7 +154,7 @@ func TestHealthzNamesTheTaskHoldingTheLoop(t *testing.T) {
 
 	// A room's tick is a task named "room:<name>" (package loop/room): health names the room.
 	stopped := make(chan struct{})
-	s.Loop(0).Server().Go("room:arena-7", func(*loop.Task) {
+	s.Loop(0).Go("room:arena-7", func(*loop.Task) {
 		<-release // blocks the loop thread
 		close(stopped)
 	})
@@ -275,7 +275,7 @@ func TestReadyzLoopLag(t *testing.T) {
 	hs := httptest.NewServer(h.Handler())
 	defer hs.Close()
 	url := hs.URL + "/readyz"
-	s.Go("hog", func(*loop.Task) { <-release })
+	s.Loop(0).Go("hog", func(*loop.Task) { <-release })
 	m := waitProbe(t, url, "readyz while the loop is held", func(code int, m map[string]any) bool { return code == 503 })
 	assert.Contains(t, failing(m), "loop_lag")
 	close(release)
@@ -347,7 +347,7 @@ func TestShardsReadyzFailsWhileAnyShardDrains(t *testing.T) {
 
 	// Loop 2 holds its drain: it stays draining after the others stopped.
 	released := make(chan func(), 1)
-	require.NoError(t, s.Loop(2).Post(func() { released <- s.Loop(2).Server().HoldDrain() }))
+	require.NoError(t, s.Loop(2).Post(func() { released <- s.Loop(2).HoldDrain() }))
 	release := <-released
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()

@@ -163,7 +163,7 @@ func TestLimiterFromTask(t *testing.T) {
 	lim := New(Config{Rate: 1, Burst: 1})
 	res := make(chan [2]bool, 1)
 	s, _ := startServer(t, loop.Config{}, nil)
-	s.Go("room:test", func(tk *loop.Task) {
+	s.Loop(0).Go("room:test", func(tk *loop.Task) {
 		a, _ := lim.Allow("input", tk.Now())
 		b, _ := lim.Allow("input", tk.Now())
 		res <- [2]bool{a, b}

@@ -20,7 +20,7 @@ func TestRoomTicksOnTheAlarm(t *testing.T) {
 	s, _ := startServer(t, loop.Config{}, nil)
 
 	slept := make(chan time.Duration, 1)
-	s.Go("sleeper", func(tk *loop.Task) {
+	s.Loop(0).Go("sleeper", func(tk *loop.Task) {
 		start := time.Now()
 		for range 5 {
 			_ = tk.Sleep(3 * time.Millisecond)

@@ -14,7 +14,7 @@ import (
 // so short that the loop does nothing but tick them (late ticks are skipped), so one op is
 // one tick of an empty tick function, timers, deadline arithmetic and accounting
 // included. allocs/op counts every goroutine's allocations: the goal is 0. Compare with
-// BenchmarkEveryTick (the same load on Server.Every) in the same run.
+// BenchmarkEveryTick (the same load on Loop.Every) in the same run.
 func BenchmarkRoomTick(b *testing.B) {
 	for _, acct := range []bool{true, false} {
 		b.Run(fmt.Sprintf("accounting=%v", acct), func(b *testing.B) {
@@ -52,7 +52,7 @@ func BenchmarkRoomTick(b *testing.B) {
 	}
 }
 
-// BenchmarkEveryTick is BenchmarkRoomTick's load on Server.Every: the baseline a room's
+// BenchmarkEveryTick is BenchmarkRoomTick's load on Loop.Every: the baseline a room's
 // tick adds its deadline policy, budget check and figures to.
 func BenchmarkEveryTick(b *testing.B) {
 	s, _ := startServer(b, loop.Config{StallThreshold: -1}, nil)
@@ -60,7 +60,7 @@ func BenchmarkEveryTick(b *testing.B) {
 	count, target := 0, 0
 	hs := make([]*loop.TaskHandle, 1000)
 	for i := range hs {
-		hs[i] = s.Every(fmt.Sprint("e", i), 100*time.Microsecond, func(*loop.Task) {
+		hs[i] = s.Loop(0).Every(fmt.Sprint("e", i), 100*time.Microsecond, func(*loop.Task) {
 			if count++; count == target {
 				close(done)
 			}
@@ -149,14 +149,14 @@ func benchRooms20Hz(b *testing.B, work time.Duration) {
 	}
 }
 
-// BenchmarkEvery20Hz is BenchmarkRooms20Hz/work=0s on Server.Every: the baseline for the
+// BenchmarkEvery20Hz is BenchmarkRooms20Hz/work=0s on Loop.Every: the baseline for the
 // loop's busy time per tick.
 func BenchmarkEvery20Hz(b *testing.B) {
 	s, _ := startServer(b, loop.Config{StallThreshold: -1}, nil)
 	var ticks uint64 // loop-confined
 	hs := make([]*loop.TaskHandle, 1000)
 	for i := range hs {
-		hs[i] = s.Every(fmt.Sprint("e", i), 50*time.Millisecond, func(*loop.Task) { ticks++ })
+		hs[i] = s.Loop(0).Every(fmt.Sprint("e", i), 50*time.Millisecond, func(*loop.Task) { ticks++ })
 	}
 	time.Sleep(200 * time.Millisecond)
 	read := func() (busy time.Duration, n uint64) {

@@ -19,7 +19,7 @@ func ExampleNew() {
 	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quiet()})
 	type move struct{ player, dx int }
 	pos := map[int]int{} // the match's state: loop-owned, no lock
-	applied := loop.NewEvent(s)
+	applied := loop.NewEvent(s.Loop(0))
 	var match *room.Room[move]
 	s.Handle("POST /move/{player}", func(c *loop.Ctx) {
 		p, _ := strconv.Atoi(c.PathValue("player"))

@@ -8,7 +8,7 @@
 // loop-confined and need no lock; Input, Stop, Done and Name may be called from any
 // goroutine. The package is a client of package loop's exported API only: tasks
 // (Loop.Start, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
-// (Server.OnDrain, Server.HoldDrain) and the stats registry (Server.AddStats).
+// (Loop.OnDrain, Loop.HoldDrain) and the stats registry (Server.AddStats).
 // docs/rooms.md describes rooms in full.
 package room
 
@@ -249,7 +249,7 @@ type core struct {
 	ended    bool
 	endedAt  int64
 	onDrain  func(deadline time.Time)
-	release  func() // the room's hold on the loop's drain (Server.HoldDrain)
+	release  func() // the room's hold on the loop's drain (Loop.HoldDrain)
 
 	nextLog    int64
 	suppressed uint64
@@ -308,7 +308,7 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 		c.onDrain = func(deadline time.Time) { cfg.OnDrain(r, deadline) }
 	}
 	tbl.add(c, now)
-	c.release = l.Server().HoldDrain() // the drain waits for the room to end
+	c.release = l.HoldDrain() // the drain waits for the room to end
 	first := cfg.FirstTick
 	if first == 0 {
 		first = cfg.Period

@@ -472,7 +472,7 @@ func TestRoomInputRefusedOverTheWire(t *testing.T) {
 			}
 			c.String(200, "ok\n")
 		})
-		require.NoError(t, s.Post(func() {
+		require.NoError(t, s.Loop(0).Post(func() {
 			r, err := New(s.Loop(0), Config[string]{Name: "wire", Period: time.Hour, InputQueue: 1, InputFull: RefuseInput,
 				Tick: func(*Room[string], *Tick[string]) {}})
 			if err == nil {
@@ -641,7 +641,7 @@ func TestRoomMultiThreadMode(t *testing.T) {
 		s.Handle("GET /join", func(c *loop.Ctx) {
 			// Input is safe from any goroutine; Attach is loop-confined: posted.
 			_ = room.Load().Input(1)
-			_ = s.Post(func() { _ = room.Load().Attach(&c.Task) })
+			_ = s.Loop(0).Post(func() { _ = room.Load().Attach(&c.Task) })
 			defer func() { handlerDone <- c.Err() }()
 			_ = c.Sleep(time.Hour)
 		})

@@ -49,7 +49,7 @@ func tableOf(l *loop.Loop) *table {
 		retain: retainStopped,
 	}
 	l.SetValue(tableKey{}, t)
-	srv.OnDrain(t.drain)
+	l.OnDrain(t.drain)
 	_ = srv.AddStats(Section) // once per server: a second loop's table finds it added
 	return t
 }

@@ -8,7 +8,7 @@
 // Each client is a request handler that parks between events, on the loop (single-thread
 // mode) or on its goroutine (multi-thread mode). A Broker is safe for concurrent use:
 // Publish from a handler, a room's tick or any goroutine. It is built on package loop's
-// exported API only (Ctx.Stream, Cond, Loop.Post, Loop.Value, Server.OnDrain,
+// exported API only (Ctx.Stream, Event, Loop.Post, Loop.Value, Loop.OnDrain,
 // Server.AddStats), as an example of a feature that needs no edit of the engine.
 package sse
 
@@ -93,12 +93,32 @@ type Broker struct {
 	events atomic.Int64          // events published
 }
 
-// hub is a broker's part on one loop: the Cond its clients wait on and their figures.
+// hub is a broker's part on one loop: the Event its clients wait on and their figures.
 // Safe for concurrent use (a multi-thread handler updates the figures off the loop).
 type hub struct {
-	b    *Broker
-	cond *loop.Cond
-	st   counters
+	b  *Broker
+	l  *loop.Loop
+	mu sync.Mutex
+	ev *loop.Event // set by the next wake, then replaced; guarded by mu
+	st counters
+}
+
+// next returns the Event the next wake sets. A client takes it before it looks for new
+// events, so that a wake between the look and the wait is not missed (in either mode).
+func (h *hub) next() *loop.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ev
+}
+
+// wake sets the current Event, waking every client waiting on it, and puts a new one in
+// its place. Any goroutine.
+func (h *hub) wake() {
+	h.mu.Lock()
+	ev := h.ev
+	h.ev = loop.NewEvent(h.l)
+	h.mu.Unlock()
+	ev.Set()
 }
 
 // counters are a hub's figures. Safe for concurrent use.
@@ -146,9 +166,7 @@ func (b *Broker) Publish(ev Event) uint64 {
 	b.events.Add(1)
 	for i := range b.hubs {
 		if h := b.hubs[i].Load(); h != nil {
-			// Broadcast on the loop: a client there that has checked for events and is
-			// about to wait cannot miss it (the loop runs one thing at a time).
-			_ = b.srv.Loop(i).Post(h.cond.Broadcast)
+			h.wake()
 		}
 	}
 	return ev.ID
@@ -181,10 +199,10 @@ func (b *Broker) hubOf(l *loop.Loop) *hub {
 	if h := slot.Load(); h != nil {
 		return h
 	}
-	h := &hub{b: b, cond: loop.NewCond(l.Server())}
+	h := &hub{b: b, l: l, ev: loop.NewEvent(l)}
 	if slot.CompareAndSwap(nil, h) {
-		l.Server().OnDrain(h.cond.Broadcast) // clients wake, see the drain and end
-		_ = l.Post(func() { addHub(l, h) })  // the stats section finds it there
+		l.OnDrain(h.wake)                   // clients wake, see the drain and end
+		_ = l.Post(func() { addHub(l, h) }) // the stats section finds it there
 		return h
 	}
 	return slot.Load()
@@ -227,6 +245,7 @@ func (b *Broker) Serve(c *loop.Ctx) {
 	}
 	var evs []Event
 	for {
+		wake := h.next() // before the look: a later publish sets it
 		var gap bool
 		evs, last, gap = b.since(evs[:0], last)
 		if gap {
@@ -258,7 +277,7 @@ func (b *Broker) Serve(c *loop.Ctx) {
 		if draining {
 			return
 		}
-		err := h.cond.WaitTimeout(c, b.cfg.Heartbeat)
+		err := wake.WaitTimeout(c, b.cfg.Heartbeat)
 		switch {
 		case errors.Is(err, loop.ErrTimeout):
 			buf = append(buf, ":\n\n"...) // a comment: keeps proxies from closing a quiet stream
