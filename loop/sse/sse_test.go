@@ -85,9 +85,8 @@ func (c *client) next() (event, error) {
 			}
 			ev.data += line[6:]
 			ev.hasData, seen = true, true
-		case strings.HasPrefix(line, "retry: "):
-			// the reconnection delay: not an event
 		}
+		// Other lines ("retry: ...", the reconnection delay) are not events.
 	}
 }
 
