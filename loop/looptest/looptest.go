@@ -4,12 +4,14 @@ package looptest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,3 +155,24 @@ func (c *Conn) Get(path string) (*http.Response, string) {
 
 // Raw returns the underlying connection, for deadlines and half-closes.
 func (c *Conn) Raw() net.Conn { return c.c }
+
+// LogBuffer is a bytes.Buffer safe for concurrent use: give it to a slog handler as the
+// server's log (written by the loop) and read it from the test. The zero value is ready.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p. Safe for concurrent use.
+func (w *LogBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// String returns what was written so far. Safe for concurrent use.
+func (w *LogBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

@@ -1,9 +1,6 @@
 package room
 
 import (
-	"io"
-	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,28 +12,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, looptest.GoleakOptions()...) }
 
-// quietLogger drops logs below Error unless -v is given.
-func quietLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // startServer starts a server on a free loopback port with the routes set by setup and
 // shuts it down at the end of the test.
 func startServer(t testing.TB, cfg loop.Config, setup func(s *loop.Server)) (*loop.Server, string) {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger(t)
-	}
 	s := loop.New(looptest.Config(t, cfg))
 	if setup != nil {
 		setup(s)

@@ -1,7 +1,6 @@
 package room
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,7 +64,7 @@ func TestConfigValidate(t *testing.T) {
 		require.Error(t, err, field)
 		assert.Contains(t, err.Error(), field)
 	}
-	s := loop.New(loop.Config{Logger: quietLogger(t)})
+	s := loop.New(looptest.Config(t, loop.Config{}))
 	_, err := New(s.Loop(0), Config[int]{Name: "x", Tick: tick})
 	require.ErrorContains(t, err, "Config.Period")
 	assert.Equal(t, "skip", SkipLate.String())
@@ -266,7 +265,7 @@ func spinFor(d time.Duration) {
 }
 
 func TestRoomOverrunLoggedOnceWithStack(t *testing.T) {
-	var logs syncBuffer
+	var logs looptest.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, _ := startServer(t, loop.Config{Logger: log, StallThreshold: 20 * time.Millisecond}, nil)
 	r := newRoomT(t, s, Config[int]{Name: "heavy", Period: 20 * time.Millisecond, Tick: roomHeavyTick})
@@ -570,7 +569,7 @@ func TestRoomPanicKeepsTicking(t *testing.T) {
 }
 
 func TestRoomDrain(t *testing.T) {
-	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	s := loop.New(looptest.Config(t, loop.Config{}))
 	errc := serveInBackground(t, s)
 	tick := func(*Room[int], *Tick[int]) {}
 	var gotDeadline time.Time
@@ -617,7 +616,7 @@ func TestRoomDrain(t *testing.T) {
 }
 
 func TestRoomDrainCompletesWhenRoomsEnd(t *testing.T) {
-	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+	s := loop.New(looptest.Config(t, loop.Config{}))
 	errc := serveInBackground(t, s)
 	newRoomT(t, s, Config[int]{Name: "quick", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {},
 		OnDrain: func(r *Room[int], _ time.Time) { r.Stop() }})
@@ -740,23 +739,4 @@ func TestRoomWebSocketMember(t *testing.T) {
 		t.Fatal("the connection's handler did not end")
 	}
 	<-r.Done()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use: a log written by the loop, read by
-// the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
