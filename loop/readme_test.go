@@ -11,7 +11,7 @@ import (
 )
 
 // TestReadmeSnippetCompiles builds the README's first Go snippet as the body of a main
-// function, with the two names it leaves to the reader (Profile and db) declared, so the
+// function, with the names it leaves to the reader (Profile, db and Move) declared, so the
 // README cannot drift from the API.
 func TestReadmeSnippetCompiles(t *testing.T) {
 	if testing.Short() {
@@ -38,10 +38,13 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
 	"github.com/batonrt/baton/offload"
 )
 
 type Profile struct{ Name string }
+
+type Move struct{ DX, DY int }
 
 var db struct {
 	Load func(ctx context.Context, id string) (Profile, error)

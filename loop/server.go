@@ -55,11 +55,12 @@ type Server struct {
 	housekeepFn func()
 	pumpFn      func()
 	sweepEvery  time.Duration
-	middleware  []Middleware // added by Use before ListenAndServe
-	patterns    []string     // the routes registered so far, for Use's check
-	shards      *shardSet    // every shard of the server, nil with Config.Shards == 1 (shard.go)
-	shardIdx    int          // this Server's index in shards
-	loopRef     *Loop        // what Server.Loop returns for this loop
+	middleware  []Middleware        // added by Use before ListenAndServe
+	patterns    []string            // the routes registered so far, for Use's check
+	shards      *shardSet           // every shard of the server, nil with Config.Shards == 1 (shard.go)
+	shardIdx    int                 // this Server's index in shards
+	loopRef     *Loop               // what Server.Loop returns for this loop
+	onStart     []func(*Loop) error // OnStart's functions, run once on the loop (onstart.go)
 
 	// Safe for concurrent use.
 	life      lifecycle
