@@ -35,6 +35,7 @@ func TestReadmeSnippetCompiles(t *testing.T) {
 import (
 	"context"
 	"log"
+	"net/http"
 	"time"
 
 	"github.com/batonrt/baton/loop"
@@ -61,4 +62,19 @@ func main() {
 	cmd.Dir = ".."
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the README snippet does not compile:\n%s\n%s", out, prog)
+}
+
+// TestReadmeSnippetKeepsStatsOffThePublicPort: the first snippet serves the stats pages
+// (goroutine stacks with ?stacks=1) on a loopback admin listener, not on the server's own
+// port, as the README's Observability section says.
+func TestReadmeSnippetKeepsStatsOffThePublicPort(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	text := string(readme)
+	start := strings.Index(text, "```go\n")
+	require.GreaterOrEqual(t, start, 0, "README has no Go snippet")
+	text = text[start:]
+	snippet := text[:strings.Index(text[3:], "```")+3]
+	require.NotContains(t, snippet, "HandleStats", "the stats pages are on the public port")
+	require.Regexp(t, `http\.ListenAndServe\("127\.0\.0\.1:\d+", srv\.StatsHandler\(\)\)`, snippet)
 }

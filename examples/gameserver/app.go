@@ -191,7 +191,8 @@ func (a *app) routes() {
 	s.Handle("GET /leaderboard", a.leaderboard)
 	s.Handle("GET /players/{id}", a.profile)
 	s.Handle("GET /rooms", a.listRooms)
-	s.HandleStats("/debug/baton") // also on the main port: one address is enough for a demo
+	// The stats pages (goroutine stacks with ?stacks=1) and the dashboard are served on the
+	// admin address only (main.go), never on the public game port.
 	a.health.Mount()
 }
 

@@ -443,7 +443,8 @@ func TestSIGTERMDrainsTheRealProcess(t *testing.T) {
 // process is the real server running as a child process (this test binary running main).
 type process struct {
 	cmd    *exec.Cmd
-	addr   string
+	addr   string // the game's address
+	admin  string // the admin address, when it has one
 	stderr *syncBuffer
 }
 
@@ -467,6 +468,11 @@ func startProcess(t *testing.T, args string) *process {
 	for lines.Scan() {
 		if rest, ok := strings.CutPrefix(lines.Text(), "gameserver: play at http://"); ok {
 			p.addr, _, _ = strings.Cut(rest, "/")
+		}
+		if rest, ok := strings.CutPrefix(lines.Text(), "gameserver: dashboard at http://"); ok {
+			p.admin, _, _ = strings.Cut(rest, "/")
+		}
+		if strings.HasPrefix(lines.Text(), "gameserver: leaderboard ") { // the line after both
 			break
 		}
 	}
@@ -505,8 +511,22 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, string(body), "<canvas")
-	assert.Contains(t, string(body), "/debug/baton/rooms")
+	assert.Contains(t, string(body), `data-path="/debug/baton/rooms?format=text"`)
 	assert.Contains(t, string(body), `const admin = "`+s.admin+`"`, "the page's dashboard link points at the admin address")
+	// The public port serves no stats page: goroutine stacks (?stacks=1) and the dashboard
+	// are the admin address's.
+	for _, path := range []string{"/debug/baton/tasks?stacks=1", "/debug/baton/tasks", "/debug/baton/", "/debug/baton/rooms", "/metrics"} {
+		resp, err := http.Get(s.url(path))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 404, resp.StatusCode, "GET %s on the game port", path)
+	}
+	resp, err = http.Get("http://" + s.admin + "/debug/baton/tasks?stacks=1")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), "goroutine ", "the admin address shows the stacks")
 	assert.NotContains(t, string(body), adminPlaceholder)
 
 	// A spectator (the page before Play) watches the running bot arena.
@@ -541,7 +561,7 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	assert.Contains(t, string(body), `baton_http_requests_total{`, "the admin address serves Prometheus metrics")
 	assert.Contains(t, string(body), `route="GET /ws"`, "per-route series are labelled by pattern")
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(s.url("/debug/baton/rooms?format=text"))
+		resp, err := http.Get("http://" + s.admin + "/debug/baton/rooms?format=text")
 		if err != nil {
 			return false
 		}
