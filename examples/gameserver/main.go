@@ -61,7 +61,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts, os.Stdout, nil); err != nil {
-		slog.Error("gameserver", "err", err)
+		fmt.Fprintln(os.Stderr, "gameserver:", err)
 		os.Exit(1)
 	}
 }
@@ -124,6 +124,16 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	return o, nil
 }
 
+// listenError says which address (what: "game" or "admin") could not be served and, when
+// it is taken, how to pick another: the flag, or make run's variable.
+func listenError(what, addr, flagName, makeVar string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("the %s address %s is in use by another process: pick another with %s HOST:PORT (make run %s=HOST:PORT): %w",
+			what, addr, flagName, makeVar, err)
+	}
+	return fmt.Errorf("the %s address %s: %w", what, addr, err)
+}
+
 func envOr(getenv func(string) string, key, def string) string {
 	if v := getenv(key); v != "" {
 		return v
@@ -158,7 +168,7 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	var adminLn net.Listener
 	if opts.Admin != "" {
 		if adminLn, err = net.Listen("tcp", opts.Admin); err != nil {
-			return fmt.Errorf("admin address: %w", err)
+			return listenError("admin", opts.Admin, "-admin", "ADMIN_ADDR", err)
 		}
 		a.setAdmin(adminLn.Addr().String())
 		mux := http.NewServeMux()
@@ -175,7 +185,10 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	select {
 	case <-a.srv.Ready():
 	case err := <-served:
-		return err
+		return listenError("game", opts.Loop.Addr, "-addr", "ADDR", err)
+	}
+	if a.srv.Addr() == nil { // Ready was closed because the server stopped before serving
+		return listenError("game", opts.Loop.Addr, "-addr", "ADDR", <-served)
 	}
 	r := running{app: a, addr: a.srv.Addr().String()}
 	if adminLn != nil {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -596,5 +598,40 @@ func TestParseFlags(t *testing.T) {
 		{"-ticket-age", "0s"}, {"-unplayed-ttl", "1s"}} {
 		_, err = parseFlags(bad, func(string) string { return "" })
 		assert.ErrorContains(t, err, bad[0])
+	}
+}
+
+// TestTakenAddressFailsFirst starts the real binary on a game (or admin) address another
+// process holds: it exits 1 having printed no URL (it printed "play at http://<nil>/"
+// before the bind error), and the error names the address and how to pick another.
+func TestTakenAddressFailsFirst(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0") // no SO_REUSEPORT: a bind beside it fails
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, tc := range []struct {
+		name, args string
+		want       []string
+	}{
+		{"game", "-addr " + taken.Addr().String() + " -admin 127.0.0.1:0",
+			[]string{"the game address " + taken.Addr().String() + " is in use", "-addr HOST:PORT", "make run ADDR=HOST:PORT"}},
+		{"admin", "-addr 127.0.0.1:0 -admin " + taken.Addr().String(),
+			[]string{"the admin address " + taken.Addr().String() + " is in use", "-admin HOST:PORT", "make run ADMIN_ADDR=HOST:PORT"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
+				"GAMESERVER_TEST_ARGS="+tc.args+" -db "+filepath.Join(t.TempDir(), "g.db"))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "the process failed; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+			assert.Equal(t, 1, exit.ExitCode())
+			assert.NotContains(t, stdout.String(), "play at", "no URL before the error")
+			assert.NotContains(t, stdout.String()+stderr.String(), "<nil>")
+			for _, w := range tc.want {
+				assert.Contains(t, stderr.String(), w)
+			}
+		})
 	}
 }
