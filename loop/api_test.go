@@ -14,8 +14,9 @@ import (
 
 type playerKey struct{}
 
-// Middleware wraps routes added after it, outermost first; groups add their prefix and
-// their own middleware inside the server's; middleware hands values to the handler.
+// Middleware added before the routes wraps every one, outermost first; groups add their
+// prefix and their own middleware inside the server's (a group's Use reaches the routes of
+// sub-groups made before it); middleware hands values to the handler.
 func TestMiddlewareGroupsAndValues(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -38,20 +39,25 @@ func TestMiddlewareGroupsAndValues(t *testing.T) {
 				}
 			}
 			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-				s.Handle("GET /before", func(c *Ctx) { c.String(200, "plain") }) // added before Use: unwrapped
 				s.Use(trace("Outer"))
-				api := s.Group("/api/", auth)
+				s.Handle("GET /plain", func(c *Ctx) { c.String(200, "plain") })
+				api := s.Group("/api/")
+				v2 := api.Group("/v2", trace("V2")) // made before api.Use: still gets auth
+				api.Use(auth)
 				api.Handle("GET /me", func(c *Ctx) { c.String(200, fmt.Sprint(c.Value(playerKey{}))) })
-				v2 := api.Group("/v2", trace("V2"))
 				v2.Handle("GET /me", func(c *Ctx) {
 					c.SetValue(playerKey{}, "replaced")
 					c.String(200, fmt.Sprint(c.Value(playerKey{}), c.Value("missing")))
 				})
 			})
 			c := dial(t, addr)
-			resp, body := c.get("/before")
+			resp, body := c.get("/plain")
 			require.Equal(t, "plain", body)
-			require.Empty(t, resp.Header.Get("X-Outer"))
+			require.Equal(t, "1", resp.Header.Get("X-Outer"), "Use before a route wraps it")
+
+			c.send("GET /api/v2/me HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, body = c.read("GET")
+			require.Equal(t, 401, resp.StatusCode, "the parent group's Use covers a sub-group made before it: %s", body)
 
 			resp, body = c.get("/api/me")
 			require.Equal(t, "who are you", body)
@@ -75,6 +81,53 @@ func TestMiddlewareGroupsAndValues(t *testing.T) {
 			require.Equal(t, 401, resp.StatusCode)
 		})
 	}
+}
+
+// Use after a route panics, naming the routes it would have left unwrapped: on the server
+// (also for routes added through a group, HandleStats, or with shards) and on a group (also
+// for routes of its sub-groups); a group's Use does not mind the server's other routes.
+func TestUseAfterRoutesPanics(t *testing.T) {
+	nop := func(h HandlerFunc) HandlerFunc { return h }
+	h := func(*Ctx) {}
+	for _, shards := range []int{1, 2} {
+		s := New(Config{Addr: "127.0.0.1:0", Shards: shards})
+		s.Use(nop) // before any route: fine
+		s.Handle("GET /open", h)
+		s.Handle("POST /items/{id}", h)
+		require.PanicsWithValue(t, `loop: Use called after 2 route(s) were added ("GET /open", "POST /items/{id}"): `+
+			`middleware wraps routes as they are registered, so these would run without it; call Use before adding routes `+
+			`(put routes that must not run it outside a Group that uses it)`, func() { s.Use(nop) }, "shards=%d", shards)
+		require.NoError(t, s.Close())
+	}
+
+	panicOf := func(fn func()) (msg string) {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		fn()
+		return ""
+	}
+	s := New(Config{Addr: "127.0.0.1:0"})
+	t.Cleanup(func() { _ = s.Close() })
+	s.Handle("GET /healthz", h) // outside the groups below: their Use is fine
+	api := s.Group("/api")
+	v1 := api.Group("/v1")
+	v1.Use(nop)
+	v1.Handle("GET /me", h)
+	msg := panicOf(func() { api.Use(nop) })
+	require.Contains(t, msg, `loop: Group.Use called after 1 route(s) were added ("GET /api/v1/me")`)
+	msg = panicOf(func() { v1.Use(nop) })
+	require.Contains(t, msg, `("GET /api/v1/me")`)
+	admin := s.Group("/admin")
+	admin.Use(nop) // a group with no routes yet, beside others that have some
+	admin.Handle("GET /x", h)
+	msg = panicOf(func() { s.Use(nop) })
+	require.Contains(t, msg, `loop: Use called after 3 route(s) were added ("GET /healthz", "GET /api/v1/me", "GET /admin/x")`)
+
+	s2 := New(Config{Addr: "127.0.0.1:0"})
+	t.Cleanup(func() { _ = s2.Close() })
+	s2.HandleStats("/debug/baton")
+	msg = panicOf(func() { s2.Use(nop) })
+	require.Contains(t, msg, `("GET /debug/baton/tasks", `)
+	require.Regexp(t, `and \d+ more\)`, msg, "a long list is cut after five")
 }
 
 func TestUseAfterStartPanics(t *testing.T) {

@@ -83,6 +83,10 @@ func (e *events) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.housekeep = s.sched.AfterFunc(s.sweepEvery, s.housekeepFn)
 		s.startWatchdog()
 		s.startLag()
+		if !s.runOnStart() { // an OnStart function failed: stop without serving (onstart.go)
+			s.door.open(int(s.ctlPeer.Load())) // the stop it requested runs through the door
+			return nil, gnet.None
+		}
 		close(s.ready)
 		s.door.open(int(s.ctlPeer.Load()))
 		s.guard.start(*s.eng.Load()) // accept once the loop is reachable

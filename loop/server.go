@@ -59,10 +59,12 @@ type Server struct {
 	housekeepFn func()
 	pumpFn      func()
 	sweepEvery  time.Duration
-	middleware  []Middleware // added by Use before ListenAndServe
-	shards      *shardSet    // every shard of the server, nil with Config.Shards == 1 (shard.go)
-	shardIdx    int          // this Server's index in shards
-	loopRef     *Loop        // what Server.Loop returns for this loop
+	middleware  []Middleware        // added by Use before ListenAndServe
+	patterns    []string            // the routes registered so far, for Use's check
+	shards      *shardSet           // every shard of the server, nil with Config.Shards == 1 (shard.go)
+	shardIdx    int                 // this Server's index in shards
+	loopRef     *Loop               // what Server.Loop returns for this loop
+	onStart     []func(*Loop) error // OnStart's functions, run once on the loop (onstart.go)
 
 	// Safe for concurrent use.
 	life      lifecycle
@@ -226,7 +228,7 @@ func sweepInterval(cfg Config) time.Duration {
 // Handle registers h for pattern: "[METHOD ]/path", where a segment "{name}" matches one
 // path segment (read it with Ctx.PathValue) and a final "{name...}" matches the rest of the
 // path. Without a method the route matches every method; GET routes also serve HEAD.
-// The middleware added with Use so far wraps h. Options such as Exempt change how the
+// The middleware added with Use wraps h (Use after a route panics). Options such as Exempt change how the
 // route is served. With Config.Shards > 1 the route is registered on every shard: h
 // runs on whichever shard the connection landed on (Ctx.Shard tells which). It panics on a
 // malformed or duplicate pattern, or after ListenAndServe was called. Call it before
@@ -268,6 +270,7 @@ func (s *Server) handle(pattern string, h HandlerFunc, mw []Middleware, opts []R
 	if err := s.router.Add(pattern, r); err != nil {
 		panic(fmt.Sprintf("loop: Handle(%q): %v", pattern, err))
 	}
+	s.patterns = append(s.patterns, r.pattern)
 	s.routes = routeMemo{}
 }
 

@@ -122,7 +122,8 @@ type laneState struct {
 // and Close waits until every running function has returned and every worker goroutine
 // has exited, or until ctx is done. In the latter case it cancels the contexts of the
 // functions still running and returns ctx's error; their workers exit when they return.
-// Idempotent. Any goroutine except the loop: it blocks (call it from the server's
+// With no function running it returns nil once the idle workers have exited, even when
+// ctx is already done (Server.Close closes the pool with one). Idempotent. Any goroutine except the loop: it blocks (call it from the server's
 // shutdown path).
 func (p *Pool) Close(ctx context.Context) error {
 	var rs resumes
@@ -166,7 +167,7 @@ func (p *Pool) Close(ctx context.Context) error {
 	select {
 	case <-p.done:
 		return nil
-	case <-ctx.Done():
+	case <-ctx.Done(): // also picked at random when done was closed as well
 	}
 	var cancels []*call
 	p.mu.Lock()
@@ -174,6 +175,13 @@ func (p *Pool) Close(ctx context.Context) error {
 		cancels = append(cancels, cl)
 	}
 	p.mu.Unlock()
+	if len(cancels) == 0 {
+		// No function runs, so none can start (the pool is closed): the workers left are
+		// idle ones leaving on quit, or ones between a finished call and their exit, which
+		// take no longer than a lock. ctx ending meanwhile is no failure to report.
+		<-p.done
+		return nil
+	}
 	for _, cl := range cancels {
 		cl.cancel()
 	}

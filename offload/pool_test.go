@@ -312,6 +312,39 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// Close with a context already done reports nothing when no function runs: a pool that
+// never ran one (no worker at all), and one whose workers are idle. Close used to pick
+// ctx.Done at random beside a closed done (one call in two), and to report idle workers
+// still leaving as functions still running.
+func TestCloseIdleWithDoneContext(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		if err := New(Config{Tokens: 2}).Close(done); err != nil {
+			t.Fatalf("round %d: Close of a pool that never ran a function = %v; want nil", i, err)
+		}
+	}
+	for i := range 50 {
+		p := New(Config{Tokens: 4})
+		var hs []*handle
+		for range 4 { // four at once: four workers, idle afterwards
+			hs = append(hs, goHarness{}.start(p, "k", func(c Caller) {
+				_, _ = Do(c, func(context.Context) (int, error) { return 0, nil })
+			}))
+		}
+		for _, h := range hs {
+			h.wait(t)
+		}
+		waitUntil(t, "workers idle", func() bool { st := p.Stats(); return st.Lanes[LaneFast].InUse == 0 })
+		if err := p.Close(done); err != nil {
+			t.Fatalf("round %d: Close with %d idle workers = %v; want nil", i, p.Stats().Workers, err)
+		}
+		if st := p.Stats(); st.Workers != 0 {
+			t.Fatalf("round %d: Close returned with %d workers left", i, st.Workers)
+		}
+	}
+}
+
 // An offloaded function that waits on the pool gets ErrNested at once, whether it reuses
 // its handler's Caller or builds one from its own context; gates likewise.
 func TestNestedDetected(t *testing.T) {

@@ -151,6 +151,9 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 	if err := opts.Loop.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Loop.Shards > 1 { // its maps, rooms and writer live on one loop, without locks
+		return nil, fmt.Errorf("the game server runs on one loop; Shards (BATON_SHARDS) is %d", opts.Loop.Shards)
+	}
 	opts = opts.withDefaults()
 	addrCfg := ratelimit.Config{Rate: opts.AddrRate, Burst: opts.AddrBurst}
 	if err := addrCfg.Validate(); err != nil {
@@ -171,10 +174,7 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	a.routes()
-	// Rooms are made on the loop: this runs once the server is ready.
-	if err := a.srv.Loop(0).Post(a.start); err != nil {
-		return nil, err
-	}
+	a.srv.OnStart(a.start) // rooms are made on the loop, before its first connection
 	return a, nil
 }
 
@@ -191,14 +191,16 @@ func (a *app) routes() {
 	s.Handle("GET /leaderboard", a.leaderboard)
 	s.Handle("GET /players/{id}", a.profile)
 	s.Handle("GET /rooms", a.listRooms)
-	s.HandleStats("/debug/baton") // also on the main port: one address is enough for a demo
+	// The stats pages (goroutine stacks with ?stacks=1) and the dashboard are served on the
+	// admin address only (main.go), never on the public game port.
 	a.health.Mount()
 }
 
-// start runs on the loop once the server is ready: the writer, the matchmaker, bot arenas,
-// the drain hook and the demo switches.
-func (a *app) start() {
-	db, err := room.New(a.srv.Loop(0), room.Config[store.Finished]{
+// start runs on the loop (OnStart) before it accepts a connection: the writer, the
+// matchmaker, bot arenas, the drain hook and the demo switches. Without the writer the
+// server does not start: ListenAndServe returns the error.
+func (a *app) start(l *loop.Loop) error {
+	db, err := room.New(l, room.Config[store.Finished]{
 		Name:       "db-writer",
 		Period:     dbPeriod,
 		Tick:       a.writeTick,
@@ -207,13 +209,12 @@ func (a *app) start() {
 		OnDrain:    func(*room.Room[store.Finished], time.Time) { a.dbDrain = true },
 	})
 	if err != nil {
-		a.log.Error("gameserver: cannot start the database writer", "err", err)
-		return
+		return fmt.Errorf("the database writer: %w", err)
 	}
 	a.db = db
-	a.srv.Loop(0).Every("matchmaker", 100*time.Millisecond, a.matchmake)
-	a.srv.Loop(0).Every("player-sweep", min(max(a.opts.PlayerTTL/2, dbPeriod), time.Minute), a.sweepPlayers)
-	a.srv.Loop(0).OnDrain(a.beginDrain)
+	l.Every("matchmaker", 100*time.Millisecond, a.matchmake)
+	l.Every("player-sweep", min(max(a.opts.PlayerTTL/2, dbPeriod), time.Minute), a.sweepPlayers)
+	l.OnDrain(a.beginDrain)
 	if a.opts.Bots {
 		for i := range a.opts.BotRooms {
 			a.startBotArena(a.opts.Heavy && i == 0)
@@ -222,8 +223,9 @@ func (a *app) start() {
 	if a.opts.BlockLoop {
 		// The bad pattern, on purpose: a blocking call on the loop. The stall detector logs
 		// it with this task's name and stack, and every room's lateness shows it.
-		a.srv.Loop(0).Every("block-loop-demo", blockEvery, func(*loop.Task) { time.Sleep(blockFor) })
+		l.Every("block-loop-demo", blockEvery, func(*loop.Task) { time.Sleep(blockFor) })
 	}
+	return nil
 }
 
 // beginDrain runs on the loop when Shutdown begins (OnDrain): no more matches; queued

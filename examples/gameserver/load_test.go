@@ -35,7 +35,8 @@ func TestLoad(t *testing.T) {
 	require.NoError(t, err, "GAMESERVER_LOAD seconds")
 	window := time.Duration(secs) * time.Second
 
-	p := startProcess(t, "-addr 127.0.0.1:0 -admin= -bots=false -players 4 -wait 30s -match 30m -score-limit 0 -db "+t.TempDir()+"/load.db")
+	// All players come from 127.0.0.1: the per-address ticket limit would refuse them.
+	p := startProcess(t, "-addr 127.0.0.1:0 -admin 127.0.0.1:0 -addr-rate 1000000 -addr-burst 1000000 -bots=false -players 4 -wait 30s -match 30m -score-limit 0 -db "+t.TempDir()+"/load.db")
 	pid := p.cmd.Process.Pid
 
 	var (
@@ -130,7 +131,7 @@ func TestLoad(t *testing.T) {
 			} `json:"tick_duration"`
 		} `json:"rooms"`
 	}
-	resp, err := http.Get("http://" + p.addr + "/debug/baton/rooms?top=100000")
+	resp, err := http.Get("http://" + p.admin + "/debug/baton/rooms?top=100000")
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&rooms))
 	resp.Body.Close()

@@ -10,7 +10,7 @@
 //	curl '127.0.0.1:8080/leaderboard?bots=1'
 //	curl '127.0.0.1:8081/debug/baton/tasks?format=text'   # admin address: stats, health
 //	curl 127.0.0.1:8081/metrics                           # Prometheus metrics
-//	curl '127.0.0.1:8080/debug/baton/rooms?format=text'   # every arena's tick figures
+//	curl '127.0.0.1:8081/debug/baton/rooms?format=text'   # every arena's tick figures
 //
 // Demo switches: -heavy-room makes one bot arena burn 30 ms per tick (the rooms page
 // names it); -block-loop blocks the loop for 1.2 s every 10 s (the stall log and /healthz name the
@@ -19,10 +19,11 @@
 //
 // Routes on the main address: GET / (the browser client), POST /tickets, GET and DELETE
 // /tickets/{id}, GET /ws, GET /rooms, GET /rooms/{id}/state, POST /rooms/{id}/input,
-// GET /leaderboard, GET /players/{id}, /healthz, /readyz, /debug/baton/*. README.md says
-// who may do what (ticket secrets, player keys) and what bounds the load. On the admin
-// address: the live dashboard at /debug/baton/, the stats pages under it and /healthz,
-// /readyz.
+// GET /leaderboard, GET /players/{id}, /healthz, /readyz. README.md says who may do what
+// (ticket secrets, player keys) and what bounds the load. On the admin address only (a
+// loopback address by default): the live dashboard at /debug/baton/, the stats pages under
+// it (goroutine stacks with ?stacks=1, which the public port must not show), /healthz,
+// /readyz and /metrics; with -admin "" they are off.
 package main
 
 import (
@@ -60,7 +61,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts, os.Stdout, nil); err != nil {
-		slog.Error("gameserver", "err", err)
+		fmt.Fprintln(os.Stderr, "gameserver:", err)
 		os.Exit(1)
 	}
 }
@@ -123,6 +124,16 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	return o, nil
 }
 
+// listenError says which address (what: "game" or "admin") could not be served and, when
+// it is taken, how to pick another: the flag, or make run's variable.
+func listenError(what, addr, flagName, makeVar string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("the %s address %s is in use by another process: pick another with %s HOST:PORT (make run %s=HOST:PORT): %w",
+			what, addr, flagName, makeVar, err)
+	}
+	return fmt.Errorf("the %s address %s: %w", what, addr, err)
+}
+
 func envOr(getenv func(string) string, key, def string) string {
 	if v := getenv(key); v != "" {
 		return v
@@ -157,7 +168,7 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	var adminLn net.Listener
 	if opts.Admin != "" {
 		if adminLn, err = net.Listen("tcp", opts.Admin); err != nil {
-			return fmt.Errorf("admin address: %w", err)
+			return listenError("admin", opts.Admin, "-admin", "ADMIN_ADDR", err)
 		}
 		a.setAdmin(adminLn.Addr().String())
 		mux := http.NewServeMux()
@@ -174,7 +185,10 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	select {
 	case <-a.srv.Ready():
 	case err := <-served:
-		return err
+		return listenError("game", opts.Loop.Addr, "-addr", "ADDR", err)
+	}
+	if a.srv.Addr() == nil { // Ready was closed because the server stopped before serving
+		return listenError("game", opts.Loop.Addr, "-addr", "ADDR", <-served)
 	}
 	r := running{app: a, addr: a.srv.Addr().String()}
 	if adminLn != nil {
@@ -182,11 +196,12 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 	}
 	fmt.Fprintf(out, "gameserver: play at http://%s/\n", r.addr)
 	if r.admin != "" {
-		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/  (stats pages under it, health /healthz /readyz)\n", r.admin)
+		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/  (stats pages under it, health /healthz /readyz, /metrics)\n", r.admin)
+		fmt.Fprintf(out, "gameserver: leaderboard http://%s/leaderboard  rooms http://%s/debug/baton/rooms?format=text\n", r.addr, r.admin)
 	} else {
-		fmt.Fprintf(out, "gameserver: dashboard at http://%s/debug/baton/\n", r.addr)
+		fmt.Fprintf(out, "gameserver: no admin address (-admin \"\"): the dashboard, stats pages and metrics are off\n")
+		fmt.Fprintf(out, "gameserver: leaderboard http://%s/leaderboard\n", r.addr)
 	}
-	fmt.Fprintf(out, "gameserver: leaderboard http://%s/leaderboard  rooms http://%s/debug/baton/rooms?format=text\n", r.addr, r.addr)
 	fmt.Fprintf(out, "gameserver: database %s\n", st.Path())
 	if ready != nil {
 		ready(r)

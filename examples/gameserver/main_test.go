@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -443,7 +445,8 @@ func TestSIGTERMDrainsTheRealProcess(t *testing.T) {
 // process is the real server running as a child process (this test binary running main).
 type process struct {
 	cmd    *exec.Cmd
-	addr   string
+	addr   string // the game's address
+	admin  string // the admin address, when it has one
 	stderr *syncBuffer
 }
 
@@ -467,6 +470,11 @@ func startProcess(t *testing.T, args string) *process {
 	for lines.Scan() {
 		if rest, ok := strings.CutPrefix(lines.Text(), "gameserver: play at http://"); ok {
 			p.addr, _, _ = strings.Cut(rest, "/")
+		}
+		if rest, ok := strings.CutPrefix(lines.Text(), "gameserver: dashboard at http://"); ok {
+			p.admin, _, _ = strings.Cut(rest, "/")
+		}
+		if strings.HasPrefix(lines.Text(), "gameserver: leaderboard ") { // the line after both
 			break
 		}
 	}
@@ -505,8 +513,22 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Contains(t, string(body), "<canvas")
-	assert.Contains(t, string(body), "/debug/baton/rooms")
+	assert.Contains(t, string(body), `data-path="/debug/baton/rooms?format=text"`)
 	assert.Contains(t, string(body), `const admin = "`+s.admin+`"`, "the page's dashboard link points at the admin address")
+	// The public port serves no stats page: goroutine stacks (?stacks=1) and the dashboard
+	// are the admin address's.
+	for _, path := range []string{"/debug/baton/tasks?stacks=1", "/debug/baton/tasks", "/debug/baton/", "/debug/baton/rooms", "/metrics"} {
+		resp, err := http.Get(s.url(path))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 404, resp.StatusCode, "GET %s on the game port", path)
+	}
+	resp, err = http.Get("http://" + s.admin + "/debug/baton/tasks?stacks=1")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), "goroutine ", "the admin address shows the stacks")
 	assert.NotContains(t, string(body), adminPlaceholder)
 
 	// A spectator (the page before Play) watches the running bot arena.
@@ -541,7 +563,7 @@ func TestBrowserPageAndAdmin(t *testing.T) {
 	assert.Contains(t, string(body), `baton_http_requests_total{`, "the admin address serves Prometheus metrics")
 	assert.Contains(t, string(body), `route="GET /ws"`, "per-route series are labelled by pattern")
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(s.url("/debug/baton/rooms?format=text"))
+		resp, err := http.Get("http://" + s.admin + "/debug/baton/rooms?format=text")
 		if err != nil {
 			return false
 		}
@@ -576,5 +598,40 @@ func TestParseFlags(t *testing.T) {
 		{"-ticket-age", "0s"}, {"-unplayed-ttl", "1s"}} {
 		_, err = parseFlags(bad, func(string) string { return "" })
 		assert.ErrorContains(t, err, bad[0])
+	}
+}
+
+// TestTakenAddressFailsFirst starts the real binary on a game (or admin) address another
+// process holds: it exits 1 having printed no URL (it printed "play at http://<nil>/"
+// before the bind error), and the error names the address and how to pick another.
+func TestTakenAddressFailsFirst(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0") // no SO_REUSEPORT: a bind beside it fails
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, tc := range []struct {
+		name, args string
+		want       []string
+	}{
+		{"game", "-addr " + taken.Addr().String() + " -admin 127.0.0.1:0",
+			[]string{"the game address " + taken.Addr().String() + " is in use", "-addr HOST:PORT", "make run ADDR=HOST:PORT"}},
+		{"admin", "-addr 127.0.0.1:0 -admin " + taken.Addr().String(),
+			[]string{"the admin address " + taken.Addr().String() + " is in use", "-admin HOST:PORT", "make run ADMIN_ADDR=HOST:PORT"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
+				"GAMESERVER_TEST_ARGS="+tc.args+" -db "+filepath.Join(t.TempDir(), "g.db"))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "the process failed; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+			assert.Equal(t, 1, exit.ExitCode())
+			assert.NotContains(t, stdout.String(), "play at", "no URL before the error")
+			assert.NotContains(t, stdout.String()+stderr.String(), "<nil>")
+			for _, w := range tc.want {
+				assert.Contains(t, stderr.String(), w)
+			}
+		})
 	}
 }
