@@ -197,7 +197,7 @@ func waitIO(c *loop.Ctx) {
 		readable.Resolve(n, err)
 	}()
 	_, err = readable.Await(c) // parked (reason "wait"): the loop runs other tasks
-	close(stop) // the writer closes its end, so the reader returns: nothing outlives the request for long
+	close(stop)                // the writer closes its end, so the reader returns: nothing outlives the request for long
 	if err != nil {
 		c.String(503, err.Error()+"\n")
 		return
