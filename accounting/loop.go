@@ -43,6 +43,14 @@ type LoopSnapshot struct {
 	// measured from the read would have hidden.
 	ArrivalBounded uint64
 	ArrivalHidden  time.Duration
+
+	// The process's own figures, the same on every loop of it, read when the page is
+	// rendered (off the loop): Goroutines from runtime.NumGoroutine; RSSBytes (resident
+	// memory, /proc/self/statm) and OpenFDs (entries of /proc/self/fd) on Linux only, 0
+	// (absent from the JSON) elsewhere or when they could not be read.
+	Goroutines int
+	RSSBytes   int64
+	OpenFDs    int
 }
 
 // LiveTasks returns TasksStarted - TasksDone. Any goroutine.

@@ -106,6 +106,9 @@ type (
 		ArrivalClock   string     `json:"arrival_clock"`
 		ArrivalBounded uint64     `json:"arrival_bounded_reads"`
 		ArrivalHidden  float64    `json:"arrival_hidden_seconds_total"`
+		Goroutines     int        `json:"goroutines"`
+		RSSBytes       int64      `json:"rss_bytes,omitempty"`
+		OpenFDs        int        `json:"open_fds,omitempty"`
 	}
 )
 
@@ -188,6 +191,9 @@ func WriteLoopJSON(w io.Writer, l LoopSnapshot) error {
 		ArrivalClock:   l.ArrivalClock,
 		ArrivalBounded: l.ArrivalBounded,
 		ArrivalHidden:  l.ArrivalHidden.Seconds(),
+		Goroutines:     l.Goroutines,
+		RSSBytes:       l.RSSBytes,
+		OpenFDs:        l.OpenFDs,
 	}
 	if st := l.Stalls; st != nil {
 		doc.Stalls = &stallsDoc{
@@ -337,6 +343,16 @@ func WriteLoopText(w io.Writer, l LoopSnapshot) error {
 	if l.ArrivalClock != "" {
 		t.printf("arrival       clock %q   bounded reads %d (%s ms hidden wait in all)\n",
 			l.ArrivalClock, l.ArrivalBounded, ms(l.ArrivalHidden))
+	}
+	if l.Goroutines > 0 {
+		t.printf("process       goroutines %d", l.Goroutines)
+		if l.RSSBytes > 0 {
+			t.printf("   rss %.1f MiB", float64(l.RSSBytes)/(1<<20))
+		}
+		if l.OpenFDs > 0 {
+			t.printf("   open fds %d", l.OpenFDs)
+		}
+		t.printf("\n")
 	}
 	t.printf("\n")
 	rows := [][]string{summaryRow("lag (ready->run)", l.Lag)}

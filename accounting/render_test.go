@@ -117,7 +117,7 @@ func testLoopSnapshot(withStalls bool) LoopSnapshot {
 		Uptime: 5 * time.Second, BusyTotal: 1250 * time.Millisecond,
 		Lag: lag, Slices: SliceStats{Count: 5, Total: 15 * time.Microsecond, Max: 3 * time.Microsecond},
 		ReadyDepth: 4, ReadyDepthMax: 4, Switches: 5, SwitchRate: SwitchRate{Switches: 4, Elapsed: 5 * time.Second},
-		TasksStarted: 1,
+		TasksStarted: 1, Goroutines: 12, RSSBytes: 32 << 20, OpenFDs: 9,
 	}
 	for i, w := range UtilisationWindows {
 		el := min(w, 5*time.Second)
@@ -138,6 +138,7 @@ var loopSchema = map[string]string{
 	"switches_per_second": tNum, "live_tasks": tInt, "tasks_started": tInt,
 	"completed_tasks": tInt, "stalls": tObj, "arrival_clock": tStr,
 	"arrival_bounded_reads": tInt, "arrival_hidden_seconds_total": tNum,
+	"goroutines": tInt, "rss_bytes": tInt, "open_fds": tInt,
 }
 
 func TestLoopJSONSchema(t *testing.T) {

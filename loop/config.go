@@ -103,10 +103,12 @@ type Config struct {
 	// mode (see docs/concurrency.md).
 	MultiThread bool
 
-	// RequireSingleThread declares that the application's handlers rely on single-thread
-	// mode (they share state without locks). MultiThread is then an error, and so is an
-	// environment asking for it (BATON_USE_SINGLE_THREAD=false in FromEnv), instead of a
-	// silent switch into data races.
+	// RequireSingleThread declares that the application's handlers rely on one thread
+	// running them (they share state without locks): single-thread mode on one loop.
+	// MultiThread and Shards above 1 are then errors, and so is an environment asking for
+	// either (BATON_USE_SINGLE_THREAD=false, BATON_SHARDS=2 in FromEnv), instead of a silent
+	// switch into data races. An application whose state is per loop (Ctx.Loop) leaves it
+	// unset and may run shards.
 	RequireSingleThread bool
 
 	// HandlerTimeout is the longest a handler may run; then its context is cancelled
@@ -295,6 +297,9 @@ func (c Config) Validate() error {
 	}
 	if c.RequireSingleThread && c.MultiThread {
 		return fmt.Errorf("loop: Config.MultiThread is set but Config.RequireSingleThread says the handlers rely on single-thread mode")
+	}
+	if c.RequireSingleThread && c.Shards > 1 {
+		return fmt.Errorf("loop: Config.Shards (%d) runs handlers on several loops in parallel, but Config.RequireSingleThread says the handlers rely on one", c.Shards)
 	}
 	if c.StallThreshold > 0 && c.StallThreshold < recorder.MinStallThreshold {
 		return fmt.Errorf("loop: Config.StallThreshold %v is below the detector's resolution %v (negative turns it off)", c.StallThreshold, recorder.MinStallThreshold)

@@ -27,7 +27,7 @@ const (
 //	BATON_MAX_QUEUE_LENGTH     MaxQueueLength               integer >= 0
 //	BATON_USE_SINGLE_THREAD    !MultiThread                 boolean; false with Config.RequireSingleThread is an error
 //	BATON_LOCK_OS_THREAD       LockOSThread                 boolean
-//	BATON_SHARDS               Shards                       integer 1..MaxShards
+//	BATON_SHARDS               Shards                       integer 1..MaxShards; above 1 with Config.RequireSingleThread is an error
 //	BATON_TRUSTED_PROXIES      TrustedProxies               comma-separated addresses or CIDR prefixes
 //	BATON_READ_HEADER_TIMEOUT  ReadHeaderTimeout            duration ("10s"); negative: none
 //	BATON_IDLE_TIMEOUT         IdleTimeout                  duration; negative: none
@@ -75,7 +75,10 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 		cfg.MultiThread = !single
 	}
 	e.bool("LOCK_OS_THREAD", &cfg.LockOSThread)
-	e.int("SHARDS", 1, &cfg.Shards)
+	if e.int("SHARDS", 1, &cfg.Shards) && cfg.Shards > 1 && cfg.RequireSingleThread {
+		_, from, _ := e.get("SHARDS")
+		e.fail(from, strconv.Itoa(cfg.Shards), "this application requires one loop (Config.RequireSingleThread): its handlers share state without locks, and shards would run them in parallel")
+	}
 	e.prefixes("TRUSTED_PROXIES", &cfg.TrustedProxies)
 	e.duration("READ_HEADER_TIMEOUT", true, &cfg.ReadHeaderTimeout)
 	e.duration("IDLE_TIMEOUT", true, &cfg.IdleTimeout)

@@ -98,6 +98,27 @@ func TestFromEnvRequireSingleThread(t *testing.T) {
 	require.ErrorContains(t, Config{RequireSingleThread: true, MultiThread: true}.Validate(), "Config.MultiThread")
 }
 
+// An application that relies on one loop (RequireSingleThread) refuses a shard count above
+// 1 from the environment, naming the variable: shards run handlers in parallel, so its
+// lock-free shared state would race (issue 27, item 7). One shard stays allowed.
+func TestFromEnvRequireSingleThreadRefusesShards(t *testing.T) {
+	for _, name := range []string{"BATON_SHARDS", "BATON_DEFAULT_SHARDS"} {
+		_, err := fromLookup(Config{RequireSingleThread: true}, envMap(map[string]string{name: "2"}))
+		require.Error(t, err, name)
+		require.ErrorContains(t, err, name+`="2"`)
+		require.ErrorContains(t, err, "RequireSingleThread")
+	}
+	cfg, err := fromLookup(Config{RequireSingleThread: true}, envMap(map[string]string{"BATON_SHARDS": "1"}))
+	require.NoError(t, err)
+	require.Equal(t, 1, cfg.Shards)
+	cfg, err = fromLookup(Config{}, envMap(map[string]string{"BATON_SHARDS": "2"}))
+	require.NoError(t, err, "without the declaration shards are the deployment's choice")
+	require.Equal(t, 2, cfg.Shards)
+	err = Config{RequireSingleThread: true, Shards: 2}.Validate()
+	require.ErrorContains(t, err, "Config.Shards (2)")
+	require.ErrorContains(t, err, "RequireSingleThread")
+}
+
 func TestConfigValidateDelegatesWithPrefix(t *testing.T) {
 	err := Config{Limits: httpcodecConfigWithNegativeHeader()}.Validate()
 	require.ErrorContains(t, err, "loop: Config.Limits.MaxHeaderBytes")

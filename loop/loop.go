@@ -92,8 +92,13 @@ func (l *Loop) DrainReport() DrainReport {
 }
 
 // Loop returns the loop the task runs on: for a request, the loop its connection landed
-// on. From the task itself (Ctx.Loop in a handler).
-func (t *Task) Loop() *Loop { return t.srv.loopRef }
+// on; nil for a zero Task. From the task itself (Ctx.Loop in a handler).
+func (t *Task) Loop() *Loop {
+	if t.srv == nil {
+		return nil // a zero Task: no task at all
+	}
+	return t.srv.loopRef
+}
 
 // OnLoop reports whether the caller runs on this loop: a handler in single-thread mode, a
 // background task, a room's tick, a function passed to Post, a callback. A feature checks

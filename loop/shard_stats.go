@@ -153,6 +153,11 @@ func sumLoops(ls []accounting.LoopSnapshot) accounting.LoopSnapshot {
 		t.TasksDone += l.TasksDone
 		t.ArrivalBounded += l.ArrivalBounded
 		t.ArrivalHidden += l.ArrivalHidden
+		// The process's figures are the same process's, read at about the same time: the
+		// largest reading.
+		t.Goroutines = max(t.Goroutines, l.Goroutines)
+		t.RSSBytes = max(t.RSSBytes, l.RSSBytes)
+		t.OpenFDs = max(t.OpenFDs, l.OpenFDs)
 		if st := l.Stalls; st != nil {
 			if t.Stalls == nil {
 				t.Stalls = &accounting.StallStats{Threshold: st.Threshold}
@@ -459,6 +464,11 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 	case "loop":
 		var snaps []accounting.LoopSnapshot
 		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.LoopSnapshot { return sh.snapshotLoop() }); err == nil {
+			var proc accounting.LoopSnapshot
+			fillProcess(&proc) // once, off the loops: the process is the same for each
+			for i := range snaps {
+				snaps[i].Goroutines, snaps[i].RSSBytes, snaps[i].OpenFDs = proc.Goroutines, proc.RSSBytes, proc.OpenFDs
+			}
 			write := accounting.WriteLoopJSON
 			if text {
 				write = accounting.WriteLoopText

@@ -138,6 +138,9 @@ func (s *Server) snapshotOne(ctx context.Context, v View) (Snapshot, error) {
 		snap.Taken = time.Now()
 	}
 	snap.Routes = readRoutes(routes) // the percentiles and buckets, off the loop
+	if v&ViewLoop != 0 && s.acct.on {
+		fillProcess(&snap.Loop) // off the loop (process.go)
+	}
 	if v&ViewOffload != 0 {
 		snap.Offload = s.snapshotOffload()
 	}

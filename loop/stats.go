@@ -441,6 +441,7 @@ func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, 
 		}
 	default:
 		ls := snap.(accounting.LoopSnapshot)
+		fillProcess(&ls) // off the loop (process.go)
 		if text {
 			err = accounting.WriteLoopText(&buf, ls)
 		} else {

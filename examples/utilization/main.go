@@ -7,10 +7,12 @@
 //	curl '127.0.0.1:8080/block?amount=1&nice=false'  # 1 round, ~1 s, a stall is logged
 //	curl '127.0.0.1:8080/sleep?amount=1'             # 2 rounds, ~0 on the loop
 //	curl '127.0.0.1:8080/offload?amount=1'           # 2 rounds, ~0 on the loop, parked 1 s
-//	curl '127.0.0.1:8080/io?amount=1'                # blocks the loop thread (the bad pattern)
+//	curl '127.0.0.1:8080/io?amount=1'                # 2 rounds, ~0 on the loop, parked 1 s waiting on a pipe
 //	curl '127.0.0.1:8080/debug/baton/tasks?format=text'
 //
-// It reads the BATON_* environment (see loop.FromEnv).
+// amount is in seconds (default 0, at most 30); nice defaults to true, as in the asyncio
+// demo. The status field of an answer is the answer's own status (200). It reads the
+// BATON_* environment (see loop.FromEnv).
 package main
 
 import (
@@ -24,8 +26,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
@@ -73,14 +73,18 @@ func newServer(cfg loop.Config) *loop.Server {
 	srv.Handle("GET /block", block)
 	srv.Handle("GET /sleep", sleep)
 	srv.Handle("GET /offload", offloaded)
-	srv.Handle("GET /io", blockingIO)
+	srv.Handle("GET /io", waitIO)
 	srv.HandleStats("/debug/baton")
 	return srv
 }
 
-// amount reads ?amount=S (seconds, a float).
+// amount reads ?amount=S (seconds, a float; default 0).
 func amount(c *loop.Ctx) (time.Duration, bool) {
-	s, err := strconv.ParseFloat(c.Query("amount"), 64)
+	q := c.Query("amount")
+	if q == "" {
+		return 0, true
+	}
+	s, err := strconv.ParseFloat(q, 64)
 	d := time.Duration(s * float64(time.Second))
 	if err != nil || d < 0 || d > maxAmount {
 		c.String(400, fmt.Sprintf("amount must be seconds between 0 and %v\n", maxAmount.Seconds()))
@@ -89,20 +93,30 @@ func amount(c *loop.Ctx) (time.Duration, bool) {
 	return d, true
 }
 
-// answer replies with the task's own figures.
+// answer replies with the task's own figures; their status is this answer's.
 func answer(c *loop.Ctx) {
 	s := c.Stats()
-	c.JSON(200, accounting.TaskJSON(&s))
+	r := accounting.TaskJSON(&s)
+	r.Status = 200 // the figures are taken before the response is written
+	c.JSON(200, r)
 }
 
 // block burns amount of CPU on the loop: in 10 ms steps with a Yield between them when
-// nice, in one piece when not (which stalls every other request meanwhile).
+// nice (the default), in one piece when not (which stalls every other request meanwhile).
 func block(c *loop.Ctx) {
 	d, ok := amount(c)
 	if !ok {
 		return
 	}
-	if c.Query("nice") == "true" {
+	nice := true
+	if q := c.Query("nice"); q != "" {
+		var err error
+		if nice, err = strconv.ParseBool(q); err != nil {
+			c.String(400, "nice must be true or false\n")
+			return
+		}
+	}
+	if nice {
 		steps := int((d + step/2) / step)
 		for i := 0; i < steps; i++ {
 			if i > 0 {
@@ -152,24 +166,41 @@ func offloaded(c *loop.Ctx) {
 	answer(c)
 }
 
-// blockingIO blocks the loop thread itself in a blocking wait on a pipe for amount: the
-// bad pattern, kept so the stall detector and the CPU-vs-wall split can be seen.
-func blockingIO(c *loop.Ctx) {
+// waitIO waits for a pipe to become readable, as the asyncio demo's /io waits on a file
+// descriptor: another goroutine (the demo's other thread) writes to the pipe after amount,
+// a reader goroutine blocked on the read end (in Go's poller, holding no thread) resolves a
+// Future, and the task awaits it parked, so the loop serves other requests meanwhile.
+func waitIO(c *loop.Ctx) {
 	d, ok := amount(c)
 	if !ok {
 		return
 	}
-	var fds [2]int
-	if err := unix.Pipe(fds[:]); err != nil {
+	r, w, err := os.Pipe()
+	if err != nil {
 		c.String(500, err.Error()+"\n")
 		return
 	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
-	pfd := []unix.PollFd{{Fd: int32(fds[0]), Events: unix.POLLIN}}
-	deadline := time.Now().Add(d)
-	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
-		_, _ = unix.Poll(pfd, int(left.Milliseconds())+1) // nothing is ever written: waits
+	readable := loop.NewFuture[int](c.Loop())
+	stop := make(chan struct{})
+	go func() { // the other thread: completes the descriptor after d
+		defer w.Close() // also ends the reader when the request is gone first
+		select {
+		case <-time.After(d):
+			_, _ = w.Write([]byte{1})
+		case <-stop:
+		}
+	}()
+	go func() { // the wait: a read that parks in the poller, not on the loop
+		defer r.Close()
+		var b [1]byte
+		n, err := r.Read(b[:])
+		readable.Resolve(n, err)
+	}()
+	_, err = readable.Await(c) // parked (reason "wait"): the loop runs other tasks
+	close(stop)                // the writer closes its end, so the reader returns: nothing outlives the request for long
+	if err != nil {
+		c.String(503, err.Error()+"\n")
+		return
 	}
 	answer(c)
 }

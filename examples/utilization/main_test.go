@@ -70,6 +70,7 @@ func startDemo(t *testing.T) (string, *logBuffer) {
 
 type figures struct {
 	ID             uint64             `json:"id"`
+	Status         int                `json:"status"`
 	Rounds         *int               `json:"rounds"`
 	OnLoop         *float64           `json:"on_loop_seconds"`
 	QueueDelay     *float64           `json:"queue_delay_seconds"`
@@ -284,6 +285,92 @@ func TestStatsEndpointsSchema(t *testing.T) {
 		}
 		if page == "tasks" && !strings.Contains(string(b), "GET /sleep") {
 			t.Errorf("tasks text view lacks the sleeping task:\n%s", b)
+		}
+	}
+}
+
+// TestIOParksWhileAnotherThreadCompletesTheFD: /io waits on a pipe that another goroutine
+// writes after amount, as the asyncio demo's /io waits on a descriptor another thread
+// completes: the task parks (2 rounds, almost nothing on the loop) and the loop answers
+// other requests meanwhile (issue 27, item 20: it held the loop, 1 round, 1.0 s).
+func TestIOParksWhileAnotherThreadCompletesTheFD(t *testing.T) {
+	base, _ := startDemo(t)
+	ioDone := make(chan figures, 1)
+	go func() {
+		var f figures
+		resp, err := http.Get(base + "/io?amount=1")
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&f)
+			resp.Body.Close()
+		}
+		ioDone <- f
+	}()
+	// While /io waits, the loop serves others: wait until the /io task is parked on the
+	// tasks page, then a quick request is answered before /io is.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var tasks struct {
+			Live []map[string]any `json:"live"`
+		}
+		getJSON(t, base+"/debug/baton/tasks", &tasks)
+		parked := false
+		for _, x := range tasks.Live {
+			if x["route"] == "GET /io" && x["state"] == "parked" {
+				parked = true
+			}
+		}
+		if parked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the /io task never showed parked: %v", tasks.Live)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	quick := demo(t, base, "/sleep?amount=0")
+	select {
+	case <-ioDone:
+		t.Fatal("/io answered before the request made while it waited")
+	default:
+	}
+	within(t, "neighbour queue_delay", *quick.QueueDelay, 0, 0.2)
+	f := <-ioDone
+	if f.Rounds == nil {
+		t.Fatal("/io failed")
+	}
+	if *f.Rounds != 2 {
+		t.Errorf("rounds = %d, want 2 (start, then resume when the pipe is readable)", *f.Rounds)
+	}
+	within(t, "on_loop", *f.OnLoop, 0, 0.05)
+	within(t, "parked", *f.Parked, 0.95, 1.5)
+	within(t, "parked waiting", f.ParkedByReason["wait"], 0.95, 1.5)
+}
+
+// TestDefaultsAndStatus: /block without parameters is amount 0 and nice, as in the asyncio
+// demo (it answered 400); a bad amount is still refused; the status field is the
+// response's own status (it was always 0).
+func TestDefaultsAndStatus(t *testing.T) {
+	base, _ := startDemo(t)
+	f := demo(t, base, "/block")
+	if *f.Rounds != 1 {
+		t.Errorf("rounds = %d, want 1 (no work)", *f.Rounds)
+	}
+	if f.Status != 200 {
+		t.Errorf("status = %d, want 200, the status of this response", f.Status)
+	}
+	f = demo(t, base, "/block?amount=0.05")
+	if *f.Rounds != 5 {
+		t.Errorf("rounds = %d, want 5: nice by default, one round per 10 ms step", *f.Rounds)
+	}
+	for _, q := range []string{"/block?amount=x", "/block?amount=-1", "/block?nice=maybe", "/sleep?amount=1e9"} {
+		resp, err := http.Get(base + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("%s: %d %s, want 400", q, resp.StatusCode, b)
 		}
 	}
 }

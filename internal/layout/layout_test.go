@@ -35,6 +35,7 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/router", stdOnly: true},
 		{pkg: "internal/clock", stdOnly: true},
 		{pkg: "internal/publish", stdOnly: true},
+		{pkg: "internal/invariants", stdOnly: true},
 		{pkg: "internal/alarm", forbidden: []string{gnet, module + "/"}}, // x/sys only: scheduler's tests use it
 		// accounting's only baton dependency is its histograms: a leaf for its importers.
 		{pkg: "accounting", forbidden: []string{gnet, module + "/"}, allowed: []string{module + "/internal/hdr"}},

@@ -6,7 +6,8 @@
 //
 // A Room lives on one loop: its tick, its members and the loop's room table are
 // loop-confined and need no lock; Input, Stop, Done and Name may be called from any
-// goroutine. The package is a client of package loop's exported API only: tasks
+// goroutine. Under the invariants build (go test -race) its loop-confined methods panic
+// when called off its loop instead of racing. The package is a client of package loop's exported API only: tasks
 // (Loop.Start, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
 // (Loop.OnDrain, Loop.HoldDrain) and the stats registry (Server.AddStats).
 // docs/rooms.md describes rooms in full.
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/invariants"
 	"github.com/batonrt/baton/loop"
 )
 
@@ -357,13 +359,35 @@ func (r *Room[I]) Stop() {
 }
 
 // Members returns the number of member tasks (the tick task not included). Loop-confined.
-func (r *Room[I]) Members() int { return len(r.core.members) }
+func (r *Room[I]) Members() int {
+	r.core.confined("Members")
+	return len(r.core.members)
+}
+
+// confined panics, in the invariants build (go test -race), when the caller is not on the
+// room's loop: the entry points of a room's loop-confined state would race there. The
+// check reads a stack trace (about a microsecond), hence the invariants build only.
+func (c *core) confined(method string) {
+	if invariants.Enabled {
+		invariants.Assert(c.tbl.l.OnLoop(), "room: Room.%s of room %q called off its loop (loop %d): a room's state is loop-confined; post to r.Loop()", method, c.name, c.tbl.l.Index())
+	}
+}
+
+// sameLoop panics when t runs on another loop than the room: its hooks and totals belong
+// to that loop. A pointer compare, so always on. A zero Task (never started) passes, to be
+// refused as not running.
+func (c *core) sameLoop(method string, t *loop.Task) {
+	if tl := t.Loop(); tl != nil && tl != c.tbl.l {
+		panic(fmt.Sprintf("room: Room.%s of room %q (loop %d) with a task of loop %d: a room's members run on its loop; make the room on the task's loop (LoopFor), or post the work to r.Loop()", method, c.name, c.tbl.l.Index(), tl.Index()))
+	}
+}
 
 // Stats returns the room's figures so far (see Stats). It computes percentiles over two
 // small histograms and shares over 60 one-second buckets (a few µs): read it when the
 // game needs it, not on every tick of a thousand rooms. Loop-confined.
 func (r *Room[I]) Stats() Stats {
 	c := &r.core
+	c.confined("Stats")
 	c.sync()
 	return c.rec.Snapshot(c.tbl.now())
 }
@@ -438,6 +462,7 @@ func (r *Room[I]) Go(name string, fn func(t *loop.Task)) *loop.TaskHandle {
 		panic("room: Room.Go(" + name + ", nil)")
 	}
 	c := &r.core
+	c.confined("Go")
 	if c.stopping || c.ended {
 		return c.tbl.l.Start(c.taskName+"/"+name, func(*loop.Task) {})
 	}
@@ -452,10 +477,13 @@ func (r *Room[I]) Go(name string, fn func(t *loop.Task)) *loop.TaskHandle {
 // Stop cancels it. Pass a handler's task (&c.Task; a WebSocket connection's task is its
 // upgrading handler's) or a background task's. A task belongs to one room at a time:
 // attaching it moves it. In a stopped room it returns ErrRoomStopped; a task that has
-// ended (or not started) is refused. Loop-confined: a multi-thread handler attaches its
-// task through the loop's Post.
+// ended (or not started) is refused. A task of another loop than the room's panics
+// (it would race). Loop-confined: a multi-thread handler attaches its task through the
+// loop's Post; the invariants build (go test -race) panics on a call off the loop.
 func (r *Room[I]) Attach(t *loop.Task) error {
 	c := &r.core
+	c.sameLoop("Attach", t)
+	c.confined("Attach")
 	if c.stopping || c.ended {
 		return ErrRoomStopped
 	}
@@ -467,8 +495,11 @@ func (r *Room[I]) Attach(t *loop.Task) error {
 	return c.attach(t)
 }
 
-// Detach ends t's membership: its loop time so far stays counted. Loop-confined.
+// Detach ends t's membership: its loop time so far stays counted. A task of another loop
+// panics, as in Attach. Loop-confined.
 func (r *Room[I]) Detach(t *loop.Task) {
+	r.core.sameLoop("Detach", t)
+	r.core.confined("Detach")
 	if r.core.tbl.owner[t] == &r.core {
 		r.core.detach(t)
 	}
