@@ -353,6 +353,9 @@ func roomsSummary(s *ScenarioResult) []SummaryItem {
 		out = append(out, SummaryItem{Name: "rooms light: baton/nethttp server CPU per tick", Value: v, Unit: "x", Goal: "< 1", Pass: &ok,
 			Note: fmt.Sprintf("%.1f vs %.1f µs", b.Server.CPUUsPerUnit, n.Server.CPUUsPerUnit)})
 	}
+	if light != nil {
+		out = append(out, floorRatios("rooms light", light, map[string]float64{servers.Baton: 1.2})...)
+	}
 	for _, target := range []string{servers.Baton, servers.NetHTTP} {
 		l, h := light.Run(target).Group("ticks"), heavy.Run(target).Group("ticks")
 		if l == nil || h == nil || l.Latency.P99 == 0 {
