@@ -34,7 +34,11 @@ import (
 //     pings answered, a close echoed, inputs parsed; fragments, unmasked or oversized
 //     frames close the connection with 1002/1009;
 //   - the ticks in a binary heap of absolute deadlines, slept on with epoll_pwait2
-//     (nanosecond timeout; epoll_wait's milliseconds where the kernel lacks it);
+//     (nanosecond timeout; epoll_wait's milliseconds where the kernel lacks it), with
+//     baton's timer slack (floorSlack): a timer wake-up comes no sooner than 500 µs
+//     after the last one, so that dense deadlines share wake-ups (without it, 250 rooms
+//     at 20 Hz wake the thread 5,000 times a second, which costs more kernel time than
+//     baton spends);
 //   - one write(2) of the frame, encoded once per tick, per player per tick; what the
 //     kernel does not take waits in a per-connection buffer written on EPOLLOUT, and a
 //     connection with more than floorMaxPending bytes waiting is closed as a slow
@@ -51,6 +55,7 @@ const (
 	floorMaxFrame   = 16 << 10 // client frame payload limit (1009 past it)
 	floorMaxPending = 1 << 20  // bytes waiting for a slow reader before it is closed (1008)
 	floorEvents     = 512
+	floorSlack      = int64(500 * time.Microsecond) // loop/alarm.go's timerSlack
 	wsGUID          = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 )
 
@@ -113,6 +118,7 @@ type floor struct {
 	wbuf           []byte // one response being built
 	toClose        []*floorConn
 	noPwait2       bool
+	lastTimers     int64 // when timers last ran (ns since base)
 
 	// rooms scenario
 	rooms     map[string]*floorRoom
@@ -207,7 +213,7 @@ func (f *floor) loop() {
 		f.runTimers()
 		wait := int64(-1)
 		if len(f.timers) > 0 {
-			wait = max(f.timers[0].at-f.mono(time.Now()), 0)
+			wait = max(max(f.timers[0].at, f.lastTimers+floorSlack)-f.mono(time.Now()), 0)
 		}
 		n, err := f.wait(events, wait)
 		if err != nil && err != unix.EINTR {
@@ -740,6 +746,9 @@ func (f *floor) addTimer(t *floorTimer) {
 // whose next deadlines passed meanwhile skips them (as baton's rooms do by default).
 func (f *floor) runTimers() {
 	now := f.mono(f.now)
+	if len(f.timers) > 0 && f.timers[0].at <= now {
+		f.lastTimers = now
+	}
 	for len(f.timers) > 0 && f.timers[0].at <= now {
 		t := f.timers[0]
 		if t.dead {
