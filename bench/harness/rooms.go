@@ -226,7 +226,7 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 	}
 	switch {
 	case !baton:
-		ex.NamedNote = "net/http keeps no per-room figures: it cannot say which room is heavy"
+		ex.NamedNote = env.Target + " keeps no per-room figures: it cannot say which room is heavy"
 	case errLoop0 != nil || errLoop1 != nil:
 		ex.NamedNote = fmt.Sprintf("/debug/baton/loop: %v %v", errLoop0, errLoop1)
 	}
