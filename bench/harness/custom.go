@@ -105,6 +105,9 @@ type Figures struct {
 	// event of all groups.
 	Work uint64
 	Unit string
+	// WorkF, when positive, is Work as a real number and is used instead of it (e.g.
+	// player-seconds over a window that is not a whole number of seconds).
+	WorkF float64
 	// Extra holds scenario-specific figures for RunResult.Extra.
 	Extra map[string]any
 }
@@ -145,6 +148,18 @@ func runCustom(ctx context.Context, ph Phase, env *Env) (*loadgen.Result, *Figur
 		res.Groups = append(res.Groups, g)
 	}
 	return res, fig, nil
+}
+
+// work returns the unit count CPU is divided by (WorkF, else Work), 0 for none. f may be
+// nil.
+func (f *Figures) work() float64 {
+	switch {
+	case f == nil:
+		return 0
+	case f.WorkF > 0:
+		return f.WorkF
+	}
+	return float64(f.Work)
 }
 
 // mode returns the mode the driver gave group name, or "". f may be nil.

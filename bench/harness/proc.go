@@ -239,25 +239,92 @@ const clockTicks = 100
 
 // procCPU returns the CPU time (user + system, all threads, exited ones included) of pid.
 func procCPU(pid int) (time.Duration, error) {
+	u, s, err := procTimes(pid)
+	return u + s, err
+}
+
+// procTimes returns the user and the system (kernel) CPU time of pid, all threads,
+// exited ones included: utime and stime of /proc/<pid>/stat, in USER_HZ ticks (10 ms).
+func procTimes(pid int) (user, sys time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may contain spaces: fields are counted after its ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
+		return 0, 0, errors.New("malformed /proc stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
+		return 0, 0, errors.New("short /proc stat")
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
 	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
 	if err1 != nil || err2 != nil {
-		return 0, errors.New("malformed /proc stat times")
+		return 0, 0, errors.New("malformed /proc stat times")
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return time.Duration(utime) * time.Second / clockTicks, time.Duration(stime) * time.Second / clockTicks, nil
+}
+
+// cpusBusy returns the busy time (user, nice, system, irq, softirq, steal) of the CPUs
+// in the taskset list cpus ("0", "0-1", "0,2"), from /proc/stat; ok is false when cpus
+// is empty or cannot be read.
+func cpusBusy(cpus string) (busy time.Duration, ok bool) {
+	want := map[string]bool{}
+	for _, part := range strings.Split(cpus, ",") {
+		lo, hi, rng := strings.Cut(strings.TrimSpace(part), "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if rng {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || b < a || b-a > 4096 {
+			return 0, false
+		}
+		for n := a; n <= b; n++ {
+			want["cpu"+strconv.Itoa(n)] = true
+		}
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	var ticks int64
+	found := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !want[f[0]] {
+			continue
+		}
+		found++
+		for _, k := range []int{1, 2, 3, 6, 7, 8} {
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			ticks += v
+		}
+	}
+	if found != len(want) {
+		return 0, false
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, true
+}
+
+// loadAvg1 returns the 1-minute load average, or -1.
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // procMem returns VmRSS and VmHWM (bytes) and the thread count of pid.

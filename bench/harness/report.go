@@ -63,23 +63,26 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\ttarget\tgroup\tconns\tmode\treq/s\tp50\tp90\tp99\tp99.9\tmax\terrors\tsrv µs/req\tsrv cpu\tsrv rss MB\tcli cpu\t")
+	fmt.Fprintln(tw, "phase\ttarget\tgroup\tconns\tmode\treq/s\tp50\tp90\tp99\tp99.9\tmax\terrors\tsrv µs/req\tsrv cpu\tsrv sys\tsrv rss MB\tcli cpu\t")
 	for _, ph := range s.Phases {
 		for _, run := range ph.Runs {
 			if run.Error != "" && len(run.Groups) == 0 {
-				fmt.Fprintf(tw, "%s\t%s\tFAILED: %s\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", ph.Name, run.Target, run.Error)
+				fmt.Fprintf(tw, "%s\t%s\tFAILED: %s\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", ph.Name, run.Target, run.Error)
 				continue
 			}
 			for i, g := range run.Groups {
-				srvCPU, srvUtil, rss, cli := "", "", "", ""
+				srvCPU, srvUtil, srvSys, rss, cli := "", "", "", "", ""
 				if i == 0 {
-					srvCPU, srvUtil, rss = "-", "-", "-"
+					srvCPU, srvUtil, srvSys, rss = "-", "-", "-", "-"
 					if run.Server != nil {
 						srvCPU = fmt.Sprintf("%.1f", run.Server.CPUUsPerReq)
 						if run.Server.CPUUsPerUnit > 0 {
 							srvCPU = fmt.Sprintf("%.2f/%s", run.Server.CPUUsPerUnit, run.Server.Unit)
 						}
 						srvUtil = fmt.Sprintf("%.0f%%", 100*run.Server.CPUUtil)
+						if run.Server.CPUSeconds > 0 {
+							srvSys = fmt.Sprintf("%.0f%%", 100*run.Server.CPUSysS/run.Server.CPUSeconds)
+						}
 						rss = fmtMB(run.Server.RSSEnd)
 					}
 					cli = fmt.Sprintf("%.0f%%", 100*run.Client.Util)
@@ -94,10 +97,10 @@ func writeTable(w io.Writer, s *ScenarioResult) {
 				if g.Mode != "closed" && g.Mode != "idle" && g.Rate > 0 {
 					mode += fmt.Sprintf("@%.0f", g.Rate)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 					ph.Name, run.Target, g.Name, g.Conns, mode, g.RPS,
 					fmtUs(g.Latency.P50), fmtUs(g.Latency.P90), fmtUs(g.Latency.P99), fmtUs(g.Latency.P999), fmtUs(g.Latency.Max),
-					fmtErrors(g.Errors), srvCPU, srvUtil, rss, cli)
+					fmtErrors(g.Errors), srvCPU, srvUtil, srvSys, rss, cli)
 			}
 		}
 	}

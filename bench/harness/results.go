@@ -92,6 +92,8 @@ type RunResult struct {
 type ServerStats struct {
 	PID         int     `json:"pid"`
 	CPUSeconds  float64 `json:"cpu_s"`          // user + system CPU in the window
+	CPUUserS    float64 `json:"cpu_user_s"`     // of which user time (utime)
+	CPUSysS     float64 `json:"cpu_sys_s"`      // of which kernel time (stime): system calls, and on loopback the softirq work charged to the sender
 	CPUUsPerReq float64 `json:"cpu_us_per_req"` // CPU µs per response of the window
 	CPUUtil     float64 `json:"cpu_util"`       // CPU seconds per wall second (1 = one core busy)
 	RSSBefore   int64   `json:"rss_before"`     // resident memory before the load connected
@@ -104,6 +106,14 @@ type ServerStats struct {
 	// per tick or per delivered message; Unit names the unit.
 	CPUUsPerUnit float64 `json:"cpu_us_per_unit,omitempty"`
 	Unit         string  `json:"unit,omitempty"`
+	// CPUUserUsPerUnit and CPUSysUsPerUnit split CPUUsPerUnit into user and kernel time.
+	CPUUserUsPerUnit float64 `json:"cpu_user_us_per_unit,omitempty"`
+	CPUSysUsPerUnit  float64 `json:"cpu_sys_us_per_unit,omitempty"`
+	// Load1 is the 1-minute load average at the window's start; OthersOnCPUs the CPU
+	// (in cores) that other processes used on the server's CPUs during the window, when
+	// it is pinned (-1: unknown). On a shared machine they say how far to trust a figure.
+	Load1        float64 `json:"load1"`
+	OthersOnCPUs float64 `json:"others_on_cpus"`
 }
 
 // ClientStats are the load generator's own figures over the window.

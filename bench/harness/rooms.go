@@ -226,7 +226,7 @@ func roomsDriver(ctx context.Context, env *Env, rooms int, heavy bool) (*Figures
 	}
 	switch {
 	case !baton:
-		ex.NamedNote = "net/http keeps no per-room figures: it cannot say which room is heavy"
+		ex.NamedNote = env.Target + " keeps no per-room figures: it cannot say which room is heavy"
 	case errLoop0 != nil || errLoop1 != nil:
 		ex.NamedNote = fmt.Sprintf("/debug/baton/loop: %v %v", errLoop0, errLoop1)
 	}
@@ -352,6 +352,9 @@ func roomsSummary(s *ScenarioResult) []SummaryItem {
 		ok := v < 1
 		out = append(out, SummaryItem{Name: "rooms light: baton/nethttp server CPU per tick", Value: v, Unit: "x", Goal: "< 1", Pass: &ok,
 			Note: fmt.Sprintf("%.1f vs %.1f µs", b.Server.CPUUsPerUnit, n.Server.CPUUsPerUnit)})
+	}
+	if light != nil {
+		out = append(out, floorRatios("rooms light", light, map[string]float64{servers.Baton: 1.2})...)
 	}
 	for _, target := range []string{servers.Baton, servers.NetHTTP} {
 		l, h := light.Run(target).Group("ticks"), heavy.Run(target).Group("ticks")

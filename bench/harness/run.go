@@ -78,7 +78,7 @@ func ParseTargets(spec string, cmds []string) ([]Target, error) {
 		}
 		var t Target
 		switch item {
-		case servers.Baton, servers.NetHTTP, servers.BatonNoAccounting:
+		case servers.Baton, servers.NetHTTP, servers.BatonNoAccounting, servers.Floor:
 			t = Target{Name: item, Builtin: true}
 		default:
 			name, raw, named := strings.Cut(item, "=")
@@ -214,6 +214,9 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 				if !t.Builtin && !sc.External && t.proc == nil {
 					continue
 				}
+				if t.Builtin && !servers.Serves(t.Name, sc.Name) {
+					continue // the floor serves only the scenarios it is the floor of
+				}
 				if err := ctx.Err(); err != nil {
 					release()
 					_ = r.writeJSON() // keep what was measured
@@ -314,6 +317,11 @@ func (r *runner) checkParams(p Params, scenarios []*Scenario) Params {
 				p.WSConns = int(limit) - 256
 				r.warn("open file limit %d is too low for %d WebSocket connections: using %d", limit, n, p.WSConns)
 			}
+		case "arena":
+			ns := arenaPlayers(p)
+			if n := ns[len(ns)-1]; limit > 0 && uint64(n)+256 > limit {
+				r.warn("open file limit %d is too low for %d arena players: the largest phases will fail to join them all", limit, n)
+			}
 		case "game":
 			if n := gamePlayers(p); limit > 0 && uint64(n)+256 > limit {
 				p.GamePlayers = int(limit) - 256
@@ -374,7 +382,11 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	}
 	var (
 		st                  *ServerStats
-		cpu0, cpu1          time.Duration
+		user0, user1        time.Duration
+		sys0, sys1          time.Duration
+		busy0, busy1        time.Duration
+		busyOK              bool
+		load1               float64
 		rssStart, rssEnd    int64
 		threads, rssConnsOf int
 	)
@@ -384,13 +396,18 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	}
 	onStart := func() {
 		if srv != nil {
-			cpu0, _ = procCPU(srv.pid)
+			user0, sys0, _ = procTimes(srv.pid)
+			busy0, busyOK = cpusBusy(r.opts.CPUServer)
+			load1 = loadAvg1()
 			rssStart, _, _, _ = procMem(srv.pid)
 		}
 	}
 	onEnd := func() {
 		if srv != nil {
-			cpu1, _ = procCPU(srv.pid)
+			user1, sys1, _ = procTimes(srv.pid)
+			var ok bool
+			busy1, ok = cpusBusy(r.opts.CPUServer)
+			busyOK = busyOK && ok
 			rssEnd, _, threads, _ = procMem(srv.pid)
 		}
 	}
@@ -458,13 +475,19 @@ func (r *runner) runOne(ctx context.Context, sc *Scenario, ph Phase, t Target) *
 	}
 	if srv != nil {
 		_, st.RSSPeak, _, _ = procMem(srv.pid)
-		st.CPUSeconds = (cpu1 - cpu0).Seconds()
+		st.CPUUserS, st.CPUSysS = (user1 - user0).Seconds(), (sys1 - sys0).Seconds()
+		st.CPUSeconds = st.CPUUserS + st.CPUSysS
 		st.CPUUtil = st.CPUSeconds / window.Seconds()
+		st.Load1, st.OthersOnCPUs = load1, -1
+		if busyOK {
+			st.OthersOnCPUs = max(0, ((busy1-busy0).Seconds()-st.CPUSeconds)/window.Seconds())
+		}
 		if n := rr.Requests(); n > 0 {
 			st.CPUUsPerReq = st.CPUSeconds * 1e6 / float64(n)
 		}
-		if fig != nil && fig.Work > 0 {
-			st.CPUUsPerUnit, st.Unit = st.CPUSeconds*1e6/float64(fig.Work), fig.Unit
+		if work := fig.work(); work > 0 {
+			st.CPUUsPerUnit, st.Unit = st.CPUSeconds*1e6/work, fig.Unit
+			st.CPUUserUsPerUnit, st.CPUSysUsPerUnit = st.CPUUserS*1e6/work, st.CPUSysS*1e6/work
 		}
 		st.RSSStart, st.RSSEnd, st.Threads = rssStart, rssEnd, threads
 		rr.Server = st

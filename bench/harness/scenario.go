@@ -67,6 +67,9 @@ type Params struct {
 	// WSConns, when positive, is the ws-broadcast scenario's number of WebSocket
 	// connections (in WSConns/100 rooms).
 	WSConns int
+	// ArenaPlayers, when not empty, are the arena scenario's player counts, one phase
+	// each (rounded up to rooms of 4).
+	ArenaPlayers []int
 	// GamePlayers, when positive, is the game scenario's number of players (in matches of
 	// GameMatchSize); GameServer, when set, the path of a built examples/gameserver binary
 	// (else the harness builds it with the go toolchain); GameMatch, when positive, the
@@ -120,7 +123,7 @@ func Register(s *Scenario) {
 }
 
 // order is the canonical order of scenarios (the numbering); others follow by name.
-var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns", "rooms", "ws-broadcast", "game"}
+var order = []string{"plaintext", "json", "slow-flood", "cpu-hog", "reconnect-burst", "idle-conns", "rooms", "ws-broadcast", "arena", "game"}
 
 // Scenarios returns every registered scenario in canonical order.
 func Scenarios() []*Scenario {

@@ -178,6 +178,7 @@ func wsSummary(s *ScenarioResult) []SummaryItem {
 		out = append(out, SummaryItem{Name: "ws-broadcast: baton/nethttp server CPU per delivered message", Value: v, Unit: "x", Goal: "<= 0.5", Pass: &ok,
 			Note: fmt.Sprintf("%.2f vs %.2f µs", b.Server.CPUUsPerUnit, n.Server.CPUUsPerUnit)})
 	}
+	out = append(out, floorRatios("ws-broadcast", ph, map[string]float64{servers.Baton: 1.15})...)
 	bg, ng := b.Group("delivery"), n.Group("delivery")
 	if bg != nil && ng != nil && bg.Latency.Count > 0 && ng.Latency.Count > 0 {
 		v := float64(bg.Latency.P99) / float64(ng.Latency.P99)

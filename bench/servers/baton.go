@@ -140,6 +140,7 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool, shards int)
 
 	registerRoomsBaton(srv)
 	registerWSBaton(srv)
+	registerArenaBaton(srv)
 	if !noAccounting {
 		srv.HandleStats("/debug/baton") // the rooms scenario reads /debug/baton/rooms and /loop
 	}

@@ -123,11 +123,13 @@ func startNetHTTP(addr string, logger *slog.Logger) (*Running, error) {
 
 	stopRooms := registerRoomsNetHTTP(mux)
 	stopWS := registerWSNetHTTP(mux)
+	stopArena := registerArenaNetHTTP(mux)
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		stopRooms()
 		stopWS()
+		stopArena()
 		return nil, err
 	}
 	hs := &http.Server{
@@ -143,6 +145,7 @@ func startNetHTTP(addr string, logger *slog.Logger) (*Running, error) {
 		<-errc
 		stopRooms()
 		stopWS()
+		stopArena()
 		return err
 	}}, nil
 }

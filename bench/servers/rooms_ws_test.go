@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -38,11 +39,20 @@ func getStats[T any](t *testing.T, url string) T {
 	return v
 }
 
-// TestRoomsRoutes: on both targets, rooms set up by POST /rooms/setup tick (light rooms
+// wsTargets are the targets of the rooms, ws-broadcast and arena routes: the floor too
+// where it runs (Linux).
+func wsTargets() []string {
+	if runtime.GOOS == "linux" {
+		return append(append([]string{}, Targets...), Floor)
+	}
+	return Targets
+}
+
+// TestRoomsRoutes: on every target, rooms set up by POST /rooms/setup tick (light rooms
 // and the heavy one), take inputs that their ticks apply, refuse bad and misdirected
 // inputs, and report lateness histograms that decode.
 func TestRoomsRoutes(t *testing.T) {
-	for _, target := range Targets {
+	for _, target := range wsTargets() {
 		t.Run(target, func(t *testing.T) {
 			srv, err := Start(target, "127.0.0.1:0", nil)
 			require.NoError(t, err)
@@ -85,10 +95,10 @@ func TestRoomsRoutes(t *testing.T) {
 	}
 }
 
-// TestWSRoutes: on both targets, WebSocket clients join rooms, POST /ws/start makes each
+// TestWSRoutes: on every target, WebSocket clients join rooms, POST /ws/start makes each
 // room push stamped messages to its members, and wsload measures them in its window.
 func TestWSRoutes(t *testing.T) {
-	for _, target := range Targets {
+	for _, target := range wsTargets() {
 		t.Run(target, func(t *testing.T) {
 			srv, err := Start(target, "127.0.0.1:0", nil)
 			require.NoError(t, err)

@@ -24,10 +24,31 @@ const (
 	// BatonNoAccounting is baton with accounting off (Config.NoAccounting), for measuring
 	// what accounting costs: run it beside Baton (-targets baton,baton-noacct).
 	BatonNoAccounting = "baton-noacct"
+	// Floor is the least a server can do for the rooms, ws-broadcast and arena traffic
+	// on Linux (floor_linux.go): raw system calls on one thread, no framework, no
+	// accounting. It serves only FloorScenarios' routes; its CPU per unit of work is the
+	// limit the other targets are measured against.
+	Floor = "floor"
 )
 
-// Targets lists the built-in servers.
+// Targets lists the built-in servers that serve every scenario's routes.
 var Targets = []string{Baton, NetHTTP}
+
+// FloorScenarios names the scenarios whose routes the Floor target serves.
+var FloorScenarios = []string{"rooms", "ws-broadcast", "arena"}
+
+// Serves reports whether the built-in target serves scenario's routes.
+func Serves(target, scenario string) bool {
+	if target != Floor {
+		return true
+	}
+	for _, s := range FloorScenarios {
+		if s == scenario {
+			return true
+		}
+	}
+	return false
+}
 
 // Constants shared by both implementations.
 const (
@@ -89,6 +110,7 @@ var Routes = []Route{
 	{"GET", "/ws/{room}", "ws-broadcast", "WebSocket upgrade; the connection joins room room-N and only receives (404 for other names)"},
 	{"POST", "/ws/start", "ws-broadcast", `JSON WSStart: every room starts pushing WSPayload-byte messages to its members at 20 Hz; 200 "ok", 409 already started`},
 	{"GET", "/ws/stats", "ws-broadcast", "200 application/json WSStats"},
+	{"GET", "/arena?room={R}&slot={S}", "arena", "WebSocket upgrade; joins arena room R (made at its first player) as player S (0..3); 16-byte inputs in, a 120-byte state out per 50 ms tick; 400 for a bad room or slot"},
 }
 
 // TaskReply is the JSON body of a successful /burst/request_task.
@@ -232,7 +254,7 @@ func (r *Running) Addr() string { return r.addr }
 // Close stops the server at once.
 func (r *Running) Close() error { return r.close() }
 
-// Start starts target ("baton", "nethttp" or "baton-noacct") on addr ("127.0.0.1:0" picks a port) in this
+// Start starts target ("baton", "nethttp", "baton-noacct" or "floor") on addr ("127.0.0.1:0" picks a port) in this
 // process and returns once it accepts connections. logger may be nil.
 func Start(target, addr string, logger *slog.Logger) (*Running, error) {
 	return StartWith(target, addr, logger, Options{})
@@ -262,8 +284,10 @@ func StartWith(target, addr string, logger *slog.Logger, opt Options) (*Running,
 		return startBaton(addr, logger, true, opt.Shards)
 	case NetHTTP:
 		return startNetHTTP(addr, logger)
+	case Floor:
+		return startFloor(addr, logger)
 	}
-	return nil, fmt.Errorf("servers: unknown target %q (want %q, %q or %q)", target, Baton, NetHTTP, BatonNoAccounting)
+	return nil, fmt.Errorf("servers: unknown target %q (want %q, %q, %q or %q)", target, Baton, NetHTTP, BatonNoAccounting, Floor)
 }
 
 // ListenPrefix starts the line a child server prints on stdout once it listens, followed by

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,31 +67,32 @@ func main() {
 
 	fs := flag.NewFlagSet("baton-bench", flag.ExitOnError)
 	var (
-		scenario    = fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of names (see the list below)")
-		targets     = fs.String("targets", "baton,nethttp", "servers to measure, comma-separated: baton, nethttp, and external servers as\n[name=]http://127.0.0.1:PORT[/prefix] (loopback only; they must serve the scenario's routes;\nexternal targets take part in plaintext only)")
-		duration    = fs.Duration("duration", 0, "measurement window of every phase (0: each scenario's default: 3s with -quick\n(cpu-hog 5s), 30s otherwise)")
-		out         = fs.String("out", "", "output directory (default results/<timestamp> under the working directory: bench/results/\nwhen run from bench/ as make bench does)")
-		conns       = fs.String("conns", "", "connection counts for plaintext, comma-separated (default 64,256,1024)")
-		rate        = fs.Float64("rate", 0, "open-loop rate in requests/s of each scenario's main load: plaintext becomes open loop at\nthis rate, json's open phase and cpu-hog's neighbours use it (0: scenario defaults)")
-		pipeline    = fs.Int("pipeline", 1, "requests in flight per connection for plaintext and json (closed loop: written in\nbatches of this many)")
-		idleConns   = fs.Int("idle-conns", harness.DefaultIdleConns, "idle keep-alive connections of the idle-conns scenario")
-		drain       = fs.Duration("drain", 2*time.Second, "how long responses to a window's requests are waited for after it; later ones count as\ntimeouts")
-		burst       = fs.Int("burst-conns", 0, "workers of the reconnect-burst scenario (0: 2000 with -quick, 5000 otherwise)")
-		rooms       = fs.Int("rooms", 0, "rooms of the rooms scenario (0: 250 with -quick, 1000 otherwise)")
-		wsConns     = fs.Int("ws-conns", 0, "WebSocket connections of the ws-broadcast scenario, 100 per room (0: 1000 with -quick,\n5000 otherwise)")
-		gamePlayers = fs.Int("game-players", 0, "players of the game scenario, in matches of 4 (0: 200 with -quick, 2000 otherwise)")
-		gameMatch   = fs.Duration("game-match", 0, "match length of the game scenario (0: 4s with -quick, 15s otherwise)")
-		gameServer  = fs.String("gameserver", "", "path of a built examples/gameserver binary for the game scenario (empty: built with\nthe go toolchain from examples/gameserver above the working directory)")
-		acctRounds  = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
-		acctBurst   = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
-		shards      = fs.Int("shards", 1, "baton's Config.Shards for the built-in baton targets: event loops in the server process\n(more than 1: scenarios plaintext and rooms only)")
-		cpuServer   = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
-		cpuClient   = fs.String("cpu-client", "", "CPU list to pin the load generator to with taskset, e.g. 1 (empty: not pinned)")
-		quick       = fs.Bool("quick", false, "the short suite: short windows and warm-ups (what make bench runs)")
-		plots       = fs.Bool("plots", true, "write latency-by-percentile PNG plots")
-		list        = fs.Bool("list", false, "list the scenarios and exit")
-		cmds        multiFlag
-		warmup      optDuration
+		scenario     = fs.String("scenario", "all", "scenarios to run: all, or a comma-separated list of names (see the list below)")
+		targets      = fs.String("targets", defaultTargets(), "servers to measure, comma-separated: baton, nethttp, floor (Linux: the least a server can do,\nraw system calls on one thread; rooms, ws-broadcast and arena only), baton-noacct, and external\nservers as [name=]http://127.0.0.1:PORT[/prefix] (loopback only; they must serve the scenario's\nroutes; external targets take part in plaintext only)")
+		duration     = fs.Duration("duration", 0, "measurement window of every phase (0: each scenario's default: 3s with -quick\n(cpu-hog 5s), 30s otherwise)")
+		out          = fs.String("out", "", "output directory (default results/<timestamp> under the working directory: bench/results/\nwhen run from bench/ as make bench does)")
+		conns        = fs.String("conns", "", "connection counts for plaintext, comma-separated (default 64,256,1024)")
+		rate         = fs.Float64("rate", 0, "open-loop rate in requests/s of each scenario's main load: plaintext becomes open loop at\nthis rate, json's open phase and cpu-hog's neighbours use it (0: scenario defaults)")
+		pipeline     = fs.Int("pipeline", 1, "requests in flight per connection for plaintext and json (closed loop: written in\nbatches of this many)")
+		idleConns    = fs.Int("idle-conns", harness.DefaultIdleConns, "idle keep-alive connections of the idle-conns scenario")
+		drain        = fs.Duration("drain", 2*time.Second, "how long responses to a window's requests are waited for after it; later ones count as\ntimeouts")
+		burst        = fs.Int("burst-conns", 0, "workers of the reconnect-burst scenario (0: 2000 with -quick, 5000 otherwise)")
+		rooms        = fs.Int("rooms", 0, "rooms of the rooms scenario (0: 250 with -quick, 1000 otherwise)")
+		wsConns      = fs.Int("ws-conns", 0, "WebSocket connections of the ws-broadcast scenario, 100 per room (0: 1000 with -quick,\n5000 otherwise)")
+		arenaPlayers = fs.String("arena-players", "", "player counts of the arena scenario's phases, comma-separated, in rooms of 4 (default\n400 with -quick, 500,1000,2000 otherwise)")
+		gamePlayers  = fs.Int("game-players", 0, "players of the game scenario, in matches of 4 (0: 200 with -quick, 2000 otherwise)")
+		gameMatch    = fs.Duration("game-match", 0, "match length of the game scenario (0: 4s with -quick, 15s otherwise)")
+		gameServer   = fs.String("gameserver", "", "path of a built examples/gameserver binary for the game scenario (empty: built with\nthe go toolchain from examples/gameserver above the working directory)")
+		acctRounds   = fs.Int("acct-rounds", 0, "rounds of the interleaved accounting-cost measurement (plaintext with -targets\nbaton,baton-noacct; 0: 10 with -quick, 30 otherwise)")
+		acctBurst    = fs.Duration("acct-burst", 0, "measured length of each accounting-cost burst (0: 500ms with -quick, 1s otherwise)")
+		shards       = fs.Int("shards", 1, "baton's Config.Shards for the built-in baton targets: event loops in the server process\n(more than 1: scenarios plaintext and rooms only)")
+		cpuServer    = fs.String("cpu-server", "", "CPU list to pin server processes to with taskset, e.g. 0 (empty: not pinned)")
+		cpuClient    = fs.String("cpu-client", "", "CPU list to pin the load generator to with taskset, e.g. 1 (empty: not pinned)")
+		quick        = fs.Bool("quick", false, "the short suite: short windows and warm-ups (what make bench runs)")
+		plots        = fs.Bool("plots", true, "write latency-by-percentile PNG plots")
+		list         = fs.Bool("list", false, "list the scenarios and exit")
+		cmds         multiFlag
+		warmup       optDuration
 	)
 	fs.Var(&warmup, "warmup", "warm-up before each window, not recorded (default: each scenario's: 1s with -quick, 5s\notherwise)")
 	fs.Var(&cmds, "cmd", "name=command: command starting the external target name (run with sh -c \"exec command\",\npinned like the built-in servers, stopped with SIGTERM); repeatable")
@@ -127,17 +129,8 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	var cs []int
-	for _, f := range strings.Split(*conns, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			fail(fmt.Errorf("-conns: %q is not a positive number", f))
-		}
-		cs = append(cs, n)
-	}
+	cs := positives("-conns", *conns)
+	aps := positives("-arena-players", *arenaPlayers)
 	if *out == "" {
 		*out = filepath.Join("results", time.Now().Format("20060102-150405"))
 	}
@@ -153,7 +146,7 @@ func main() {
 		Params: harness.Params{
 			Quick: *quick, Duration: *duration, Warmup: warmup.get(), Conns: cs, Rate: *rate,
 			Pipeline: *pipeline, IdleConns: *idleConns, BurstConns: *burst, Drain: *drain,
-			Rooms: *rooms, WSConns: *wsConns, GamePlayers: *gamePlayers, GameServer: *gameServer, GameMatch: *gameMatch,
+			Rooms: *rooms, WSConns: *wsConns, ArenaPlayers: aps, GamePlayers: *gamePlayers, GameServer: *gameServer, GameMatch: *gameMatch,
 			AccountingRounds: *acctRounds, AccountingBurst: *acctBurst,
 		},
 		Out:       *out,
@@ -167,6 +160,31 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+}
+
+// defaultTargets is -targets' default: baton, the net/http baseline, and the floor
+// where it runs.
+func defaultTargets() string {
+	if runtime.GOOS == "linux" {
+		return "baton,nethttp,floor"
+	}
+	return "baton,nethttp"
+}
+
+// positives parses a comma-separated list of positive numbers (flag name for errors).
+func positives(name, list string) []int {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			fail(fmt.Errorf("%s: %q is not a positive number", name, f))
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func fail(err error) {
