@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -89,9 +90,12 @@ func init() {
 		Summary: "examples/gameserver with 2,000 WebSocket players in 500 matches of 4: input-to-snapshot latency, tick lateness, server CPU and RSS, database batch latency",
 		Spec: `The harness builds examples/gameserver (go build, in its own module; or -gameserver PATH) and
 runs it as the server, pinned like the built-in ones, with a fresh -data directory, no bots
-(-bots=false), no admin address, matches of 4 players that last 15 s (4 s with -quick) and no
-score limit. -targets does not apply: there is no net/http baseline. N players (2000 in the
-full suite, 200 with -quick, or -game-players) each open GET /ws?player=ID (which queues a
+(-bots=false), an admin address on a free loopback port (the stats pages are served
+there only), the per-address ticket limit and the queue and match caps lifted past the
+fleet (every player comes from 127.0.0.1), matches of 4 players that last 15 s (4 s with
+-quick) and no score limit. -targets does not apply: there is no net/http baseline. N players (2000 in the
+full suite, 200 with -quick, or -game-players) each open GET /ws?player=ID (and &key=, the
+player key its first ticket was issued, when it joins again; which queues a
 matchmaking ticket and saves the player's profile through the offload pool), wait for the
 assignment and play: every 100 ms on its own timer (random phase) a player sends an input
 {"dx","dy","seq"}; every tick (20 Hz) the server sends each player the room's state, which
@@ -135,22 +139,41 @@ func gameMatchArg(p Params) time.Duration {
 	return FullGameMatch
 }
 
+// gamePlay and gameAdmin are the running gameserver's game and admin addresses, read from
+// its output (one gameserver runs at a time: the game scenario's only target).
+var gamePlay, gameAdmin atomic.Pointer[string]
+
 // gameProcess builds (or takes) the gameserver binary.
 func gameProcess(ctx context.Context, p Params) (*Process, error) {
 	proc := &Process{
 		Name: "gameserver",
 		Path: p.GameServer,
 		Args: func(dir string) []string {
-			return []string{"-addr", "127.0.0.1:0", "-admin=", "-data", dir, "-bots=false",
+			// Every bench player comes from 127.0.0.1: the per-address ticket limit and the
+			// queue and match caps are lifted past the fleet's size (the flagship's bounds are
+			// for the public internet, not for one load generator).
+			return []string{"-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-data", dir, "-bots=false",
+				"-addr-rate", "1000000", "-addr-burst", "1000000", "-max-queued", "1000000", "-max-arenas", "1000000",
 				"-players", strconv.Itoa(GameMatchSize), "-wait", "30s", "-match", gameMatchArg(p).String(), "-score-limit", "0"}
 		},
 		Addr: func(line string) (string, bool) {
-			rest, ok := strings.CutPrefix(line, "gameserver: play at http://")
+			// The game address comes first; the admin address (the stats pages are served
+			// there only) on the next line, and the process counts as up once both are known.
+			if rest, ok := strings.CutPrefix(line, "gameserver: play at http://"); ok {
+				addr, _, _ := strings.Cut(rest, "/")
+				gamePlay.Store(&addr)
+				return "", false
+			}
+			rest, ok := strings.CutPrefix(line, "gameserver: dashboard at http://")
 			if !ok {
 				return "", false
 			}
-			addr, _, _ := strings.Cut(rest, "/")
-			return addr, true
+			admin, _, _ := strings.Cut(rest, "/")
+			gameAdmin.Store(&admin)
+			if play := gamePlay.Load(); play != nil {
+				return *play, true
+			}
+			return "", false
 		},
 	}
 	if proc.Path != "" {
@@ -298,7 +321,11 @@ func gameDriver(ctx context.Context, env *Env, players int) (*Figures, error) {
 			} `json:"tick_duration"`
 		} `json:"rooms"`
 	}
-	if err := getJSON(ctx, env.Base()+"/debug/baton/rooms?top=1000000", &rooms); err != nil {
+	admin := gameAdmin.Load()
+	if admin == nil {
+		return nil, errors.New("the gameserver did not say its admin address")
+	}
+	if err := getJSON(ctx, "http://"+*admin+"/debug/baton/rooms?top=1000000", &rooms); err != nil {
 		return nil, err
 	}
 	var app struct {
@@ -407,11 +434,16 @@ func (f *gameFleet) untrack(c *websocket.Conn) {
 // play is player i: join, play until the match ends, join again, until the fleet stops.
 func (f *gameFleet) play(i int) {
 	id := "bench" + strconv.Itoa(i)
-	u := url.URL{Scheme: "ws", Host: f.host, Path: "/ws", RawQuery: "player=" + id}
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
 	sh := &f.shards[i%gameShards]
 	everPlayed := false
+	var key string // the player's key, issued with its first ticket: later joins must show it
 	for matches := 0; !f.stopping.Load(); matches++ {
+		q := url.Values{"player": {id}}
+		if key != "" {
+			q.Set("key", key)
+		}
+		u := url.URL{Scheme: "ws", Host: f.host, Path: "/ws", RawQuery: q.Encode()}
 		c, resp, err := d.Dial(u.String(), nil)
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close()
@@ -430,13 +462,13 @@ func (f *gameFleet) play(i int) {
 		if matches > 0 && f.measuring.Load() {
 			f.rejoins.Add(1)
 		}
-		f.session(c, id, sh, &everPlayed)
+		f.session(c, id, sh, &everPlayed, &key)
 		f.untrack(c)
 	}
 }
 
 // session plays one match on c: an input writer on its own timer, states read here.
-func (f *gameFleet) session(c *websocket.Conn, id string, sh *gameShard, everPlayed *bool) {
+func (f *gameFleet) session(c *websocket.Conn, id string, sh *gameShard, everPlayed *bool, key *string) {
 	p := &gamePlayer{}
 	done := make(chan struct{})
 	var writer sync.WaitGroup
@@ -462,6 +494,14 @@ func (f *gameFleet) session(c *websocket.Conn, id string, sh *gameShard, everPla
 			return
 		}
 		switch {
+		case bytes.HasPrefix(msg, []byte(`{"type":"ticket"`)) && *key == "":
+			var hello struct {
+				PlayerKey string `json:"player_key"`
+			}
+			if json.Unmarshal(msg, &hello) == nil && hello.PlayerKey != "" {
+				*key = hello.PlayerKey
+			}
+			continue
 		case bytes.HasPrefix(msg, []byte(`{"type":"state"`)):
 		case bytes.HasPrefix(msg, []byte(`{"type":"assigned"`)) && !assigned:
 			assigned = true
