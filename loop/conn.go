@@ -101,6 +101,12 @@ type conn struct {
 	discarding  bool // body holds the framing of a refused request's body, read and dropped (discardBody)
 	dirty       bool // queued in connTable.dirty
 	beforeDrain bool // open when the drain began: the drain waits for it
+	sndbufSet   bool // the socket's send buffer is bounded for streaming (streamshare.go)
+
+	// The bytes a stream's task has written in its current slice (streamshare.go): the
+	// task's id and slice number, and the count.
+	sliceTask, sliceRound uint64
+	sliceOut              int
 }
 
 // writable reports whether output may still be written to the connection.
