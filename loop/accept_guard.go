@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,12 +69,16 @@ type acceptor struct {
 
 	accepted, resourceErrs, shed, otherErrs, regErrs atomic.Uint64
 
-	mu         sync.Mutex // guards closed, pending, settleFrom; serializes handing over with close
+	mu         sync.Mutex // guards closed, draining, swept, pending, settleFrom; serializes handing over with close
 	closed     bool
+	draining   bool                           // a drain began: the listener takes no new connections (beginDrain)
+	drainAt    time.Time                      // when beginDrain ran
+	swept      bool                           // draining, and the backlog was accepted and the listening socket closed
 	pending    []<-chan gnet.RegisteredResult // registrations whose result was not seen yet
 	settleFrom time.Time                      // when settled was first called
 	quit       chan struct{}                  // closed by close
 	wg         sync.WaitGroup
+	eng        gnet.Engine // set by start, before the accept goroutine
 
 	// Accept goroutine only.
 	reserve       int // a descriptor on /dev/null, given up to shed a connection; -1 when none
@@ -128,6 +133,7 @@ func (a *acceptor) Addr() *net.TCPAddr { return a.addr }
 // start begins accepting and handing connections to eng. Call it once, when the loop is
 // reachable (connections arriving before wait in the kernel's backlog).
 func (a *acceptor) start(eng gnet.Engine) {
+	a.eng = eng
 	a.wg.Add(1)
 	go a.acceptLoop(eng)
 }
@@ -194,6 +200,10 @@ func (a *acceptor) acceptLoop(eng gnet.Engine) {
 			continue
 		}
 		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && a.isDraining() {
+			a.sweep(eng) // the drain's grace is over (beginDrain)
 			return
 		}
 		if isResourceError(err) {
@@ -283,6 +293,89 @@ func (a *acceptor) logOtherError(err error) {
 	a.unloggedOther = 0
 }
 
+// drainListenGrace is how long the listener of a draining server goes on accepting the
+// connections whose handshake was already under way (it takes no new ones): their last
+// ACK arrives within a round trip.
+const drainListenGrace = 100 * time.Millisecond
+
+// drainListenMinGrace is the part of drainListenGrace a stop waits for when the drain ended
+// sooner (acceptor.settled): the loop keeps turning meanwhile, so it is kept short.
+const drainListenMinGrace = 10 * time.Millisecond
+
+// beginDrain stops the listener taking new connections when a drain begins, without
+// resetting any it already took. Closing the listening socket at once would reset every
+// connection in its backlog (the kernel does, unless net.ipv4.tcp_migrate_req moves them
+// to another socket of the SO_REUSEPORT group), and a handshake completing between a last
+// accept and the close would be reset too. So: a socket filter drops new SYNs from now on
+// (their clients retry within a second and find the port closed, or another process on
+// it); handshakes under way complete; for drainListenGrace the accept goroutine goes on
+// handing connections to the loop, which answers them 503 (a draining server runs no new
+// request); then it accepts what is left in the backlog and closes the socket (sweep).
+// Without the filter (off Linux, or if attaching it fails) the window between that last
+// accept and the close stays, a few microseconds wide. Safe for concurrent use.
+func (a *acceptor) beginDrain() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed || a.draining {
+		return
+	}
+	a.draining = true
+	a.drainAt = time.Now()
+	var ferr error
+	if err := a.raw.Control(func(fd uintptr) { ferr = refuseNewConnections(int(fd)) }); err != nil {
+		ferr = err
+	}
+	if ferr != nil && !errors.Is(ferr, errors.ErrUnsupported) {
+		a.log.Debug("loop: could not filter new connections at the drain's start", "err", ferr)
+	}
+	// Wakes the accept goroutine's Accept when the grace is over (acceptLoop, sweep).
+	_ = a.ln.SetDeadline(time.Now().Add(drainListenGrace))
+}
+
+// isDraining reports whether beginDrain ran.
+func (a *acceptor) isDraining() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.draining
+}
+
+// sweep ends a drain's accepting: it hands every connection still in the backlog to the
+// loop (the listener's deadline has passed, so Accept would return at once without them)
+// and closes the listening socket. Accept goroutine only.
+func (a *acceptor) sweep(eng gnet.Engine) {
+	for {
+		var nfd int
+		var aerr error
+		if err := a.raw.Control(func(fd uintptr) { nfd, aerr = acceptNonblock(int(fd)) }); err != nil {
+			break
+		}
+		if errors.Is(aerr, unix.EINTR) || errors.Is(aerr, unix.ECONNABORTED) {
+			continue
+		}
+		if aerr != nil {
+			break // EAGAIN: the backlog is empty (or descriptors ran out: nothing more to do)
+		}
+		f := os.NewFile(uintptr(nfd), "")
+		c, err := net.FileConn(f) // a duplicate: f is closed below either way
+		_ = f.Close()
+		if err != nil {
+			continue
+		}
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			_ = c.Close()
+			continue
+		}
+		if !a.handOver(eng, tc) {
+			break // the acceptor closed meanwhile (the stop)
+		}
+	}
+	a.mu.Lock()
+	a.swept = true
+	_ = a.ln.Close()
+	a.mu.Unlock()
+}
+
 // handOver gives c to the loop. It reports false once the acceptor is closed or the
 // engine is stopping.
 //
@@ -341,12 +434,23 @@ func (a *acceptor) pruneLocked() {
 // reports false; after settleLimit it reports true regardless (a registration that failed
 // before reaching the loop is collected, but one stuck elsewhere must not hold the stop).
 func (a *acceptor) settled() bool {
+	a.mu.Lock()
+	if a.settleFrom.IsZero() {
+		a.settleFrom = time.Now()
+		if a.draining && !a.swept && !a.closed {
+			// The drain ended within its grace: sweep once the handshakes that were under
+			// way when it began (on loopback or a LAN, a millisecond) have completed.
+			_ = a.ln.SetDeadline(a.drainAt.Add(drainListenMinGrace))
+		}
+	}
+	sweeping := a.draining && !a.swept && !a.closed && time.Since(a.settleFrom) <= settleLimit
+	a.mu.Unlock()
+	if sweeping {
+		return false // the backlog is still being handed over (sweep)
+	}
 	a.shut()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.settleFrom.IsZero() {
-		a.settleFrom = time.Now()
-	}
 	a.pruneLocked()
 	return len(a.pending) == 0 || time.Since(a.settleFrom) > settleLimit
 }
@@ -388,6 +492,14 @@ func (g *serveGuard) start(eng gnet.Engine) { g.acc.Load().start(eng) }
 func (g *serveGuard) stopAccepting() {
 	if a := g.acc.Load(); a != nil {
 		a.shut()
+	}
+}
+
+// beginDrain is acceptor.beginDrain: the listener takes no new connections, and what it
+// took is handed to the loop. Call it on the loop when a drain begins.
+func (g *serveGuard) beginDrain() {
+	if a := g.acc.Load(); a != nil {
+		a.beginDrain()
 	}
 }
 

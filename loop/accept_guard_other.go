@@ -3,6 +3,7 @@
 package loop
 
 import (
+	"errors"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -54,3 +55,7 @@ func socketpair(nonblock bool) ([2]int, error) {
 	}
 	return fds, nil
 }
+
+// refuseNewConnections has no socket filter to attach off Linux: the listener is closed
+// after the drain's grace with only its backlog swept (acceptor.beginDrain).
+func refuseNewConnections(int) error { return errors.ErrUnsupported }

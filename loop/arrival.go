@@ -113,6 +113,7 @@ func (s *Server) noteRead(cs *conn) {
 		}
 	}
 	cs.arrival, cs.readAt = arr, t
+	cs.heard = true
 }
 
 // noteOpen starts cs's reads from the turn that registered it (OnOpen), not from nothing:

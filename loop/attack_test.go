@@ -339,8 +339,13 @@ func TestAttackParkedStreamDoesNotPoll(t *testing.T) {
 			resp, body := c.read("GET")
 			require.Equal(t, 200, resp.StatusCode)
 			require.Len(t, body, total)
+			// Each 64 KiB write spends a slice's byte budget and yields once (streamshare.go):
+			// those slices are the stream writing, not polling.
 			r := <-rounds
-			t.Logf("the stream was scheduled %d times", r)
+			if !m.multi {
+				r -= uint64(total / (64 << 10))
+			}
+			t.Logf("the stream was scheduled %d times besides its yields", r)
 			require.Less(t, r, uint64(100), "the parked stream was scheduled %d times: it polls", r)
 		})
 	}

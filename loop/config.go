@@ -52,6 +52,13 @@ const (
 	// DefaultMaxBufferedInput bounds unparsed pipelined input per busy connection: 4 MiB
 	// holds 10,000 typical pipelined GETs.
 	DefaultMaxBufferedInput = 4 << 20
+
+	// DefaultStreamSendBuffer is the send buffer (SO_SNDBUF) a connection's socket gets
+	// once it streams a response: the kernel doubles it for its bookkeeping, so a slow
+	// reader holds at most about 256 KiB in the kernel besides the stream's 256 KiB
+	// high-water mark in baton, where the kernel's autotuning would let it take 4 MiB.
+	// 128 KiB still moves 10 MB/s per stream at a 25 ms round trip.
+	DefaultStreamSendBuffer = 128 << 10
 )
 
 // Config configures a Server. Its zero value is ready to use; each field documents its
@@ -132,6 +139,15 @@ type Config struct {
 	// of its requests is being handled (pipelining). Past it the connection is answered
 	// up to the current request and closed. Zero means DefaultMaxBufferedInput.
 	MaxBufferedInput int
+
+	// StreamSendBuffer is the send buffer (SO_SNDBUF, bytes) a connection's socket gets
+	// when it first streams a response (Ctx.Stream, a net/http handler's flushed body), so
+	// that a slow reader's socket holds a bounded amount (the kernel doubles the value and
+	// caps it at net.core.wmem_max) and a stream's writes park on backpressure early
+	// instead of feeding the kernel megabytes. It stays set for the connection's later
+	// responses. Zero means DefaultStreamSendBuffer; negative leaves the kernel's
+	// autotuning alone (for bulk downloads over long round trips).
+	StreamSendBuffer int
 
 	// KeepFileLimit leaves RLIMIT_NOFILE as it is. By default ListenAndServe raises the
 	// soft limit to the hard limit (every connection is a file descriptor) and logs a
@@ -254,6 +270,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBufferedInput == 0 {
 		c.MaxBufferedInput = DefaultMaxBufferedInput
+	}
+	if c.StreamSendBuffer == 0 {
+		c.StreamSendBuffer = DefaultStreamSendBuffer
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -101,6 +101,13 @@ type conn struct {
 	discarding  bool // body holds the framing of a refused request's body, read and dropped (discardBody)
 	dirty       bool // queued in connTable.dirty
 	beforeDrain bool // open when the drain began: the drain waits for it
+	sndbufSet   bool // the socket's send buffer is bounded for streaming (streamshare.go)
+	heard       bool // the client has sent something (noteRead): a drain answers a silent one (answerUnheard)
+
+	// The bytes a stream's task has written in its current slice (streamshare.go): the
+	// task's id and slice number, and the count.
+	sliceTask, sliceRound uint64
+	sliceOut              int
 }
 
 // writable reports whether output may still be written to the connection.
@@ -540,6 +547,11 @@ func (s *Server) sweep(now int64) {
 		switch kind {
 		case deadlineIdle:
 			if !cs.busy() && cs.accepting() {
+				if !cs.heard && s.life.draining() {
+					s.answerUnheard(cs)
+					s.flush(cs) // and closes it gracefully
+					continue
+				}
 				s.beginClose(cs) // graceful: a request racing the close is not reset
 			}
 		case deadlineHeader:

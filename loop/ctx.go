@@ -463,7 +463,9 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 // one loop turn: at the latest when the task next parks, yields or returns (pieces written
 // in the same turn leave in one write). When the client reads slower than the handler
 // writes, Write parks the task until the client's backlog is under 256 KiB, so memory per
-// slow reader stays bounded. Use it only from the handler that created it, before the
+// slow reader stays bounded (with the socket's send buffer, Config.StreamSendBuffer); in
+// single-thread mode a Write that brings the bytes written in one slice to 32 KiB yields,
+// so many streams share the loop. Use it only from the handler that created it, before the
 // handler returns.
 type Stream struct{ c *Ctx }
 

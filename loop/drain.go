@@ -1,6 +1,10 @@
 package loop
 
-import "time"
+import (
+	"time"
+
+	"github.com/batonrt/baton/httpcodec"
+)
 
 // DrainReport says what a graceful shutdown drained. It is filled on the loop and can be
 // read with Server.DrainReport once ListenAndServe has returned.
@@ -42,6 +46,7 @@ func (s *Server) beginDrain() {
 		return
 	}
 	d.begun = true
+	s.guard.beginDrain() // new connections go elsewhere; what the listener took is answered 503
 	d.report.InFlight = s.inflight
 	d.report.Queued = len(s.adm.queue)
 	// The hooks first (rooms' OnDrain among them): what they send players (a final state,
@@ -69,6 +74,38 @@ func (s *Server) beginDrain() {
 		}
 	}
 	s.checkDrained()
+}
+
+// answerUnheard answers cs, a connection that has sent nothing yet, with 503 (Retry-After,
+// Connection: close) ahead of its request, and closes it gracefully once written: during a
+// drain, a connection the listener took late, or one still silent when its grace ends or
+// the server stops, then learns that its request will not run instead of meeting a close
+// (or a reset) without a byte. Loop-confined.
+func (s *Server) answerUnheard(cs *conn) {
+	cs.closeAfterResponse()
+	cs.out = appendDrain503(cs.out, s.date.Bytes())
+	s.drain.report.RejectedDuring++
+}
+
+// drainRetryAfterHeader is the header of the server's own 503s during a drain.
+var drainRetryAfterHeader = []httpcodec.Header{
+	plainTextHeader[0],
+	{Name: []byte("Retry-After"), Value: []byte(drainRetryAfter)},
+}
+
+// appendDrain503 appends the 503 a draining server answers a request it will not run with:
+// Retry-After (nothing ran, so any client may resend) and Connection: close.
+func appendDrain503(dst, date []byte) []byte {
+	const body = "503 Service Unavailable\n"
+	h := httpcodec.ResponseHead{
+		Status:        503,
+		Headers:       drainRetryAfterHeader,
+		ContentLength: int64(len(body)),
+		Close:         true,
+		Date:          date,
+	}
+	dst, _ = httpcodec.AppendResponseHead(dst, &h)
+	return append(dst, body...)
 }
 
 // checkDrained stops the server once a drain has nothing left: no handler in flight or

@@ -85,7 +85,10 @@ func (s *Server) runTask(t *scheduler.Task) {
 
 func (m loopMode) flush(c *Ctx) error {
 	s, cs := m.s, c.conn
+	t, n := c.Task.t, len(c.out)
+	round, spent := t.Rounds(), cs.spendSlice(t, n)
 	s.deliver(c)
+	s.boundSendBuffer(cs)
 	s.markDirty(cs) // written at the end of this loop turn, with whatever else is gathered
 	for cs.state != connClosed && cs.gc.OutboundBuffered()+len(cs.out) > streamHighWater {
 		s.flush(cs)
@@ -101,6 +104,9 @@ func (m loopMode) flush(c *Ctx) error {
 		if err := c.Task.ops.park(&c.Task, scheduler.ReasonWrite, d, nil); err != nil && err != ErrTimeout {
 			return err
 		}
+	}
+	if spent && cs.state != connClosed && t.Rounds() == round {
+		s.yieldStream(c) // the slice's byte budget is spent and it has not parked: share the loop
 	}
 	if cs.state == connClosed {
 		return ErrClientGone
@@ -157,6 +163,7 @@ func (m goroutineMode) flush(c *Ctx) error {
 			if s.cfg.OnRequestDone != nil {
 				c.bytesOut += int64(len(data))
 			}
+			s.boundSendBuffer(cs)
 			s.flush(cs)
 			if cs.state == connClosed {
 				return

@@ -144,11 +144,11 @@ func (s *Server) finalStop() {
 	s.sched.Close() // idempotent
 	s.drain.report.Refused = s.adm.refused
 	for _, cs := range s.conns.all {
-		if cs.state == connOpen && !cs.busy() && cs.ws == nil && cs.gc.InboundBuffered() > 0 {
-			cs.state = connCloseAfter
+		if cs.state == connOpen && !cs.busy() && cs.ws == nil && (cs.gc.InboundBuffered() > 0 || !cs.heard) {
+			// A request read but not started, or a connection that has sent nothing yet (the
+			// listener took it during the drain): 503 ahead of the close.
 			_, _ = cs.gc.Discard(-1)
-			cs.out = appendPlainResponse(cs.out, 503, "503 Service Unavailable\n", true, false, s.date.Bytes())
-			s.drain.report.RejectedDuring++
+			s.answerUnheard(cs)
 		}
 		if cs.ws != nil {
 			cs.ws.stopping()

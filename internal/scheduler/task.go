@@ -208,6 +208,11 @@ func (t *Task) LastSlice() (wait, run time.Duration) {
 // first slice ended and with Config.NoAccounting. Loop-confined.
 func (t *Task) SliceEnd() int64 { return t.sliceEnd }
 
+// Rounds returns how many slices the task has started, the running one included: code
+// inside the task that sees it change knows it gave the loop up in between. Counted with
+// Config.NoAccounting too. Loop-confined.
+func (t *Task) Rounds() uint64 { return t.st.Rounds }
+
 // Totals returns the task's total time on the loop, in the ready queue and parked (all
 // reasons) up to its latest switch, without the interval in progress. It is the cheap read
 // of Stats for a hook, where nothing is in progress: inside Hooks.OnStop with state Done

@@ -1,0 +1,140 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 27 item 15: connections racing a Shutdown are answered (200 if they ran before
+// the drain, 503 with Connection: close if not) or refused by the kernel; none is accepted
+// and then reset or closed without a byte. The listener stops taking new connections when
+// the drain begins and what it already took (its backlog included) is answered, instead of
+// being reset when the listening socket closes at the stop. Clients connect from many
+// goroutines while the drain waits for a slow request, and go on until the port refuses
+// them.
+func TestDrainAnswersOrRefusesEveryConnection(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(map[int]string{1: "one loop", 2: "two shards"}[shards], func(t *testing.T) {
+			s := New(Config{Addr: "127.0.0.1:0", Shards: shards, Logger: quietLogger(t)})
+			slow := make(chan struct{}, 1)
+			s.Handle("GET /x", func(c *Ctx) { c.String(200, "ok") })
+			s.Handle("GET /slow", func(c *Ctx) {
+				slow <- struct{}{}
+				_ = c.Sleep(300 * time.Millisecond) // the drain waits for it
+				c.String(200, "slow")
+			})
+			errc := serveInBackground(t, s)
+			addr := s.Addr().String()
+
+			slowDone := make(chan error, 1)
+			go func() {
+				resp, err := http.Get("http://" + addr + "/slow")
+				if err == nil {
+					_ = resp.Body.Close()
+				}
+				slowDone <- err
+			}()
+			<-slow
+
+			var answered, refused, ran, connectFailed atomic.Int64
+			var mu sync.Mutex
+			var bad []string
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 48 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						switch status, err := tryOnce(addr); {
+						case err == nil:
+							answered.Add(1)
+							if status == 200 {
+								ran.Add(1)
+							}
+						case errors.Is(err, syscall.ECONNREFUSED):
+							refused.Add(1)
+							return // the port is closed: this client is done
+						case errors.Is(err, errConnect):
+							// connect failed (reset during the handshake): the client sent
+							// nothing and knows it, as with a refusal; counted, allowed
+							connectFailed.Add(1)
+						default:
+							mu.Lock()
+							bad = append(bad, err.Error())
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			require.Eventually(t, func() bool { return ran.Load() >= 200 }, 20*time.Second, time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, s.Shutdown(ctx))
+			require.ErrorIs(t, <-errc, ErrServerClosed)
+			require.NoError(t, <-slowDone, "the request in flight at the drain")
+			// Every client ends at a refused connect; bound the wait all the same.
+			waited := make(chan struct{})
+			go func() { wg.Wait(); close(waited) }()
+			select {
+			case <-waited:
+			case <-time.After(20 * time.Second):
+				close(stop)
+				<-waited
+			}
+			t.Logf("answered %d (%d ran), refused %d, connect failed %d, accepted and then reset or closed without a response %d",
+				answered.Load(), ran.Load(), refused.Load(), connectFailed.Load(), len(bad))
+			require.Empty(t, bad, "connections accepted and then reset or closed without a response")
+			require.Positive(t, answered.Load()-ran.Load(), "no connection was answered 503 during the drain")
+		})
+	}
+}
+
+// errConnect marks a connect that failed other than by refusal.
+var errConnect = errors.New("connect failed")
+
+// tryOnce connects to addr and sends one GET; it returns the response's status, or the
+// connect error (ECONNREFUSED once nothing listens), or an error saying how an accepted
+// connection failed to give a whole response.
+func tryOnce(addr string) (int, error) {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if errors.Is(err, syscall.ECONNRESET) {
+		return 0, fmt.Errorf("%w: %w", errConnect, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = nc.Close() }()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		return 0, errors.New("write after connect: " + err.Error())
+	}
+	resp, err := http.ReadResponse(newReader(nc), nil)
+	if err != nil {
+		return 0, errors.New("read after connect: " + err.Error())
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		return 0, errors.New("body: " + err.Error())
+	}
+	if resp.StatusCode != 200 && resp.StatusCode != 503 {
+		return 0, errors.New("status " + resp.Status)
+	}
+	return resp.StatusCode, nil
+}
