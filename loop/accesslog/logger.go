@@ -2,7 +2,8 @@
 // slog.Logger, from a goroutine of its own so that the loop never waits for the log.
 //
 // Install Logger.Record as loop.Config.OnRequestDone; Close the Logger after the server
-// has stopped.
+// has stopped. To log each request's id (package loop/requestid), set Options.RequestID
+// and mount Logger.Middleware inside the request id's middleware.
 package accesslog
 
 import (
@@ -31,6 +32,12 @@ type Options struct {
 	Buffer int
 	// Level is the level records are logged at. Default slog.LevelInfo.
 	Level slog.Level
+	// RequestID, if set, adds a request_id attribute to each line: Logger.Middleware calls
+	// it on the request's handler task (requestid.Get, or the application's own) and
+	// Record logs what it returned. Lines of requests the middleware did not see (404,
+	// 405, 503 while draining, routes outside it) have no request_id. Default nil: no
+	// attribute, and Middleware does nothing.
+	RequestID func(*loop.Ctx) string
 }
 
 // DefaultBuffer holds 4096 records (a few hundred KiB): 50 ms of 80,000 logged
@@ -51,12 +58,25 @@ type Logger struct {
 	closing sync.Once
 	logged  atomic.Uint64
 	dropped atomic.Uint64
+
+	// reqID is Options.RequestID. ids holds the ids Middleware noted, by task id, until
+	// Record takes them: Middleware runs on handler tasks (goroutines in multi-thread
+	// mode), Record on the loop, hence the lock.
+	reqID func(*loop.Ctx) string
+	mu    sync.Mutex
+	ids   map[uint64]string
 }
+
+// maxPendingIDs bounds Logger.ids: the requests in flight whose id was noted and not yet
+// recorded. Past it an id is not noted (its line lacks it), so a Logger whose Record is
+// not installed never grows past a few MiB.
+const maxPendingIDs = 1 << 16
 
 // accessEntry is a record with its path owned by the entry (the remote address is an
 // immutable net.Addr: formatted by the writer, off the loop).
 type accessEntry struct {
 	loop.RequestRecord
+	requestID string
 }
 
 // New starts an access logger writing to l (Validate-style errors name the
@@ -75,7 +95,11 @@ func New(l *slog.Logger, opts Options) (*Logger, error) {
 		opts.Buffer = DefaultBuffer
 	}
 	a := &Logger{l: l, level: opts.Level, every: uint64(max(opts.SampleEvery, 1)),
-		ch: make(chan accessEntry, opts.Buffer), stop: make(chan struct{}), done: make(chan struct{})}
+		ch: make(chan accessEntry, opts.Buffer), stop: make(chan struct{}), done: make(chan struct{}),
+		reqID: opts.RequestID}
+	if a.reqID != nil {
+		a.ids = map[uint64]string{}
+	}
 	go a.run()
 	return a, nil
 }
@@ -84,17 +108,60 @@ func New(l *slog.Logger, opts Options) (*Logger, error) {
 // goroutine, or drops it (counted) when the buffer is full. It never blocks. Call it from
 // one goroutine at a time (the loop, as the hook is).
 func (a *Logger) Record(r *loop.RequestRecord) {
+	var id string
+	if a.ids != nil && r.TaskID != 0 {
+		a.mu.Lock()
+		if id = a.ids[r.TaskID]; id != "" {
+			delete(a.ids, r.TaskID)
+		}
+		a.mu.Unlock()
+	}
 	a.n++
 	if a.n%a.every != 0 && r.Status < 500 {
 		return
 	}
-	e := accessEntry{RequestRecord: *r}
+	e := accessEntry{RequestRecord: *r, requestID: id}
 	e.Path = strings.Clone(r.Path)
 	select {
 	case a.ch <- e:
 	default:
 		a.dropped.Add(1)
 	}
+}
+
+// Middleware returns the middleware that hands Options.RequestID's value to Record (a
+// RequestRecord carries no request values). Mount it inside the middleware that sets the
+// id (requestid.New), so the id is noted before the handler runs: then a request whose
+// handler panics or outlives its deadline is logged with it too. With Options.RequestID
+// nil it returns next unchanged. Any goroutine; the middleware is safe for concurrent use.
+func (a *Logger) Middleware() loop.Middleware {
+	return func(next loop.HandlerFunc) loop.HandlerFunc {
+		if a.reqID == nil {
+			return next
+		}
+		return func(c *loop.Ctx) {
+			if a.note(c) {
+				next(c)
+				return
+			}
+			defer a.note(c) // the id is set further in: note it once the handler returns
+			next(c)
+		}
+	}
+}
+
+// note keeps c's id for Record, reporting whether there was one. From c's handler task.
+func (a *Logger) note(c *loop.Ctx) bool {
+	id := a.reqID(c)
+	if id == "" {
+		return false
+	}
+	a.mu.Lock()
+	if len(a.ids) < maxPendingIDs {
+		a.ids[c.Task.ID()] = id
+	}
+	a.mu.Unlock()
+	return true
 }
 
 // writeEvery is how often the writer goroutine drains the buffer. It polls rather than
@@ -129,7 +196,7 @@ func (a *Logger) drain() {
 		default:
 			return
 		}
-		a.l.LogAttrs(ctx, a.level, "request",
+		attrs := [...]slog.Attr{
 			slog.Time("start", e.Time),
 			slog.String("method", e.Method),
 			slog.String("route", e.Route),
@@ -143,7 +210,13 @@ func (a *Logger) drain() {
 			slog.Uint64("rounds", e.Rounds),
 			slog.String("remote", addrString(e.Remote)),
 			slog.Uint64("task", e.TaskID),
-		)
+			slog.String("request_id", e.requestID),
+		}
+		n := len(attrs)
+		if a.reqID == nil {
+			n-- // no request_id column
+		}
+		a.l.LogAttrs(ctx, a.level, "request", attrs[:n]...)
 		a.logged.Add(1)
 	}
 }

@@ -1,0 +1,114 @@
+package accesslog_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/accesslog"
+)
+
+// idKey is where the test's own request-id middleware keeps the id (package requestid
+// is another feature, which this package's tests may not import).
+type idKey struct{}
+
+// setID is a request-id middleware: the id is the X-Test-Id header's.
+func setID(next loop.HandlerFunc) loop.HandlerFunc {
+	return func(c *loop.Ctx) {
+		c.SetValue(idKey{}, c.Header("X-Test-Id"))
+		next(c)
+	}
+}
+
+func readID(c *loop.Ctx) string { s, _ := c.Value(idKey{}).(string); return s }
+
+// TestAccessLogRequestID: in both modes and with the access log's middleware inside or
+// outside the one that sets the id, each line carries its request's id, a panicking
+// handler's 500 included; a 404 (no middleware ran) has an empty request_id; no id is
+// left behind once the requests are logged.
+func TestAccessLogRequestID(t *testing.T) {
+	for _, mt := range []bool{false, true} {
+		for _, inside := range []bool{true, false} {
+			t.Run(fmt.Sprintf("multithread=%v/inside=%v", mt, inside), func(t *testing.T) {
+				var mu sync.Mutex
+				var buf bytes.Buffer
+				al, err := accesslog.New(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)),
+					accesslog.Options{RequestID: readID})
+				require.NoError(t, err)
+				s, url := startServer2(t, loop.Config{MultiThread: mt, OnRequestDone: al.Record}, func(s *loop.Server) {
+					if inside {
+						s.Use(setID, al.Middleware())
+					} else {
+						s.Use(al.Middleware(), setID)
+					}
+					s.Handle("GET /ok/{n}", func(c *loop.Ctx) { c.String(200, "ok") })
+					s.Handle("GET /panic", func(c *loop.Ctx) { panic("boom") })
+				})
+				const n = 20
+				want := map[string]string{} // path -> id
+				send := func(path, id string) int {
+					req, err := http.NewRequest("GET", url+path, nil)
+					require.NoError(t, err)
+					req.Header.Set("X-Test-Id", id)
+					resp, err := http.DefaultClient.Do(req)
+					require.NoError(t, err)
+					require.NoError(t, resp.Body.Close())
+					want[path] = id
+					return resp.StatusCode
+				}
+				for i := range n {
+					require.Equal(t, 200, send(fmt.Sprintf("/ok/%d", i), fmt.Sprintf("req-%d", i)))
+				}
+				require.Equal(t, 500, send("/panic", "req-panic"))
+				require.Equal(t, 404, send("/nowhere", "req-404"))
+				want["/nowhere"] = ""
+				http.DefaultClient.CloseIdleConnections()
+				require.NoError(t, s.Shutdown(context.Background()))
+				al.Close()
+				assert.Zero(t, accesslog.PendingIDs(al), "ids noted and never recorded")
+
+				mu.Lock()
+				defer mu.Unlock()
+				lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+				require.Len(t, lines, n+2)
+				for _, l := range lines {
+					var rec map[string]any
+					require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+					path, _ := rec["path"].(string)
+					assert.Equal(t, want[path], rec["request_id"], "line %s", l)
+				}
+			})
+		}
+	}
+}
+
+// TestAccessLogWithoutRequestID: without Options.RequestID the lines have no request_id
+// and Middleware returns the handler it wraps.
+func TestAccessLogWithoutRequestID(t *testing.T) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	al, err := accesslog.New(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)), accesslog.Options{})
+	require.NoError(t, err)
+	s, url := startServer2(t, loop.Config{OnRequestDone: al.Record}, func(s *loop.Server) {
+		s.Use(al.Middleware())
+		s.Handle("GET /ok", func(c *loop.Ctx) { c.String(200, "ok") })
+	})
+	require.Equal(t, 200, get(t, url+"/ok"))
+	http.DefaultClient.CloseIdleConnections()
+	require.NoError(t, s.Shutdown(context.Background()))
+	al.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, buf.String(), `"path":"/ok"`)
+	assert.NotContains(t, buf.String(), "request_id")
+}
