@@ -3,7 +3,7 @@
 // trace-context headers, records the response status and baton's own figures (time on the
 // loop, queue delay, parked time, rounds) as span attributes, and makes the span the
 // parent of spans started in offloaded functions (offload.Do hands them the request's
-// context).
+// context). A request's id (package loop/requestid) is the span's baton.request_id.
 //
 // It is a module of its own, so that importers of loop do not get OpenTelemetry in their
 // module graph.
@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/requestid"
 )
 
 // ScopeName is the instrumentation scope of the spans.
@@ -31,6 +32,7 @@ const (
 	AttrParked     = attribute.Key("baton.parked_ms")      // time parked: sleeping, waiting, offloaded
 	AttrRounds     = attribute.Key("baton.rounds")         // times the handler was scheduled
 	AttrLoop       = attribute.Key("baton.loop")           // the index of the loop that ran it
+	AttrRequestID  = attribute.Key("baton.request_id")     // the request's id (package loop/requestid), when it has one
 )
 
 // Option configures Middleware.
@@ -55,7 +57,8 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // caller's trace continued from the request's headers, and the span set as the request's
 // context (Ctx.SetContext), so that spans started from c.Context() or in offloaded
 // functions are its children. When the handler returns, the span gets the status (an
-// error status for 5xx) and baton's figures, and ends. Mount it with Server.Use before the
+// error status for 5xx), baton's figures and the request's id (when the middleware of
+// package loop/requestid gave it one, inside or outside this one), and ends. Mount it with Server.Use before the
 // routes. Safe for concurrent use; each request's span is its handler's.
 func Middleware(opts ...Option) loop.Middleware {
 	cfg := config{}
@@ -89,6 +92,9 @@ func Middleware(opts ...Option) loop.Middleware {
 				status := c.Status()
 				if status == 0 && !c.Written() {
 					status = 200 // a handler that writes nothing gets an empty 200
+				}
+				if id := requestid.Get(c); id != "" {
+					span.SetAttributes(AttrRequestID.String(id))
 				}
 				if v := recover(); v != nil {
 					span.SetStatus(codes.Error, "panic")
