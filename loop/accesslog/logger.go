@@ -130,10 +130,11 @@ func (a *Logger) Record(r *loop.RequestRecord) {
 }
 
 // Middleware returns the middleware that hands Options.RequestID's value to Record (a
-// RequestRecord carries no request values). Mount it inside the middleware that sets the
-// id (requestid.New), so the id is noted before the handler runs: then a request whose
-// handler panics or outlives its deadline is logged with it too. With Options.RequestID
-// nil it returns next unchanged. Any goroutine; the middleware is safe for concurrent use.
+// RequestRecord carries no request values). Mount it on either side of the middleware that
+// sets the id (requestid.New): it notes the id before the handler runs when it is set
+// already, after the handler returns (a panic included) otherwise; a request is recorded
+// once its handler's task has ended, so either way its line has the id. With
+// Options.RequestID nil it returns next unchanged. Any goroutine; the middleware is safe for concurrent use.
 func (a *Logger) Middleware() loop.Middleware {
 	return func(next loop.HandlerFunc) loop.HandlerFunc {
 		if a.reqID == nil {

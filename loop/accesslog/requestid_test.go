@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,7 +35,8 @@ func readID(c *loop.Ctx) string { s, _ := c.Value(idKey{}).(string); return s }
 
 // TestAccessLogRequestID: in both modes and with the access log's middleware inside or
 // outside the one that sets the id, each line carries its request's id, a panicking
-// handler's 500 included; a 404 (no middleware ran) has an empty request_id; no id is
+// handler's 500 included, and the 503 of a handler past its deadline (recorded when its
+// task ends); a 404 (no middleware ran) has an empty request_id; no id is
 // left behind once the requests are logged.
 func TestAccessLogRequestID(t *testing.T) {
 	for _, mt := range []bool{false, true} {
@@ -45,7 +47,8 @@ func TestAccessLogRequestID(t *testing.T) {
 				al, err := accesslog.New(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)),
 					accesslog.Options{RequestID: readID})
 				require.NoError(t, err)
-				s, url := startServer2(t, loop.Config{MultiThread: mt, OnRequestDone: al.Record}, func(s *loop.Server) {
+				// HandlerTimeout: far above an /ok under -race beside a CPU hog.
+				s, url := startServer2(t, loop.Config{MultiThread: mt, OnRequestDone: al.Record, HandlerTimeout: 400 * time.Millisecond}, func(s *loop.Server) {
 					if inside {
 						s.Use(setID, al.Middleware())
 					} else {
@@ -53,6 +56,10 @@ func TestAccessLogRequestID(t *testing.T) {
 					}
 					s.Handle("GET /ok/{n}", func(c *loop.Ctx) { c.String(200, "ok") })
 					s.Handle("GET /panic", func(c *loop.Ctx) { panic("boom") })
+					s.Handle("GET /late", func(c *loop.Ctx) {
+						_ = c.Sleep(10 * time.Second) // cut short at the deadline, after the server's 503
+						c.String(200, "too late")
+					})
 				})
 				const n = 20
 				want := map[string]string{} // path -> id
@@ -72,6 +79,7 @@ func TestAccessLogRequestID(t *testing.T) {
 				require.Equal(t, 500, send("/panic", "req-panic"))
 				require.Equal(t, 404, send("/nowhere", "req-404"))
 				want["/nowhere"] = ""
+				require.Equal(t, 503, send("/late", "req-late"))
 				http.DefaultClient.CloseIdleConnections()
 				require.NoError(t, s.Shutdown(context.Background()))
 				al.Close()
@@ -80,7 +88,7 @@ func TestAccessLogRequestID(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-				require.Len(t, lines, n+2)
+				require.Len(t, lines, n+3)
 				for _, l := range lines {
 					var rec map[string]any
 					require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
