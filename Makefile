@@ -117,3 +117,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSeat$$' -fuzztime $(FUZZTIME) ./directory/
+	$(GO) test -run '^$$' -fuzz '^FuzzHeadersAllowed$$' -fuzztime $(FUZZTIME) ./loop/cors/
+	$(GO) test -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME) ./loop/cors/
+	$(GO) test -run '^$$' -fuzz '^FuzzValidID$$' -fuzztime $(FUZZTIME) ./loop/requestid/

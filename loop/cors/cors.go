@@ -41,7 +41,8 @@ import (
 )
 
 // Config configures New: which cross-origin requests a browser may make, and what their
-// pages may read of the responses.
+// pages may read of the responses. It is plain data, used from any goroutine; New copies
+// what it needs, so changing a Config (or its slices) afterwards changes nothing.
 type Config struct {
 	// AllowedOrigins are the origins allowed, each as a browser sends it in the Origin
 	// header: scheme://host, with :port unless it is the scheme's default

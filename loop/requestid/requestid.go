@@ -38,7 +38,8 @@ const (
 const maxLenLimit = 256
 
 // Config configures New. Its zero value takes a well-formed X-Request-Id from the request,
-// generates one otherwise, and answers with it in X-Request-Id.
+// generates one otherwise, and answers with it in X-Request-Id. It is plain data, used
+// from any goroutine; New copies it.
 type Config struct {
 	// Header is the request header an incoming id is read from and the response header
 	// the id is written to. It must be a valid header name. Default DefaultHeader.
