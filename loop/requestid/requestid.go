@@ -69,8 +69,9 @@ func (c Config) Validate() error {
 
 // New returns a middleware that gives each request its id (see the package comment),
 // stores it for Get and FromContext, and sets it on the response header before the
-// handler runs. Mount it with Server.Use (or a Group) before the routes, outside the
-// middleware that reads the id. It returns cfg.Validate's error. Any goroutine; the
+// handler runs. Mount it with Server.Use (or a Group) before the routes, outside any
+// middleware that reads the id before calling its next (the access log's and otelbaton's
+// read it on either side). It returns cfg.Validate's error. Any goroutine; the
 // middleware is safe for concurrent use (it runs on each request's handler task).
 func New(cfg Config) (loop.Middleware, error) {
 	if err := cfg.Validate(); err != nil {
