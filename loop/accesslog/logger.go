@@ -51,7 +51,7 @@ type Logger struct {
 	l       *slog.Logger
 	level   slog.Level
 	every   uint64
-	n       uint64 // requests seen; loop-owned (Record)
+	n       atomic.Uint64 // requests seen (Record, on every loop of the server)
 	ch      chan accessEntry
 	stop    chan struct{} // closed by Close
 	done    chan struct{} // closed when the writer has finished
@@ -59,12 +59,33 @@ type Logger struct {
 	logged  atomic.Uint64
 	dropped atomic.Uint64
 
-	// reqID is Options.RequestID. ids holds the ids Middleware noted, by task id, until
-	// Record takes them: Middleware runs on handler tasks (goroutines in multi-thread
-	// mode), Record on the loop, hence the lock.
+	// reqID is Options.RequestID. ids holds the ids Middleware noted until Record takes
+	// them: Middleware runs on handler tasks (goroutines in multi-thread mode), Record on
+	// the loops, hence the lock.
 	reqID func(*loop.Ctx) string
 	mu    sync.Mutex
-	ids   map[uint64]string
+	ids   map[idKey]string
+}
+
+// idKey names a request in flight to both Middleware and Record. A task id alone does not:
+// each loop numbers its tasks, so two loops run tasks of the same id at once. The client
+// address is the connection's (or, behind a trusted proxy, the request's) *net.TCPAddr,
+// compared by identity: a connection's requests run one at a time on one loop, where task
+// ids are unique.
+type idKey struct {
+	task   uint64
+	remote net.Addr
+}
+
+// keyOf returns the key of a request from its task id and client address. Addresses are
+// kept only when they are pointers (comparable, and compared by identity), so that no
+// other net.Addr can make the map panic.
+func keyOf(task uint64, remote net.Addr) idKey {
+	switch remote.(type) {
+	case *net.TCPAddr, *net.UnixAddr:
+		return idKey{task, remote}
+	}
+	return idKey{task: task}
 }
 
 // maxPendingIDs bounds Logger.ids: the requests in flight whose id was noted and not yet
@@ -98,26 +119,27 @@ func New(l *slog.Logger, opts Options) (*Logger, error) {
 		ch: make(chan accessEntry, opts.Buffer), stop: make(chan struct{}), done: make(chan struct{}),
 		reqID: opts.RequestID}
 	if a.reqID != nil {
-		a.ids = map[uint64]string{}
+		a.ids = map[idKey]string{}
 	}
 	go a.run()
 	return a, nil
 }
 
 // Record is the loop.Config.OnRequestDone hook: it samples r and queues a copy for the writer
-// goroutine, or drops it (counted) when the buffer is full. It never blocks. Call it from
-// one goroutine at a time (the loop, as the hook is).
+// goroutine, or drops it (counted) when the buffer is full. It never blocks. Safe for
+// concurrent use: a server of several loops calls it from each (sampling counts the
+// requests of all of them together).
 func (a *Logger) Record(r *loop.RequestRecord) {
 	var id string
 	if a.ids != nil && r.TaskID != 0 {
+		k := keyOf(r.TaskID, r.Remote)
 		a.mu.Lock()
-		if id = a.ids[r.TaskID]; id != "" {
-			delete(a.ids, r.TaskID)
+		if id = a.ids[k]; id != "" {
+			delete(a.ids, k)
 		}
 		a.mu.Unlock()
 	}
-	a.n++
-	if a.n%a.every != 0 && r.Status < 500 {
+	if a.n.Add(1)%a.every != 0 && r.Status < 500 {
 		return
 	}
 	e := accessEntry{RequestRecord: *r, requestID: id}
@@ -159,7 +181,7 @@ func (a *Logger) note(c *loop.Ctx) bool {
 	}
 	a.mu.Lock()
 	if len(a.ids) < maxPendingIDs {
-		a.ids[c.Task.ID()] = id
+		a.ids[keyOf(c.Task.ID(), c.RemoteAddr())] = id
 	}
 	a.mu.Unlock()
 	return true

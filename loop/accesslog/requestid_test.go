@@ -120,3 +120,63 @@ func TestAccessLogWithoutRequestID(t *testing.T) {
 	assert.Contains(t, buf.String(), `"path":"/ok"`)
 	assert.NotContains(t, buf.String(), "request_id")
 }
+
+// TestAccessLogRequestIDSeveralLoops: on a server of two loops, whose task ids are each
+// loop's own and so repeat across loops, concurrent requests over many connections are
+// each logged with their own id, in both modes.
+func TestAccessLogRequestIDSeveralLoops(t *testing.T) {
+	for _, mt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("multithread=%v", mt), func(t *testing.T) {
+			var mu sync.Mutex
+			var buf bytes.Buffer
+			al, err := accesslog.New(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)),
+				accesslog.Options{RequestID: readID})
+			require.NoError(t, err)
+			s, url := startServer2(t, loop.Config{MultiThread: mt, Shards: 2, OnRequestDone: al.Record}, func(s *loop.Server) {
+				s.Use(setID, al.Middleware())
+				s.Handle("GET /r/{id}", func(c *loop.Ctx) {
+					_ = c.Sleep(time.Millisecond) // overlap requests on both loops
+					c.String(200, "ok")
+				})
+			})
+			const clients, each = 16, 10
+			var wg sync.WaitGroup
+			for i := range clients {
+				wg.Go(func() {
+					cl := &http.Client{Transport: &http.Transport{}} // a connection of its own
+					defer cl.CloseIdleConnections()
+					for j := range each {
+						id := fmt.Sprintf("c%d-%d", i, j)
+						req, err := http.NewRequest("GET", url+"/r/"+id, nil)
+						if !assert.NoError(t, err) {
+							return
+						}
+						req.Header.Set("X-Test-Id", id)
+						resp, err := cl.Do(req)
+						if !assert.NoError(t, err) {
+							return
+						}
+						assert.NoError(t, resp.Body.Close())
+						assert.Equal(t, 200, resp.StatusCode)
+					}
+				})
+			}
+			wg.Wait()
+			require.NoError(t, s.Shutdown(context.Background()))
+			al.Close()
+			assert.Zero(t, accesslog.PendingIDs(al))
+			mu.Lock()
+			defer mu.Unlock()
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			require.Len(t, lines, clients*each)
+			for _, l := range lines {
+				var rec struct {
+					Path      string `json:"path"`
+					RequestID string `json:"request_id"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+				assert.Equal(t, "/r/"+rec.RequestID, rec.Path)
+			}
+		})
+	}
+}
