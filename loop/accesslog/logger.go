@@ -3,7 +3,7 @@
 //
 // Install Logger.Record as loop.Config.OnRequestDone; Close the Logger after the server
 // has stopped. To log each request's id (package loop/requestid), set Options.RequestID
-// and mount Logger.Middleware inside the request id's middleware.
+// and mount Logger.Middleware with the request id's middleware.
 package accesslog
 
 import (
@@ -156,7 +156,8 @@ func (a *Logger) Record(r *loop.RequestRecord) {
 // sets the id (requestid.New): it notes the id before the handler runs when it is set
 // already, after the handler returns (a panic included) otherwise; a request is recorded
 // once its handler's task has ended, so either way its line has the id. With
-// Options.RequestID nil it returns next unchanged. Any goroutine; the middleware is safe for concurrent use.
+// Options.RequestID nil it returns next unchanged. Any goroutine; the middleware is safe
+// for concurrent use.
 func (a *Logger) Middleware() loop.Middleware {
 	return func(next loop.HandlerFunc) loop.HandlerFunc {
 		if a.reqID == nil {
