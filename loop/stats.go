@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/scheduler"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 

@@ -18,6 +18,7 @@ const (
 	module   = "github.com/batonrt/baton"
 	gnet     = "github.com/panjf2000/gnet"
 	recorder = module + "/internal/recorder" // the loop's recorders: imported by loop only
+	codec    = module + "/internal/httpcodec" // HTTP/1.1 and RFC 6455 codec: imported by loop and packages under loop/ only
 )
 
 // TestDependencyDirection checks the layout rules of docs/design.md with go list -deps.
@@ -31,7 +32,7 @@ func TestDependencyDirection(t *testing.T) {
 		allowed   []string // exceptions to forbidden and stdOnly: import paths, or prefixes ending in "/"
 		stdOnly   bool     // only the standard library (and pkg itself, and allowed)
 	}{
-		{pkg: "httpcodec", stdOnly: true},
+		{pkg: "internal/httpcodec", stdOnly: true},
 		{pkg: "internal/router", stdOnly: true},
 		{pkg: "internal/clock", stdOnly: true},
 		{pkg: "internal/publish", stdOnly: true},
@@ -44,12 +45,12 @@ func TestDependencyDirection(t *testing.T) {
 		// The recorders: the standard library, x/sys, their data types and histograms.
 		{pkg: "internal/recorder", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr", "golang.org/x/sys/"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
-		{pkg: "internal/scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
+		{pkg: "internal/scheduler", forbidden: []string{gnet, codec, module + "/loop", module + "/offload"}},
 		// The room directory's interface and embedded backend: the standard library only,
 		// so that loop (and its room package) can use it; the etcd backend is a module of
 		// its own (directory/etcd).
 		{pkg: "directory", stdOnly: true},
-		{pkg: "directory/directorytest", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", module + "/httpcodec", etcdModules, grpcModules}},
+		{pkg: "directory/directorytest", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", codec, etcdModules, grpcModules}},
 	}
 	for _, r := range rules {
 		deps, ok := listDeps(t, module+"/"+r.pkg)
@@ -100,6 +101,17 @@ func TestDependencyDirection(t *testing.T) {
 		}
 		if slices.Contains(fields[1:], recorder) {
 			t.Errorf("%s imports %s: only loop may", fields[0], recorder)
+		}
+	}
+	// The codec is the engine's: loop and the feature packages under loop/ (WebSocket, the
+	// net/http adapter) import it, nothing else does.
+	for _, line := range strings.Split(strings.TrimSpace(string(withTests)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == module+"/loop" || strings.HasPrefix(fields[0], module+"/loop/") || fields[0] == codec {
+			continue
+		}
+		if slices.Contains(fields[1:], codec) {
+			t.Errorf("%s imports %s: only loop and the packages under loop/ may", fields[0], codec)
 		}
 	}
 	// examples use public packages only.
