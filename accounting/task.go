@@ -1,9 +1,6 @@
 package accounting
 
 import (
-	"cmp"
-	"slices"
-	"strconv"
 	"time"
 )
 
@@ -31,15 +28,6 @@ const (
 	StateDone    = "done"    // finished (the ring of recently finished tasks)
 	StateQueued  = "queued"  // a request waiting in an admission queue: no task yet
 )
-
-// NumTaskStates is the number of scheduler task states TaskStateNames names.
-const NumTaskStates = 4
-
-// TaskStateNames are the names of the scheduler's task states in its order (Ready,
-// Running, Parked, Done), so that the loop maps a state by indexing, as ParkReasonNames
-// does for park reasons. StateQueued is the loop's own: a request with no task yet.
-// Read-only.
-var TaskStateNames = [NumTaskStates]string{StateReady, StateRunning, StateParked, StateDone}
 
 // Task kinds (TaskSample.Kind).
 const (
@@ -90,24 +78,25 @@ func (s *TaskSample) ParkedTotal() time.Duration {
 	return d
 }
 
-// MeanSlice returns OnLoop/Rounds, the task's mean slice length (0 before it ran). Any
+// meanSlice returns OnLoop/Rounds, the task's mean slice length (0 before it ran). Any
 // goroutine.
-func (s *TaskSample) MeanSlice() time.Duration {
+func (s *TaskSample) meanSlice() time.Duration {
 	if s.Rounds == 0 {
 		return 0
 	}
 	return s.OnLoop / time.Duration(s.Rounds)
 }
 
-// MarshalJSON encodes the sample as its TaskRecord. Any goroutine.
+// MarshalJSON encodes the sample as docs/accounting.md defines a task: durations in seconds
+// (fields ending in _seconds), counts as integers, snake_case names. Any goroutine.
 func (s TaskSample) MarshalJSON() ([]byte, error) {
-	return marshalJSON(TaskJSON(&s))
+	return marshalJSON(taskJSON(&s))
 }
 
-// TaskRecord is the JSON form of a TaskSample: durations in seconds (float64, fields
+// taskRecord is the JSON form of a TaskSample: durations in seconds (float64, fields
 // ending in _seconds), counts as integers, snake_case names. docs/accounting.md defines
 // every field. Plain data.
-type TaskRecord struct {
+type taskRecord struct {
 	ID             uint64         `json:"id"`
 	Kind           string         `json:"kind"`
 	Route          string         `json:"route"`
@@ -125,16 +114,16 @@ type TaskRecord struct {
 	QueueDelay     float64        `json:"queue_delay_seconds"`
 	FirstRunDelay  float64        `json:"first_run_delay_seconds"`
 	Parked         float64        `json:"parked_seconds"`
-	ParkedByReason ParkedByReason `json:"parked_by_reason_seconds"`
+	ParkedByReason parkedByReason `json:"parked_by_reason_seconds"`
 	CPU            *float64       `json:"cpu_seconds"` // null when not measured
 	Age            float64        `json:"age_seconds"`
 	Status         int            `json:"status"`
 	Stack          string         `json:"stack,omitempty"`
 }
 
-// ParkedByReason is TaskSample.Parked in seconds, one field per ParkReasonNames entry.
+// parkedByReason is TaskSample.Parked in seconds, one field per ParkReasonNames entry.
 // Plain data.
-type ParkedByReason struct {
+type parkedByReason struct {
 	Other   float64 `json:"other"`
 	Sleep   float64 `json:"sleep"`
 	Wait    float64 `json:"wait"`
@@ -143,22 +132,21 @@ type ParkedByReason struct {
 	Queue   float64 `json:"queue"`
 }
 
-// TaskJSON returns the JSON form of s, for embedding in another response (a demo endpoint
-// answering with its own task's figures) or for json.Marshal. Any goroutine.
-func TaskJSON(s *TaskSample) TaskRecord {
-	r := TaskRecord{
+// taskJSON returns the JSON form of s (TaskSample.MarshalJSON).
+func taskJSON(s *TaskSample) taskRecord {
+	r := taskRecord{
 		ID: s.ID, Kind: s.Kind, Route: s.Route, Method: s.Method, Path: s.Path,
 		State: s.State, ParkReason: s.ParkReason, Goroutine: s.Goroutine,
 		Rounds:        s.Rounds,
 		OnLoop:        s.OnLoop.Seconds(),
 		MaxSlice:      s.MaxSlice.Seconds(),
-		MeanSlice:     s.MeanSlice().Seconds(),
+		MeanSlice:     s.meanSlice().Seconds(),
 		SlowSlices:    s.SlowSlices,
 		Slow:          s.SlowTime.Seconds(),
 		QueueDelay:    s.QueueDelay.Seconds(),
 		FirstRunDelay: s.FirstRunDelay.Seconds(),
 		Parked:        s.ParkedTotal().Seconds(),
-		ParkedByReason: ParkedByReason{
+		ParkedByReason: parkedByReason{
 			Other:   s.Parked[ParkOther].Seconds(),
 			Sleep:   s.Parked[ParkSleep].Seconds(),
 			Wait:    s.Parked[ParkWait].Seconds(),
@@ -175,43 +163,4 @@ func TaskJSON(s *TaskSample) TaskRecord {
 		r.CPU = &cpu
 	}
 	return r
-}
-
-// SortTasks sorts tasks by OnLoop, longest first (ties by ID), the order of
-// TasksSnapshot.Live. Any goroutine (it sorts ts in place).
-func SortTasks(ts []TaskSample) {
-	slices.SortFunc(ts, func(a, b TaskSample) int {
-		if c := cmp.Compare(b.OnLoop, a.OnLoop); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-}
-
-// AppendServerTiming appends a Server-Timing header value for one request to dst and
-// returns the extended buffer:
-//
-//	onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200, cpu;dur=0.101
-//
-// Durations are in milliseconds (as the Server-Timing specification says) with three
-// decimals; cpu is present only when CPUMeasured. It does not allocate when dst has room
-// (about 80 bytes). Any goroutine.
-func AppendServerTiming(dst []byte, s *TaskSample) []byte {
-	dst = appendTiming(dst, "onloop;dur=", s.OnLoop)
-	dst = appendTiming(dst, ", queue;dur=", s.QueueDelay)
-	dst = appendTiming(dst, ", parked;dur=", s.ParkedTotal())
-	if s.CPUMeasured {
-		dst = appendTiming(dst, ", cpu;dur=", s.CPU)
-	}
-	return dst
-}
-
-// appendTiming appends name and d in milliseconds with three decimals (rounded to the
-// microsecond), formatted as integers: cheaper than strconv.AppendFloat and exact.
-func appendTiming(dst []byte, name string, d time.Duration) []byte {
-	dst = append(dst, name...)
-	us := (max(d, 0) + time.Microsecond/2) / time.Microsecond
-	dst = strconv.AppendInt(dst, int64(us/1000), 10)
-	frac := us % 1000
-	return append(dst, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }

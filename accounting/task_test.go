@@ -28,19 +28,19 @@ func TestParkedTotalAndMeanSlice(t *testing.T) {
 	if got, want := s.ParkedTotal(), 50200*time.Microsecond; got != want {
 		t.Errorf("ParkedTotal = %v, want %v", got, want)
 	}
-	if got, want := s.MeanSlice(), 41*time.Microsecond; got != want {
+	if got, want := s.meanSlice(), 41*time.Microsecond; got != want {
 		t.Errorf("MeanSlice = %v, want %v", got, want)
 	}
 	var zero TaskSample
-	if zero.MeanSlice() != 0 || zero.ParkedTotal() != 0 {
+	if zero.meanSlice() != 0 || zero.ParkedTotal() != 0 {
 		t.Error("zero sample: want zero derived figures")
 	}
 }
 
 func TestParkReasonNamesMatchJSON(t *testing.T) {
-	typ := reflect.TypeFor[ParkedByReason]()
+	typ := reflect.TypeFor[parkedByReason]()
 	if typ.NumField() != NumParkReasons {
-		t.Fatalf("ParkedByReason has %d fields, want %d", typ.NumField(), NumParkReasons)
+		t.Fatalf("parkedByReason has %d fields, want %d", typ.NumField(), NumParkReasons)
 	}
 	for i := range NumParkReasons {
 		if tag := typ.Field(i).Tag.Get("json"); tag != ParkReasonNames[i] {
@@ -62,32 +62,6 @@ func TestParkReasonNamesMatchJSON(t *testing.T) {
 				t.Errorf("reason %d: %s = %v, want %v", i, name, by[name], want)
 			}
 		}
-	}
-}
-
-func TestServerTiming(t *testing.T) {
-	s := sampleTask()
-	got := string(AppendServerTiming(nil, &s))
-	want := "onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200"
-	if got != want {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
-	s.CPU, s.CPUMeasured = 101*time.Microsecond, true
-	got = string(AppendServerTiming([]byte("x: "), &s))
-	if want := "x: " + want + ", cpu;dur=0.101"; got != want {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
-}
-
-func TestSortTasks(t *testing.T) {
-	ts := []TaskSample{{ID: 1, OnLoop: 5}, {ID: 2, OnLoop: 9}, {ID: 3, OnLoop: 5}, {ID: 0, OnLoop: 1}}
-	SortTasks(ts)
-	var ids []uint64
-	for _, s := range ts {
-		ids = append(ids, s.ID)
-	}
-	if want := []uint64{2, 1, 3, 0}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("order %v, want %v", ids, want)
 	}
 }
 
@@ -132,7 +106,7 @@ func TestTaskJSONSchema(t *testing.T) {
 		map[string]string{"other": tNum, "sleep": tNum, "wait": tNum, "offload": tNum, "write": tNum, "queue": tNum}, true)
 
 	s.CPU, s.CPUMeasured, s.Stack = 2*time.Millisecond, true, "goroutine 99 [sleep]:\nmain.handler()"
-	m = decodeObject(t, mustMarshal(t, TaskJSON(&s)))
+	m = decodeObject(t, mustMarshal(t, taskJSON(&s)))
 	if m["cpu_seconds"] != 0.002 {
 		t.Errorf("cpu_seconds = %v, want 0.002", m["cpu_seconds"])
 	}
@@ -204,40 +178,9 @@ func jsonType(v any) string {
 	return "unknown"
 }
 
-func TestServerTimingRounding(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0: "0.000", 499: "0.000", 500: "0.001", 1234567: "1.235", -5: "0.000",
-		time.Second: "1000.000", 90*time.Second + 7*time.Microsecond: "90000.007",
-	} {
-		s := TaskSample{OnLoop: d}
-		got := string(AppendServerTiming(nil, &s))
-		if w := "onloop;dur=" + want + ", queue;dur=0.000, parked;dur=0.000"; got != w {
-			t.Errorf("%v: got %q, want %q", int64(d), got, w)
-		}
-	}
-}
-
-// TestTaskStateNames: the state table is in the scheduler's order (Ready, Running,
-// Parked, Done) and spells the JSON names.
-func TestTaskStateNames(t *testing.T) {
-	assert.Equal(t, [NumTaskStates]string{"ready", "running", "parked", "done"}, TaskStateNames)
-	assert.Equal(t, "queued", StateQueued)
-}
-
-func BenchmarkAppendServerTiming(b *testing.B) {
-	s := sampleTask()
-	buf := make([]byte, 0, 128)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = AppendServerTiming(buf[:0], &s)
-	}
-}
-
-// TestAppendServerTimingDoesNotAllocate: the header value is built on the loop at every
-// request end that asks for it.
-func TestAppendServerTimingDoesNotAllocate(t *testing.T) {
-	s := sampleTask()
-	s.CPUMeasured = true
-	buf := make([]byte, 0, 256)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { buf = AppendServerTiming(buf[:0], &s) }))
+// TestTaskStates: the states' JSON names (the loop names the scheduler's states with its
+// String, which the loop's names test binds to these).
+func TestTaskStates(t *testing.T) {
+	assert.Equal(t, []string{"ready", "running", "parked", "done", "queued"},
+		[]string{StateReady, StateRunning, StateParked, StateDone, StateQueued})
 }

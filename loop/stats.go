@@ -11,6 +11,7 @@ import (
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
+	"github.com/batonrt/baton/internal/render"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -172,7 +173,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
 		dst.Goroutine = c.Task.t.Goroutine()
 		if dst.State == "" {
-			dst.State = accounting.TaskStateNames[c.Task.t.State()]
+			dst.State = c.Task.t.State().String()
 			if c.Task.t.State() == scheduler.Parked {
 				dst.ParkReason = reasonName(c.Task.t.Reason())
 			}
@@ -209,7 +210,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 func (s *Server) sampleBackground(t *scheduler.Task, dst *accounting.TaskSample, now int64) {
 	st := t.StatsAt(now)
 	*dst = accounting.TaskSample{
-		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: accounting.TaskStateNames[t.State()],
+		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: t.State().String(),
 		Goroutine: t.Goroutine(), Age: time.Duration(now - int64(st.Spawned.Sub(s.epoch))),
 	}
 	fillFigures(dst, &st)
@@ -299,7 +300,7 @@ func (c *Ctx) appendServerTiming() {
 	start := len(c.hdrArena)
 	c.hdrArena = append(c.hdrArena, "Server-Timing"...)
 	mid := len(c.hdrArena)
-	c.hdrArena = accounting.AppendServerTiming(c.hdrArena, &smp)
+	c.hdrArena = render.AppendServerTiming(c.hdrArena, &smp)
 	c.hdrs = append(c.hdrs, httpcodec.Header{Name: c.hdrArena[start:mid:mid], Value: c.hdrArena[mid:len(c.hdrArena):len(c.hdrArena)]})
 }
 
@@ -328,7 +329,7 @@ func (s *Server) snapshotTasks() accounting.TasksSnapshot {
 			snap.Live = append(snap.Live, smp)
 		}
 	}
-	accounting.SortTasks(snap.Live)
+	render.SortTasks(snap.Live)
 	if s.acct.ring != nil {
 		snap.Finished = s.acct.ring.Snapshot()
 		snap.FinishedTotal = s.acct.ring.Total()
@@ -427,25 +428,25 @@ func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, 
 			addStacks(ts.Live)
 		}
 		if text {
-			err = accounting.WriteTasksText(&buf, ts)
+			err = render.WriteTasksText(&buf, ts)
 		} else {
-			err = accounting.WriteTasksJSON(&buf, ts)
+			err = render.WriteTasksJSON(&buf, ts)
 		}
 	case "routes":
 		rc, _ := snap.(*recorder.RoutesCopy) // nil if the loop stopped before taking it
 		rs := readRoutes(rc)
 		if text {
-			err = accounting.WriteRoutesText(&buf, rs)
+			err = render.WriteRoutesText(&buf, rs)
 		} else {
-			err = accounting.WriteRoutesJSON(&buf, rs)
+			err = render.WriteRoutesJSON(&buf, rs)
 		}
 	default:
 		ls := snap.(accounting.LoopSnapshot)
 		fillProcess(&ls) // off the loop (process.go)
 		if text {
-			err = accounting.WriteLoopText(&buf, ls)
+			err = render.WriteLoopText(&buf, ls)
 		} else {
-			err = accounting.WriteLoopJSON(&buf, ls)
+			err = render.WriteLoopJSON(&buf, ls)
 		}
 	}
 	return buf.Bytes(), err

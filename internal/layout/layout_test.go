@@ -17,8 +17,9 @@ import (
 const (
 	module   = "github.com/batonrt/baton"
 	gnet     = "github.com/panjf2000/gnet"
-	recorder = module + "/internal/recorder" // the loop's recorders: imported by loop only
+	recorder = module + "/internal/recorder"  // the loop's recorders: imported by loop only
 	codec    = module + "/internal/httpcodec" // HTTP/1.1 and RFC 6455 codec: imported by loop and packages under loop/ only
+	views    = module + "/internal/render"    // the stats pages' views of the figures: imported by loop, packages under loop/ and the recorders only
 )
 
 // TestDependencyDirection checks the layout rules of docs/design.md with go list -deps.
@@ -43,7 +44,9 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "accounting", stdOnly: true, allowed: []string{module + "/internal/hdr"}},
 		{pkg: "internal/hdr", stdOnly: true},
 		// The recorders: the standard library, x/sys, their data types and histograms.
-		{pkg: "internal/recorder", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr", "golang.org/x/sys/"}},
+		{pkg: "internal/recorder", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr", views, "golang.org/x/sys/"}},
+		// The views of the figures: the standard library and the figures' types.
+		{pkg: "internal/render", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
 		{pkg: "internal/scheduler", forbidden: []string{gnet, codec, module + "/loop", module + "/offload"}},
 		// The room directory's interface and embedded backend: the standard library only,
@@ -103,15 +106,19 @@ func TestDependencyDirection(t *testing.T) {
 			t.Errorf("%s imports %s: only loop may", fields[0], recorder)
 		}
 	}
-	// The codec is the engine's: loop and the feature packages under loop/ (WebSocket, the
-	// net/http adapter) import it, nothing else does.
+	// The codec and the views are the engine's: loop and the feature packages under loop/
+	// (WebSocket, the net/http adapter, the stats pages) import them, nothing else does
+	// (the recorders aside, for the views: they count over the window the views name).
 	for _, line := range strings.Split(strings.TrimSpace(string(withTests)), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) == 0 || fields[0] == module+"/loop" || strings.HasPrefix(fields[0], module+"/loop/") || fields[0] == codec {
+		if len(fields) == 0 || fields[0] == module+"/loop" || strings.HasPrefix(fields[0], module+"/loop/") {
 			continue
 		}
-		if slices.Contains(fields[1:], codec) {
+		if fields[0] != codec && slices.Contains(fields[1:], codec) {
 			t.Errorf("%s imports %s: only loop and the packages under loop/ may", fields[0], codec)
+		}
+		if fields[0] != views && fields[0] != recorder && slices.Contains(fields[1:], views) {
+			t.Errorf("%s imports %s: only loop, the packages under loop/ and %s may", fields[0], views, recorder)
 		}
 	}
 	// examples use public packages only.

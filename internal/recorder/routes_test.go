@@ -162,8 +162,8 @@ func TestRouteRecentRotation(t *testing.T) {
 	if got := s.Recent.PerSecond(); math.Abs(got-1.0/11) > 1e-9 {
 		t.Errorf("PerSecond %v", got)
 	}
-	if got := s.Recent.ErrorRatio(); got != 1 {
-		t.Errorf("ErrorRatio %v", got)
+	if s.Recent.Errors != s.Recent.Count {
+		t.Errorf("recent errors %d of %d, want all", s.Recent.Errors, s.Recent.Count)
 	}
 }
 

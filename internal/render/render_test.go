@@ -1,13 +1,18 @@
-package accounting
+package render
 
 import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 var summarySchema = map[string]string{
@@ -24,15 +29,15 @@ func renderJSON(t *testing.T, write func(*bytes.Buffer) error) map[string]any {
 	return decodeObject(t, buf.Bytes())
 }
 
-func testTasksSnapshot() TasksSnapshot {
+func testTasksSnapshot() accounting.TasksSnapshot {
 	a, b := sampleTask(), sampleTask()
-	b.ID, b.Kind, b.Route, b.Method, b.Path, b.State, b.ParkReason = 8, KindBackground, "", "", "", "running", ""
+	b.ID, b.Kind, b.Route, b.Method, b.Path, b.State, b.ParkReason = 8, accounting.KindBackground, "", "", "", "running", ""
 	b.OnLoop, b.CPU, b.CPUMeasured, b.Goroutine, b.Stack = time.Second, 900*time.Millisecond, true, 5, "goroutine 5 [running]:\nmain.hog()"
 	done := sampleTask()
 	done.ID, done.State, done.ParkReason, done.Status = 3, "done", "", 503
-	live := []TaskSample{a, b}
+	live := []accounting.TaskSample{a, b}
 	SortTasks(live)
-	return TasksSnapshot{Live: live, Finished: []TaskSample{done}, FinishedTotal: 40}
+	return accounting.TasksSnapshot{Live: live, Finished: []accounting.TaskSample{done}, FinishedTotal: 40}
 }
 
 func TestTasksJSONSchema(t *testing.T) {
@@ -50,7 +55,7 @@ func TestTasksJSONSchema(t *testing.T) {
 	if first["id"] != 8.0 || first["cpu_seconds"] != 0.9 || !strings.Contains(first["stack"].(string), "main.hog") {
 		t.Errorf("first live task %v", first)
 	}
-	// TaskSample.MarshalJSON and TaskJSON give the same encoding as the endpoint.
+	// accounting.TaskSample.MarshalJSON gives the same encoding as the endpoint.
 	one, _ := json.Marshal(snap.Live[0])
 	if got := decodeObject(t, one); got["id"] != 8.0 || got["on_loop_seconds"] != 1.0 {
 		t.Errorf("MarshalJSON %v", got)
@@ -59,18 +64,18 @@ func TestTasksJSONSchema(t *testing.T) {
 
 // testRoutes are two routes' figures as the recorders give them: one with traffic and one
 // never requested.
-func testRoutes() []RouteSnapshot {
-	lat := Summary{Count: 100, Sum: 4950 * time.Millisecond, P50: 50 * time.Millisecond, P90: 90 * time.Millisecond,
+func testRoutes() []accounting.RouteSnapshot {
+	lat := accounting.Summary{Count: 100, Sum: 4950 * time.Millisecond, P50: 50 * time.Millisecond, P90: 90 * time.Millisecond,
 		P99: 99 * time.Millisecond, P999: 99 * time.Millisecond, Max: 99 * time.Millisecond}
-	onLoop := Summary{Count: 100, Sum: 100 * time.Microsecond, P50: time.Microsecond, P90: time.Microsecond,
+	onLoop := accounting.Summary{Count: 100, Sum: 100 * time.Microsecond, P50: time.Microsecond, P90: time.Microsecond,
 		P99: time.Microsecond, P999: time.Microsecond, Max: time.Microsecond}
-	zero := Summary{Count: 100}
-	return []RouteSnapshot{
+	zero := accounting.Summary{Count: 100}
+	return []accounting.RouteSnapshot{
 		{
 			Route: "GET /users/{id}", Count: 100, Errors: 10, InFlight: 1,
-			Recent:  RecentCounts{Count: 100, Errors: 10, Span: 2 * time.Second},
-			Latency: SummaryPair{lat, lat}, OnLoop: SummaryPair{onLoop, onLoop},
-			QueueDelay: SummaryPair{zero, zero}, Parked: SummaryPair{zero, zero},
+			Recent:  accounting.RecentCounts{Count: 100, Errors: 10, Span: 2 * time.Second},
+			Latency: accounting.SummaryPair{Cumulative: lat, Recent: lat}, OnLoop: accounting.SummaryPair{Cumulative: onLoop, Recent: onLoop},
+			QueueDelay: accounting.SummaryPair{Cumulative: zero, Recent: zero}, Parked: accounting.SummaryPair{Cumulative: zero, Recent: zero},
 		},
 		{Route: "POST /login"},
 	}
@@ -110,23 +115,23 @@ func TestRoutesJSONSchema(t *testing.T) {
 
 // testLoopSnapshot is a loop's figures as the recorders give them, with or without a
 // watchdog's.
-func testLoopSnapshot(withStalls bool) LoopSnapshot {
-	lag := Summary{Count: 5, Sum: 5 * time.Microsecond, P50: time.Microsecond, P90: time.Microsecond,
+func testLoopSnapshot(withStalls bool) accounting.LoopSnapshot {
+	lag := accounting.Summary{Count: 5, Sum: 5 * time.Microsecond, P50: time.Microsecond, P90: time.Microsecond,
 		P99: time.Microsecond, P999: time.Microsecond, Max: time.Microsecond}
-	l := LoopSnapshot{
+	l := accounting.LoopSnapshot{
 		Uptime: 5 * time.Second, BusyTotal: 1250 * time.Millisecond,
-		Lag: lag, Slices: SliceStats{Count: 5, Total: 15 * time.Microsecond, Max: 3 * time.Microsecond},
-		ReadyDepth: 4, ReadyDepthMax: 4, Switches: 5, SwitchRate: SwitchRate{Switches: 4, Elapsed: 5 * time.Second},
+		Lag: lag, Slices: accounting.SliceStats{Count: 5, Total: 15 * time.Microsecond, Max: 3 * time.Microsecond},
+		ReadyDepth: 4, ReadyDepthMax: 4, Switches: 5, SwitchRate: accounting.SwitchRate{Switches: 4, Elapsed: 5 * time.Second},
 		TasksStarted: 1, Goroutines: 12, RSSBytes: 32 << 20, OpenFDs: 9,
 	}
-	for i, w := range UtilisationWindows {
+	for i, w := range accounting.UtilisationWindows {
 		el := min(w, 5*time.Second)
-		l.Utilisation[i] = Window{Length: w, Busy: el / 4, Elapsed: el}
+		l.Utilisation[i] = accounting.Window{Length: w, Busy: el / 4, Elapsed: el}
 	}
 	if withStalls {
 		d := 200 * time.Millisecond
-		l.Stalls = &StallStats{Threshold: time.Nanosecond, Count: 1, Logged: 1,
-			Durations: Summary{Count: 1, Sum: d, P50: d, P90: d, P99: d, P999: d, Max: d}}
+		l.Stalls = &accounting.StallStats{Threshold: time.Nanosecond, Count: 1, Logged: 1,
+			Durations: accounting.Summary{Count: 1, Sum: d, P50: d, P90: d, P99: d, P999: d, Max: d}}
 	}
 	return l
 }
@@ -168,7 +173,7 @@ func TestLoopJSONSchema(t *testing.T) {
 // TestDocDefinesEveryField checks that docs/accounting.md names every JSON field the
 // package emits (as `field`).
 func TestDocDefinesEveryField(t *testing.T) {
-	doc, err := os.ReadFile("../docs/accounting.md")
+	doc, err := os.ReadFile("../../docs/accounting.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +266,158 @@ func TestWriteErrors(t *testing.T) {
 			t.Errorf("%s: no error from a failing writer", name)
 		}
 	}
+}
+
+func TestServerTiming(t *testing.T) {
+	s := sampleTask()
+	got := string(AppendServerTiming(nil, &s))
+	want := "onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200"
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	s.CPU, s.CPUMeasured = 101*time.Microsecond, true
+	got = string(AppendServerTiming([]byte("x: "), &s))
+	if want := "x: " + want + ", cpu;dur=0.101"; got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestSortTasks(t *testing.T) {
+	ts := []accounting.TaskSample{{ID: 1, OnLoop: 5}, {ID: 2, OnLoop: 9}, {ID: 3, OnLoop: 5}, {ID: 0, OnLoop: 1}}
+	SortTasks(ts)
+	var ids []uint64
+	for _, s := range ts {
+		ids = append(ids, s.ID)
+	}
+	if want := []uint64{2, 1, 3, 0}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("order %v, want %v", ids, want)
+	}
+}
+
+func TestServerTimingRounding(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0.000", 499: "0.000", 500: "0.001", 1234567: "1.235", -5: "0.000",
+		time.Second: "1000.000", 90*time.Second + 7*time.Microsecond: "90000.007",
+	} {
+		s := accounting.TaskSample{OnLoop: d}
+		got := string(AppendServerTiming(nil, &s))
+		if w := "onloop;dur=" + want + ", queue;dur=0.000, parked;dur=0.000"; got != w {
+			t.Errorf("%v: got %q, want %q", int64(d), got, w)
+		}
+	}
+}
+
+func BenchmarkAppendServerTiming(b *testing.B) {
+	s := sampleTask()
+	buf := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendServerTiming(buf[:0], &s)
+	}
+}
+
+// TestAppendServerTimingDoesNotAllocate: the header value is built on the loop at every
+// request end that asks for it.
+func TestAppendServerTimingDoesNotAllocate(t *testing.T) {
+	s := sampleTask()
+	s.CPUMeasured = true
+	buf := make([]byte, 0, 256)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { buf = AppendServerTiming(buf[:0], &s) }))
+}
+
+func sampleTask() accounting.TaskSample {
+	s := accounting.TaskSample{
+		ID: 7, Kind: accounting.KindRequest, Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
+		State: "parked", ParkReason: "sleep", Goroutine: 99,
+		Rounds: 3, OnLoop: 123 * time.Microsecond, MaxSlice: 100 * time.Microsecond,
+		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
+		FirstRunDelay: 4 * time.Microsecond, Age: 60 * time.Millisecond, Status: 200,
+	}
+	s.Parked[accounting.ParkSleep] = 50 * time.Millisecond
+	s.Parked[accounting.ParkOffload] = 200 * time.Microsecond
+	return s
+}
+
+// Field types for schema checks.
+const (
+	tInt    = "integer"
+	tNum    = "number"
+	tStr    = "string"
+	tObj    = "object"
+	tArr    = "array"
+	tBool   = "bool"
+	tNumNil = "number or null"
+)
+
+// taskSchema is the documented JSON of one task (docs/accounting.md).
+var taskSchema = map[string]string{
+	"id": tInt, "kind": tStr, "route": tStr, "method": tStr, "path": tStr, "state": tStr,
+	"park_reason": tStr, "goroutine": tInt, "rounds": tInt, "on_loop_seconds": tNum,
+	"max_slice_seconds": tNum, "mean_slice_seconds": tNum, "slow_slices": tInt,
+	"slow_seconds": tNum, "queue_delay_seconds": tNum, "first_run_delay_seconds": tNum,
+	"parked_seconds": tNum, "parked_by_reason_seconds": tObj, "cpu_seconds": tNumNil,
+	"age_seconds": tNum, "status": tInt,
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func decodeObject(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%v in %s", err, b)
+	}
+	return m
+}
+
+// checkSchema checks that every field of schema is in m with its type; with exact, that m
+// has no other field.
+func checkSchema(t *testing.T, what string, m map[string]any, schema map[string]string, exact bool) {
+	t.Helper()
+	for k, typ := range schema {
+		v, ok := m[k]
+		if !ok {
+			t.Errorf("%s: field %q missing", what, k)
+			continue
+		}
+		if got := jsonType(v); got != typ && !(typ == tNumNil && (got == tNum || got == tInt || v == nil)) &&
+			!(typ == tNum && got == tInt) {
+			t.Errorf("%s: field %q is %s (%v), want %s", what, k, got, v, typ)
+		}
+	}
+	if exact {
+		for k := range m {
+			if _, ok := schema[k]; !ok && k != "stack" {
+				t.Errorf("%s: undocumented field %q", what, k)
+			}
+		}
+	}
+}
+
+func jsonType(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return tBool
+	case string:
+		return tStr
+	case float64:
+		if v == float64(int64(v)) {
+			return tInt
+		}
+		return tNum
+	case map[string]any:
+		return tObj
+	case []any:
+		return tArr
+	}
+	return "unknown"
 }
