@@ -302,11 +302,11 @@ func TestLRUBound(t *testing.T) {
 	for e := p.pred.head; e != nil; e = e.next {
 		n++
 	}
-	assert.Equal(t, DefaultMaxKeys, st.KeysTotal)
-	assert.Len(t, p.pred.m, DefaultMaxKeys)
-	assert.Equal(t, DefaultMaxKeys, n, "LRU list length")
-	assert.EqualValues(t, 100_000-DefaultMaxKeys, st.KeysEvicted)
-	assert.Len(t, st.Keys, StatsKeys)
+	assert.Equal(t, defaultMaxKeys, st.KeysTotal)
+	assert.Len(t, p.pred.m, defaultMaxKeys)
+	assert.Equal(t, defaultMaxKeys, n, "LRU list length")
+	assert.EqualValues(t, 100_000-defaultMaxKeys, st.KeysEvicted)
+	assert.Len(t, st.Keys, statsKeys)
 	_, ok := st.Key("GET /k/99999")
 	assert.True(t, ok, "most recent key evicted")
 	_, ok = st.Key("GET /k/0")
@@ -371,6 +371,6 @@ func TestStatsKeysIncludeSlowRoutes(t *testing.T) {
 	assert.Equal(t, LaneSlow, k.Lane)
 	assert.True(t, k.Seeded)
 	assert.Equal(t, "GET /seeded", st.Keys[0].Key, "the slow route comes first")
-	assert.Len(t, st.Keys, StatsKeys+1)
+	assert.Len(t, st.Keys, statsKeys+1)
 	assert.Equal(t, 901, st.KeysTotal)
 }
