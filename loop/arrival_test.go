@@ -159,7 +159,7 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 			var loop map[string]any
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&loop))
 			_ = resp.Body.Close()
-			assert.Equal(t, ArrivalClockLoopTurn, loop["arrival_clock"])
+			assert.Equal(t, arrivalClockLoopTurn, loop["arrival_clock"])
 			if !mt { // multi-thread handlers finish through the loop: their latency includes the hog anyway
 				assert.Greater(t, loop["arrival_bounded_reads"], 0.0)
 			}

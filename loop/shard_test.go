@@ -252,12 +252,12 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 }
 
 func TestShardsConfig(t *testing.T) {
-	for _, n := range []int{-1, MaxShards + 1} {
+	for _, n := range []int{-1, maxShards + 1} {
 		err := Config{Shards: n}.Validate()
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "Config.Shards")
 	}
-	require.NoError(t, Config{Shards: MaxShards}.Validate())
+	require.NoError(t, Config{Shards: maxShards}.Validate())
 	cfg, err := fromLookup(Config{}, envMap(map[string]string{"BATON_SHARDS": "3"}))
 	require.NoError(t, err)
 	assert.Equal(t, 3, cfg.Shards)

@@ -342,7 +342,7 @@ func (s *Server) snapshotLoop() accounting.LoopSnapshot {
 	s.sched.FlushSlices()
 	s.acct.loop.Switched(s.sched.Switches())
 	ls := s.acct.loop.Snapshot(time.Now())
-	ls.ArrivalClock, ls.ArrivalBounded, ls.ArrivalHidden = ArrivalClockLoopTurn, s.arr.bounded, time.Duration(s.arr.hidden)
+	ls.ArrivalClock, ls.ArrivalBounded, ls.ArrivalHidden = arrivalClockLoopTurn, s.arr.bounded, time.Duration(s.arr.hidden)
 	return ls
 }
 
