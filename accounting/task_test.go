@@ -3,11 +3,11 @@ package accounting
 import (
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func sampleTask() TaskSample {
@@ -25,27 +25,18 @@ func sampleTask() TaskSample {
 
 func TestParkedTotalAndMeanSlice(t *testing.T) {
 	s := sampleTask()
-	if got, want := s.ParkedTotal(), 50200*time.Microsecond; got != want {
-		t.Errorf("ParkedTotal = %v, want %v", got, want)
-	}
-	if got, want := s.meanSlice(), 41*time.Microsecond; got != want {
-		t.Errorf("MeanSlice = %v, want %v", got, want)
-	}
+	assert.Equal(t, 50200*time.Microsecond, s.ParkedTotal())
+	assert.Equal(t, 41*time.Microsecond, s.meanSlice())
 	var zero TaskSample
-	if zero.meanSlice() != 0 || zero.ParkedTotal() != 0 {
-		t.Error("zero sample: want zero derived figures")
-	}
+	assert.Zero(t, zero.meanSlice(), "zero sample")
+	assert.Zero(t, zero.ParkedTotal(), "zero sample")
 }
 
 func TestParkReasonNamesMatchJSON(t *testing.T) {
 	typ := reflect.TypeFor[parkedByReason]()
-	if typ.NumField() != NumParkReasons {
-		t.Fatalf("parkedByReason has %d fields, want %d", typ.NumField(), NumParkReasons)
-	}
+	require.Equal(t, NumParkReasons, typ.NumField(), "parkedByReason's fields")
 	for i := range NumParkReasons {
-		if tag := typ.Field(i).Tag.Get("json"); tag != ParkReasonNames[i] {
-			t.Errorf("field %d tag %q, want %q", i, tag, ParkReasonNames[i])
-		}
+		assert.Equal(t, ParkReasonNames[i], typ.Field(i).Tag.Get("json"), "field %d's tag", i)
 	}
 	// Each reason lands in its own field.
 	for i := range NumParkReasons {
@@ -58,9 +49,7 @@ func TestParkReasonNamesMatchJSON(t *testing.T) {
 			if j == i {
 				want = 1
 			}
-			if by[name] != want {
-				t.Errorf("reason %d: %s = %v, want %v", i, name, by[name], want)
-			}
+			assert.Equal(t, want, by[name], "reason %d: %s", i, name)
 		}
 	}
 }
@@ -90,46 +79,30 @@ func TestTaskJSONSchema(t *testing.T) {
 	s := sampleTask()
 	m := decodeObject(t, mustMarshal(t, s))
 	checkSchema(t, "task", m, taskSchema, true)
-	if _, ok := m["stack"]; ok {
-		t.Error("stack present although empty")
-	}
-	if m["cpu_seconds"] != nil {
-		t.Errorf("cpu_seconds = %v, want null when not measured", m["cpu_seconds"])
-	}
-	if got := m["parked_seconds"].(float64); got != 0.0502 {
-		t.Errorf("parked_seconds = %v", got)
-	}
-	if got := m["on_loop_seconds"].(float64); got != 0.000123 {
-		t.Errorf("on_loop_seconds = %v", got)
-	}
+	assert.NotContains(t, m, "stack", "stack present although empty")
+	assert.Nil(t, m["cpu_seconds"], "cpu_seconds when not measured")
+	assert.Equal(t, 0.0502, m["parked_seconds"])
+	assert.Equal(t, 0.000123, m["on_loop_seconds"])
 	checkSchema(t, "parked_by_reason_seconds", m["parked_by_reason_seconds"].(map[string]any),
 		map[string]string{"other": tNum, "sleep": tNum, "wait": tNum, "offload": tNum, "write": tNum, "queue": tNum}, true)
 
 	s.CPU, s.CPUMeasured, s.Stack = 2*time.Millisecond, true, "goroutine 99 [sleep]:\nmain.handler()"
 	m = decodeObject(t, mustMarshal(t, taskJSON(&s)))
-	if m["cpu_seconds"] != 0.002 {
-		t.Errorf("cpu_seconds = %v, want 0.002", m["cpu_seconds"])
-	}
-	if !strings.Contains(m["stack"].(string), "main.handler") {
-		t.Errorf("stack = %v", m["stack"])
-	}
+	assert.Equal(t, 0.002, m["cpu_seconds"])
+	assert.Contains(t, m["stack"], "main.handler")
 }
 
 func mustMarshal(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
 func decodeObject(t *testing.T, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%v in %s", err, b)
-	}
+	require.NoError(t, json.Unmarshal(b, &m), "%s", b)
 	return m
 }
 
@@ -139,20 +112,17 @@ func checkSchema(t *testing.T, what string, m map[string]any, schema map[string]
 	t.Helper()
 	for k, typ := range schema {
 		v, ok := m[k]
-		if !ok {
-			t.Errorf("%s: field %q missing", what, k)
+		if !assert.True(t, ok, "%s: field %q missing", what, k) {
 			continue
 		}
-		if got := jsonType(v); got != typ && !(typ == tNumNil && (got == tNum || got == tInt || v == nil)) &&
-			!(typ == tNum && got == tInt) {
-			t.Errorf("%s: field %q is %s (%v), want %s", what, k, got, v, typ)
-		}
+		got := jsonType(v)
+		assert.True(t, got == typ || typ == tNumNil && (got == tNum || got == tInt || v == nil) || typ == tNum && got == tInt,
+			"%s: field %q is %s (%v), want %s", what, k, got, v, typ)
 	}
 	if exact {
 		for k := range m {
-			if _, ok := schema[k]; !ok && k != "stack" {
-				t.Errorf("%s: undocumented field %q", what, k)
-			}
+			_, ok := schema[k]
+			assert.True(t, ok || k == "stack", "%s: undocumented field %q", what, k)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func routeP99(t *testing.T, addr, route string) (time.Duration, uint64) {
 			return time.Duration(r.Latency.Cumulative.P99 * float64(time.Second)), r.Latency.Cumulative.Count
 		}
 	}
-	t.Fatalf("route %q not on the stats page", route)
+	require.FailNow(t, "route not on the stats page", route)
 	return 0, 0
 }
 

@@ -93,7 +93,7 @@ func TestCondWaitIsForTheNextBroadcast(t *testing.T) {
 		case n := <-woke:
 			names[n] = true
 		case <-time.After(10 * time.Second):
-			t.Fatal("a waiter did not wake")
+			require.FailNow(t, "a waiter did not wake")
 		}
 	}
 	assert.Len(t, names, 3)

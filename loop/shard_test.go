@@ -225,9 +225,9 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "every shard began its drain")
 	select {
 	case err := <-shut:
-		t.Fatalf("Shutdown returned %v with requests in flight", err)
+		require.FailNow(t, "Shutdown returned with requests in flight", "%v", err)
 	case <-s.Done():
-		t.Fatal("ListenAndServe returned with requests in flight")
+		require.FailNow(t, "ListenAndServe returned with requests in flight")
 	default:
 	}
 	release.Store(true)

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/accounting"
 )
@@ -23,9 +23,7 @@ var summarySchema = map[string]string{
 func renderJSON(t *testing.T, write func(*bytes.Buffer) error) map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, write(&buf))
 	return decodeObject(t, buf.Bytes())
 }
 
@@ -45,21 +43,21 @@ func TestTasksJSONSchema(t *testing.T) {
 	m := renderJSON(t, func(b *bytes.Buffer) error { return WriteTasksJSON(b, snap) })
 	checkSchema(t, "tasks", m, map[string]string{"live_count": tInt, "finished_total": tInt, "live": tArr, "finished": tArr}, true)
 	live := m["live"].([]any)
-	if len(live) != 2 || m["live_count"] != 2.0 || m["finished_total"] != 40.0 {
-		t.Fatalf("tasks doc %v", m)
-	}
+	require.Len(t, live, 2)
+	require.Equal(t, 2.0, m["live_count"])
+	require.Equal(t, 40.0, m["finished_total"])
 	for _, x := range append(live, m["finished"].([]any)...) {
 		checkSchema(t, "task", x.(map[string]any), taskSchema, true)
 	}
 	first := live[0].(map[string]any)
-	if first["id"] != 8.0 || first["cpu_seconds"] != 0.9 || !strings.Contains(first["stack"].(string), "main.hog") {
-		t.Errorf("first live task %v", first)
-	}
+	assert.Equal(t, 8.0, first["id"], "first live task")
+	assert.Equal(t, 0.9, first["cpu_seconds"], "first live task")
+	assert.Contains(t, first["stack"], "main.hog", "first live task")
 	// accounting.TaskSample.MarshalJSON gives the same encoding as the endpoint.
 	one, _ := json.Marshal(snap.Live[0])
-	if got := decodeObject(t, one); got["id"] != 8.0 || got["on_loop_seconds"] != 1.0 {
-		t.Errorf("MarshalJSON %v", got)
-	}
+	got := decodeObject(t, one)
+	assert.Equal(t, 8.0, got["id"], "MarshalJSON")
+	assert.Equal(t, 1.0, got["on_loop_seconds"], "MarshalJSON")
 }
 
 // testRoutes are two routes' figures as the recorders give them: one with traffic and one
@@ -85,9 +83,7 @@ func TestRoutesJSONSchema(t *testing.T) {
 	m := renderJSON(t, func(b *bytes.Buffer) error { return WriteRoutesJSON(b, testRoutes()) })
 	checkSchema(t, "routes", m, map[string]string{"routes": tArr}, true)
 	routes := m["routes"].([]any)
-	if len(routes) != 2 {
-		t.Fatalf("%d routes", len(routes))
-	}
+	require.Len(t, routes, 2)
 	for _, x := range routes {
 		rm := x.(map[string]any)
 		checkSchema(t, "route", rm, map[string]string{
@@ -105,12 +101,11 @@ func TestRoutesJSONSchema(t *testing.T) {
 		}
 	}
 	users := routes[0].(map[string]any) // sorted by key
-	if users["route"] != "GET /users/{id}" || users["count"] != 100.0 || users["errors"] != 10.0 || users["in_flight"] != 1.0 {
-		t.Errorf("route %v", users)
-	}
-	if mx := users["latency"].(map[string]any)["cumulative"].(map[string]any)["max_seconds"]; mx != 0.099 {
-		t.Errorf("latency max %v", mx)
-	}
+	assert.Equal(t, "GET /users/{id}", users["route"])
+	assert.Equal(t, 100.0, users["count"])
+	assert.Equal(t, 10.0, users["errors"])
+	assert.Equal(t, 1.0, users["in_flight"])
+	assert.Equal(t, 0.099, users["latency"].(map[string]any)["cumulative"].(map[string]any)["max_seconds"], "latency max")
 }
 
 // testLoopSnapshot is a loop's figures as the recorders give them, with or without a
@@ -160,23 +155,21 @@ func TestLoopJSONSchema(t *testing.T) {
 		"starved": tInt, "durations": tObj, "in_progress": tBool, "current_task": tInt, "current_elapsed_seconds": tNum,
 	}, true)
 	checkSchema(t, "stalls.durations", stalls["durations"].(map[string]any), summarySchema, true)
-	if m["utilisation_1s"] != 0.25 || m["ready_depth_max"] != 4.0 || m["live_tasks"] != 1.0 || stalls["count"] != 1.0 {
-		t.Errorf("loop doc %v", m)
-	}
+	assert.Equal(t, 0.25, m["utilisation_1s"])
+	assert.Equal(t, 4.0, m["ready_depth_max"])
+	assert.Equal(t, 1.0, m["live_tasks"])
+	assert.Equal(t, 1.0, stalls["count"])
 
 	m = renderJSON(t, func(b *bytes.Buffer) error { return WriteLoopJSON(b, testLoopSnapshot(false)) })
-	if v, ok := m["stalls"]; !ok || v != nil {
-		t.Errorf("stalls without a watchdog: %v, %v (want null)", v, ok)
-	}
+	require.Contains(t, m, "stalls")
+	assert.Nil(t, m["stalls"], "stalls without a watchdog")
 }
 
 // TestDocDefinesEveryField checks that docs/accounting.md names every JSON field the
 // package emits (as `field`).
 func TestDocDefinesEveryField(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/accounting.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	keys := map[string]bool{}
 	var walk func(v any)
 	walk = func(v any) {
@@ -203,17 +196,13 @@ func TestDocDefinesEveryField(t *testing.T) {
 		}
 	}
 	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Errorf("docs/accounting.md does not define %v", missing)
-	}
+	assert.Empty(t, missing, "fields docs/accounting.md does not define")
 }
 
 func renderText(t *testing.T, write func(*bytes.Buffer) error) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, write(&buf))
 	return buf.String()
 }
 
@@ -234,15 +223,11 @@ func TestTextViews(t *testing.T) {
 			"lag (ready->run)", "slices        mean", "stalls", "P99", "P999", "MAX", "1 ended, 1 logged"}},
 	} {
 		for _, w := range c.want {
-			if !strings.Contains(c.text, w) {
-				t.Errorf("%s view lacks %q:\n%s", c.name, w, c.text)
-			}
+			assert.Contains(t, c.text, w, "%s view", c.name)
 		}
 	}
 	// The live table lists the hog first (sorted by on-loop time).
-	if strings.Index(tasks, "background") > strings.Index(tasks, "GET /users/{id}") {
-		t.Errorf("live tasks not in on-loop order:\n%s", tasks)
-	}
+	assert.Less(t, strings.Index(tasks, "background"), strings.Index(tasks, "GET /users/{id}"), "live tasks not in on-loop order:\n%s", tasks)
 	if testing.Verbose() {
 		t.Logf("\n%s\n%s\n%s", tasks, routes, loop)
 	}
@@ -262,9 +247,7 @@ func TestWriteErrors(t *testing.T) {
 		"loop json":   WriteLoopJSON(failWriter{}, testLoopSnapshot(false)),
 		"loop text":   WriteLoopText(failWriter{}, testLoopSnapshot(false)),
 	} {
-		if err == nil {
-			t.Errorf("%s: no error from a failing writer", name)
-		}
+		assert.Error(t, err, "%s: a failing writer", name)
 	}
 }
 
@@ -272,14 +255,10 @@ func TestServerTiming(t *testing.T) {
 	s := sampleTask()
 	got := string(AppendServerTiming(nil, &s))
 	want := "onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200"
-	if got != want {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, got)
 	s.CPU, s.CPUMeasured = 101*time.Microsecond, true
 	got = string(AppendServerTiming([]byte("x: "), &s))
-	if want := "x: " + want + ", cpu;dur=0.101"; got != want {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, "x: "+want+", cpu;dur=0.101", got)
 }
 
 func TestSortTasks(t *testing.T) {
@@ -289,9 +268,7 @@ func TestSortTasks(t *testing.T) {
 	for _, s := range ts {
 		ids = append(ids, s.ID)
 	}
-	if want := []uint64{2, 1, 3, 0}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("order %v, want %v", ids, want)
-	}
+	assert.Equal(t, []uint64{2, 1, 3, 0}, ids)
 }
 
 func TestServerTimingRounding(t *testing.T) {
@@ -301,9 +278,7 @@ func TestServerTimingRounding(t *testing.T) {
 	} {
 		s := accounting.TaskSample{OnLoop: d}
 		got := string(AppendServerTiming(nil, &s))
-		if w := "onloop;dur=" + want + ", queue;dur=0.000, parked;dur=0.000"; got != w {
-			t.Errorf("%v: got %q, want %q", int64(d), got, w)
-		}
+		assert.Equal(t, "onloop;dur="+want+", queue;dur=0.000, parked;dur=0.000", got, "%d ns", int64(d))
 	}
 }
 
@@ -359,21 +334,10 @@ var taskSchema = map[string]string{
 	"age_seconds": tNum, "status": tInt,
 }
 
-func mustMarshal(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func decodeObject(t *testing.T, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%v in %s", err, b)
-	}
+	require.NoError(t, json.Unmarshal(b, &m), "%s", b)
 	return m
 }
 
@@ -383,20 +347,17 @@ func checkSchema(t *testing.T, what string, m map[string]any, schema map[string]
 	t.Helper()
 	for k, typ := range schema {
 		v, ok := m[k]
-		if !ok {
-			t.Errorf("%s: field %q missing", what, k)
+		if !assert.True(t, ok, "%s: field %q missing", what, k) {
 			continue
 		}
-		if got := jsonType(v); got != typ && !(typ == tNumNil && (got == tNum || got == tInt || v == nil)) &&
-			!(typ == tNum && got == tInt) {
-			t.Errorf("%s: field %q is %s (%v), want %s", what, k, got, v, typ)
-		}
+		got := jsonType(v)
+		assert.True(t, got == typ || typ == tNumNil && (got == tNum || got == tInt || v == nil) || typ == tNum && got == tInt,
+			"%s: field %q is %s (%v), want %s", what, k, got, v, typ)
 	}
 	if exact {
 		for k := range m {
-			if _, ok := schema[k]; !ok && k != "stack" {
-				t.Errorf("%s: undocumented field %q", what, k)
-			}
+			_, ok := schema[k]
+			assert.True(t, ok || k == "stack", "%s: undocumented field %q", what, k)
 		}
 	}
 }
