@@ -104,7 +104,7 @@ func TestUnroutedBodyStillCloses(t *testing.T) {
 	}
 }
 
-// Item 12: "Expect: 100-continue" on a route that will 404 gets the 404 at once, never
+// "Expect: 100-continue" on a route that will 404 gets the 404 at once, never
 // "100 Continue" first.
 func TestExpectContinueOn404AnswersAtOnce(t *testing.T) {
 	_, addr := startServer(t, Config{}, func(s *Server) {

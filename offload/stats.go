@@ -193,13 +193,3 @@ type rawKey struct {
 	keyEntry
 	inUse, capped int
 }
-
-// Key returns the stats of one route and whether the predictor knows it. Any goroutine.
-func (s *Stats) Key(key string) (KeyStats, bool) {
-	for _, k := range s.Keys {
-		if k.Key == key {
-			return k, true
-		}
-	}
-	return KeyStats{}, false
-}
