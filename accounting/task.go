@@ -4,21 +4,17 @@ import (
 	"time"
 )
 
-// Park reasons: the index into TaskSample.Parked. Same order as the scheduler's Reason.
-const (
-	ParkOther   = iota // a park with no more specific reason
-	ParkSleep          // Sleep (and the wait between Every ticks)
-	ParkWait           // waiting for another task (Future, Event)
-	ParkOffload        // waiting for work running off the loop
-	ParkWrite          // waiting for output backpressure to clear
-	ParkQueue          // waiting in an admission queue
-	// NumParkReasons is the number of park reasons (the length of TaskSample.Parked).
-	NumParkReasons
-)
-
-// ParkReasonNames are the reasons' names, as used in JSON (parked_by_reason_seconds) and
-// in TaskSample.ParkReason. Read-only.
-var ParkReasonNames = [NumParkReasons]string{"other", "sleep", "wait", "offload", "write", "queue"}
+// ParkedByReason is a task's time parked, by reason. The reasons' names ("other", "sleep",
+// "wait", "offload", "write", "queue") are TaskSample.ParkReason's values and the keys of
+// the JSON's parked_by_reason_seconds. Plain data.
+type ParkedByReason struct {
+	Other   time.Duration // a park with no more specific reason
+	Sleep   time.Duration // Sleep (and the wait between Every ticks)
+	Wait    time.Duration // waiting for another task (Future, Event, Cond)
+	Offload time.Duration // waiting for work running off the loop
+	Write   time.Duration // waiting for output backpressure to clear
+	Queue   time.Duration // waiting in an admission queue
+}
 
 // Task states (TaskSample.State), as used in JSON and the text view.
 const (
@@ -45,7 +41,7 @@ type TaskSample struct {
 	Method     string // request only
 	Path       string // request only
 	State      string // StateReady, StateRunning, StateParked, StateDone or StateQueued
-	ParkReason string // while parked: one of ParkReasonNames
+	ParkReason string // while parked: "other", "sleep", "wait", "offload", "write" or "queue"
 	Goroutine  uint64 // the coroutine's goroutine id (as in stack dumps), 0 before it ran
 
 	Rounds        uint64        // slices run (times the task was resumed)
@@ -56,8 +52,8 @@ type TaskSample struct {
 	QueueDelay    time.Duration // total time ready but not running (first run included)
 	FirstRunDelay time.Duration // accept (request) or spawn (background) to first slice
 
-	// Parked is the total time parked, by reason (index with the Park* constants).
-	Parked [NumParkReasons]time.Duration
+	// Parked is the total time parked, by reason.
+	Parked ParkedByReason
 
 	CPU         time.Duration // loop-thread CPU time over its slices (when CPUMeasured)
 	CPUMeasured bool          // CPU was measured; false: CPU is unknown (JSON null)
@@ -71,11 +67,8 @@ type TaskSample struct {
 
 // ParkedTotal returns the sum of Parked over all reasons. Any goroutine.
 func (s *TaskSample) ParkedTotal() time.Duration {
-	var d time.Duration
-	for _, p := range s.Parked {
-		d += p
-	}
-	return d
+	p := &s.Parked
+	return p.Other + p.Sleep + p.Wait + p.Offload + p.Write + p.Queue
 }
 
 // meanSlice returns OnLoop/Rounds, the task's mean slice length (0 before it ran). Any
@@ -97,33 +90,33 @@ func (s TaskSample) MarshalJSON() ([]byte, error) {
 // ending in _seconds), counts as integers, snake_case names. docs/accounting.md defines
 // every field. Plain data.
 type taskRecord struct {
-	ID             uint64         `json:"id"`
-	Kind           string         `json:"kind"`
-	Route          string         `json:"route"`
-	Method         string         `json:"method"`
-	Path           string         `json:"path"`
-	State          string         `json:"state"`
-	ParkReason     string         `json:"park_reason"`
-	Goroutine      uint64         `json:"goroutine"`
-	Rounds         uint64         `json:"rounds"`
-	OnLoop         float64        `json:"on_loop_seconds"`
-	MaxSlice       float64        `json:"max_slice_seconds"`
-	MeanSlice      float64        `json:"mean_slice_seconds"`
-	SlowSlices     uint64         `json:"slow_slices"`
-	Slow           float64        `json:"slow_seconds"`
-	QueueDelay     float64        `json:"queue_delay_seconds"`
-	FirstRunDelay  float64        `json:"first_run_delay_seconds"`
-	Parked         float64        `json:"parked_seconds"`
-	ParkedByReason parkedByReason `json:"parked_by_reason_seconds"`
-	CPU            *float64       `json:"cpu_seconds"` // null when not measured
-	Age            float64        `json:"age_seconds"`
-	Status         int            `json:"status"`
-	Stack          string         `json:"stack,omitempty"`
+	ID             uint64        `json:"id"`
+	Kind           string        `json:"kind"`
+	Route          string        `json:"route"`
+	Method         string        `json:"method"`
+	Path           string        `json:"path"`
+	State          string        `json:"state"`
+	ParkReason     string        `json:"park_reason"`
+	Goroutine      uint64        `json:"goroutine"`
+	Rounds         uint64        `json:"rounds"`
+	OnLoop         float64       `json:"on_loop_seconds"`
+	MaxSlice       float64       `json:"max_slice_seconds"`
+	MeanSlice      float64       `json:"mean_slice_seconds"`
+	SlowSlices     uint64        `json:"slow_slices"`
+	Slow           float64       `json:"slow_seconds"`
+	QueueDelay     float64       `json:"queue_delay_seconds"`
+	FirstRunDelay  float64       `json:"first_run_delay_seconds"`
+	Parked         float64       `json:"parked_seconds"`
+	ParkedByReason parkedSeconds `json:"parked_by_reason_seconds"`
+	CPU            *float64      `json:"cpu_seconds"` // null when not measured
+	Age            float64       `json:"age_seconds"`
+	Status         int           `json:"status"`
+	Stack          string        `json:"stack,omitempty"`
 }
 
-// parkedByReason is TaskSample.Parked in seconds, one field per ParkReasonNames entry.
+// parkedSeconds is TaskSample.Parked in seconds, one field per reason.
 // Plain data.
-type parkedByReason struct {
+type parkedSeconds struct {
 	Other   float64 `json:"other"`
 	Sleep   float64 `json:"sleep"`
 	Wait    float64 `json:"wait"`
@@ -146,13 +139,13 @@ func taskJSON(s *TaskSample) taskRecord {
 		QueueDelay:    s.QueueDelay.Seconds(),
 		FirstRunDelay: s.FirstRunDelay.Seconds(),
 		Parked:        s.ParkedTotal().Seconds(),
-		ParkedByReason: parkedByReason{
-			Other:   s.Parked[ParkOther].Seconds(),
-			Sleep:   s.Parked[ParkSleep].Seconds(),
-			Wait:    s.Parked[ParkWait].Seconds(),
-			Offload: s.Parked[ParkOffload].Seconds(),
-			Write:   s.Parked[ParkWrite].Seconds(),
-			Queue:   s.Parked[ParkQueue].Seconds(),
+		ParkedByReason: parkedSeconds{
+			Other:   s.Parked.Other.Seconds(),
+			Sleep:   s.Parked.Sleep.Seconds(),
+			Wait:    s.Parked.Wait.Seconds(),
+			Offload: s.Parked.Offload.Seconds(),
+			Write:   s.Parked.Write.Seconds(),
+			Queue:   s.Parked.Queue.Seconds(),
 		},
 		Age:    s.Age.Seconds(),
 		Status: s.Status,

@@ -18,8 +18,8 @@ func sampleTask() TaskSample {
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
 		FirstRunDelay: 4 * time.Microsecond, Age: 60 * time.Millisecond, Status: 200,
 	}
-	s.Parked[ParkSleep] = 50 * time.Millisecond
-	s.Parked[ParkOffload] = 200 * time.Microsecond
+	s.Parked.Sleep = 50 * time.Millisecond
+	s.Parked.Offload = 200 * time.Microsecond
 	return s
 }
 
@@ -32,24 +32,26 @@ func TestParkedTotalAndMeanSlice(t *testing.T) {
 	assert.Zero(t, zero.ParkedTotal(), "zero sample")
 }
 
-func TestParkReasonNamesMatchJSON(t *testing.T) {
-	typ := reflect.TypeFor[parkedByReason]()
-	require.Equal(t, NumParkReasons, typ.NumField(), "parkedByReason's fields")
-	for i := range NumParkReasons {
-		assert.Equal(t, ParkReasonNames[i], typ.Field(i).Tag.Get("json"), "field %d's tag", i)
-	}
-	// Each reason lands in its own field.
-	for i := range NumParkReasons {
+// TestParkedByReasonMatchesJSON: each reason's time lands in its own key of
+// parked_by_reason_seconds, named as TaskSample.ParkReason names the reason.
+func TestParkedByReasonMatchesJSON(t *testing.T) {
+	names := []string{"other", "sleep", "wait", "offload", "write", "queue"}
+	typ := reflect.TypeFor[ParkedByReason]()
+	require.Equal(t, len(names), typ.NumField(), "ParkedByReason's fields")
+	require.Equal(t, len(names), reflect.TypeFor[parkedSeconds]().NumField(), "parkedSeconds' fields")
+	for i, name := range names {
 		var s TaskSample
-		s.Parked[i] = time.Second
+		reflect.ValueOf(&s.Parked).Elem().Field(i).SetInt(int64(time.Second))
+		assert.Equal(t, time.Second, s.ParkedTotal(), "ParkedTotal counts %s", typ.Field(i).Name)
 		m := decodeObject(t, mustMarshal(t, s))
 		by := m["parked_by_reason_seconds"].(map[string]any)
-		for j, name := range ParkReasonNames {
+		require.Len(t, by, len(names))
+		for _, other := range names {
 			want := 0.0
-			if j == i {
+			if other == name {
 				want = 1
 			}
-			assert.Equal(t, want, by[name], "reason %d: %s", i, name)
+			assert.Equal(t, want, by[other], "ParkedByReason.%s: %s", typ.Field(i).Name, other)
 		}
 	}
 }

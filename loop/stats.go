@@ -195,7 +195,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	}
 	fillFigures(dst, &st)
 	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay+c.queueWait, st.FirstRunDelay+c.queueWait
-	dst.Parked[accounting.ParkQueue] += c.queueWait
+	dst.Parked.Queue += c.queueWait
 	s.fillCPU(dst, &c.Task)
 	dst.Age = time.Duration(now - c.arrivedAt)
 	if !s.cfg.MultiThread || dst.State == accounting.StateDone {
@@ -227,10 +227,10 @@ func fillFigures(dst *accounting.TaskSample, st *scheduler.Stats) {
 	dst.Rounds, dst.OnLoop, dst.MaxSlice = st.Rounds, st.OnLoop, st.MaxSlice
 	dst.SlowSlices, dst.SlowTime = st.SlowSlices, st.SlowTime
 	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay, st.FirstRunDelay
-	for r := range st.Parked {
-		if r < accounting.NumParkReasons {
-			dst.Parked[r] = st.Parked[r]
-		}
+	p := &st.Parked
+	dst.Parked = accounting.ParkedByReason{
+		Other: p[scheduler.ReasonOther], Sleep: p[scheduler.ReasonSleep], Wait: p[scheduler.ReasonWait],
+		Offload: p[scheduler.ReasonOffload], Write: p[scheduler.ReasonWrite], Queue: p[scheduler.ReasonQueue],
 	}
 }
 
@@ -242,14 +242,9 @@ func (s *Server) fillCPU(dst *accounting.TaskSample, t *Task) {
 	}
 }
 
-// reasonName maps a scheduler park reason to its accounting name (the two lists are in
-// the same order).
-func reasonName(r scheduler.Reason) string {
-	if int(r) < len(accounting.ParkReasonNames) {
-		return accounting.ParkReasonNames[r]
-	}
-	return r.String()
-}
+// reasonName names a scheduler park reason as TaskSample.ParkReason does: the scheduler's
+// names are accounting's (the loop's names test binds them).
+func reasonName(r scheduler.Reason) string { return r.String() }
 
 // finishedRingSlow is the latency from which a finished request always goes into the
 // finished-task ring: most requests here take microseconds, so a millisecond or more is

@@ -24,8 +24,8 @@ func sampleTask() accounting.TaskSample {
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
 		FirstRunDelay: 4 * time.Microsecond, Age: 60 * time.Millisecond, Status: 200,
 	}
-	s.Parked[accounting.ParkSleep] = 50 * time.Millisecond
-	s.Parked[accounting.ParkOffload] = 200 * time.Microsecond
+	s.Parked.Sleep = 50 * time.Millisecond
+	s.Parked.Offload = 200 * time.Microsecond
 	return s
 }
 
@@ -58,8 +58,8 @@ func TestRouteHistograms(t *testing.T) {
 		d := time.Duration(i) * time.Millisecond
 		sum += d
 		s := accounting.TaskSample{Age: d, OnLoop: d / 10, QueueDelay: d / 100}
-		s.Parked[accounting.ParkSleep] = d / 2
-		s.Parked[accounting.ParkOffload] = d / 4
+		s.Parked.Sleep = d / 2
+		s.Parked.Offload = d / 4
 		rt.finishAt(&s, int64(time.Second))
 	}
 	snap := r.Snapshot(at(time.Second))[0]

@@ -13,7 +13,7 @@ import (
 // figures.
 func ExampleAppendServerTiming() {
 	s := accounting.TaskSample{OnLoop: 123 * time.Microsecond, QueueDelay: 10 * time.Microsecond}
-	s.Parked[accounting.ParkOffload] = 50200 * time.Microsecond
+	s.Parked.Offload = 50200 * time.Microsecond
 	fmt.Println(string(render.AppendServerTiming(nil, &s)))
 	// Output:
 	// onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200

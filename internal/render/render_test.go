@@ -308,8 +308,8 @@ func sampleTask() accounting.TaskSample {
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
 		FirstRunDelay: 4 * time.Microsecond, Age: 60 * time.Millisecond, Status: 200,
 	}
-	s.Parked[accounting.ParkSleep] = 50 * time.Millisecond
-	s.Parked[accounting.ParkOffload] = 200 * time.Microsecond
+	s.Parked.Sleep = 50 * time.Millisecond
+	s.Parked.Offload = 200 * time.Microsecond
 	return s
 }
 
