@@ -1,7 +1,8 @@
 // Package render writes the loop's figures (tasks, routes, the loop itself) as the stats
 // pages' JSON documents and text views, and a request's Server-Timing header. The engine's
-// own: loop and its stats pages import it; the figures' types are accounting's. Every
-// function may be called from any goroutine.
+// own: loop, the packages under loop/ and the loop's recorders import it (internal/layout
+// checks it); the figures' types are accounting's. Every function may be called from any
+// goroutine.
 package render
 
 import (
