@@ -114,8 +114,8 @@ bench-go:
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./httpcodec/
-	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./httpcodec/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./internal/httpcodec/
+	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./internal/httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSeat$$' -fuzztime $(FUZZTIME) ./directory/
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersAllowed$$' -fuzztime $(FUZZTIME) ./loop/cors/
 	$(GO) test -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME) ./loop/cors/

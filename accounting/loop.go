@@ -2,11 +2,6 @@ package accounting
 
 import "time"
 
-// SwitchRateWindow is the window over which LoopSnapshot.SwitchRate counts switches: the
-// middle utilisation window, long enough to smooth bursts, short enough to follow load
-// changes.
-const SwitchRateWindow = 10 * time.Second
-
 // UtilisationWindows are the windows of LoopSnapshot.Utilisation, in order: utilisation
 // over the last 1, 10 and 60 complete seconds.
 var UtilisationWindows = [3]time.Duration{time.Second, 10 * time.Second, time.Minute}
@@ -26,7 +21,7 @@ type LoopSnapshot struct {
 	ReadyDepthMax int // largest sampled ready-queue depth
 
 	Switches   uint64     // slices run since the loop started
-	SwitchRate SwitchRate // switches over the last SwitchRateWindow complete seconds
+	SwitchRate SwitchRate // switches over the last ten complete seconds
 
 	TasksStarted uint64 // tasks spawned
 	TasksDone    uint64 // tasks finished

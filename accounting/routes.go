@@ -27,14 +27,6 @@ type RecentCounts struct {
 	Span         time.Duration // time the recent view covers: from the previous window's start (or the loop's start, if later) to the snapshot
 }
 
-// ErrorRatio returns Errors/Count (0 when Count is 0). Any goroutine.
-func (c RecentCounts) ErrorRatio() float64 {
-	if c.Count == 0 {
-		return 0
-	}
-	return float64(c.Errors) / float64(c.Count)
-}
-
 // PerSecond returns Count/Span in requests per second (0 when Span is 0). Any goroutine.
 func (c RecentCounts) PerSecond() float64 {
 	if c.Span <= 0 {

@@ -1,27 +1,20 @@
 package accounting
 
 import (
-	"cmp"
-	"slices"
-	"strconv"
 	"time"
 )
 
-// Park reasons: the index into TaskSample.Parked. Same order as the scheduler's Reason.
-const (
-	ParkOther   = iota // a park with no more specific reason
-	ParkSleep          // Sleep (and the wait between Every ticks)
-	ParkWait           // waiting for another task (Future, Event)
-	ParkOffload        // waiting for work running off the loop
-	ParkWrite          // waiting for output backpressure to clear
-	ParkQueue          // waiting in an admission queue
-	// NumParkReasons is the number of park reasons (the length of TaskSample.Parked).
-	NumParkReasons
-)
-
-// ParkReasonNames are the reasons' names, as used in JSON (parked_by_reason_seconds) and
-// in TaskSample.ParkReason. Read-only.
-var ParkReasonNames = [NumParkReasons]string{"other", "sleep", "wait", "offload", "write", "queue"}
+// ParkedByReason is a task's time parked, by reason. The reasons' names ("other", "sleep",
+// "wait", "offload", "write", "queue") are TaskSample.ParkReason's values and the keys of
+// the JSON's parked_by_reason_seconds. Plain data.
+type ParkedByReason struct {
+	Other   time.Duration // a park with no more specific reason
+	Sleep   time.Duration // Sleep (and the wait between Every ticks)
+	Wait    time.Duration // waiting for another task (Future, Event, Cond)
+	Offload time.Duration // waiting for work running off the loop
+	Write   time.Duration // waiting for output backpressure to clear
+	Queue   time.Duration // waiting in an admission queue
+}
 
 // Task states (TaskSample.State), as used in JSON and the text view.
 const (
@@ -31,15 +24,6 @@ const (
 	StateDone    = "done"    // finished (the ring of recently finished tasks)
 	StateQueued  = "queued"  // a request waiting in an admission queue: no task yet
 )
-
-// NumTaskStates is the number of scheduler task states TaskStateNames names.
-const NumTaskStates = 4
-
-// TaskStateNames are the names of the scheduler's task states in its order (Ready,
-// Running, Parked, Done), so that the loop maps a state by indexing, as ParkReasonNames
-// does for park reasons. StateQueued is the loop's own: a request with no task yet.
-// Read-only.
-var TaskStateNames = [NumTaskStates]string{StateReady, StateRunning, StateParked, StateDone}
 
 // Task kinds (TaskSample.Kind).
 const (
@@ -57,7 +41,7 @@ type TaskSample struct {
 	Method     string // request only
 	Path       string // request only
 	State      string // StateReady, StateRunning, StateParked, StateDone or StateQueued
-	ParkReason string // while parked: one of ParkReasonNames
+	ParkReason string // while parked: "other", "sleep", "wait", "offload", "write" or "queue"
 	Goroutine  uint64 // the coroutine's goroutine id (as in stack dumps), 0 before it ran
 
 	Rounds        uint64        // slices run (times the task was resumed)
@@ -68,8 +52,8 @@ type TaskSample struct {
 	QueueDelay    time.Duration // total time ready but not running (first run included)
 	FirstRunDelay time.Duration // accept (request) or spawn (background) to first slice
 
-	// Parked is the total time parked, by reason (index with the Park* constants).
-	Parked [NumParkReasons]time.Duration
+	// Parked is the total time parked, by reason.
+	Parked ParkedByReason
 
 	CPU         time.Duration // loop-thread CPU time over its slices (when CPUMeasured)
 	CPUMeasured bool          // CPU was measured; false: CPU is unknown (JSON null)
@@ -83,58 +67,56 @@ type TaskSample struct {
 
 // ParkedTotal returns the sum of Parked over all reasons. Any goroutine.
 func (s *TaskSample) ParkedTotal() time.Duration {
-	var d time.Duration
-	for _, p := range s.Parked {
-		d += p
-	}
-	return d
+	p := &s.Parked
+	return p.Other + p.Sleep + p.Wait + p.Offload + p.Write + p.Queue
 }
 
-// MeanSlice returns OnLoop/Rounds, the task's mean slice length (0 before it ran). Any
+// meanSlice returns OnLoop/Rounds, the task's mean slice length (0 before it ran). Any
 // goroutine.
-func (s *TaskSample) MeanSlice() time.Duration {
+func (s *TaskSample) meanSlice() time.Duration {
 	if s.Rounds == 0 {
 		return 0
 	}
 	return s.OnLoop / time.Duration(s.Rounds)
 }
 
-// MarshalJSON encodes the sample as its TaskRecord. Any goroutine.
+// MarshalJSON encodes the sample as docs/accounting.md defines a task: durations in seconds
+// (fields ending in _seconds), counts as integers, snake_case names. Any goroutine.
 func (s TaskSample) MarshalJSON() ([]byte, error) {
-	return marshalJSON(TaskJSON(&s))
+	return marshalJSON(taskJSON(&s))
 }
 
-// TaskRecord is the JSON form of a TaskSample: durations in seconds (float64, fields
+// taskRecord is the JSON form of a TaskSample: durations in seconds (float64, fields
 // ending in _seconds), counts as integers, snake_case names. docs/accounting.md defines
 // every field. Plain data.
-type TaskRecord struct {
-	ID             uint64         `json:"id"`
-	Kind           string         `json:"kind"`
-	Route          string         `json:"route"`
-	Method         string         `json:"method"`
-	Path           string         `json:"path"`
-	State          string         `json:"state"`
-	ParkReason     string         `json:"park_reason"`
-	Goroutine      uint64         `json:"goroutine"`
-	Rounds         uint64         `json:"rounds"`
-	OnLoop         float64        `json:"on_loop_seconds"`
-	MaxSlice       float64        `json:"max_slice_seconds"`
-	MeanSlice      float64        `json:"mean_slice_seconds"`
-	SlowSlices     uint64         `json:"slow_slices"`
-	Slow           float64        `json:"slow_seconds"`
-	QueueDelay     float64        `json:"queue_delay_seconds"`
-	FirstRunDelay  float64        `json:"first_run_delay_seconds"`
-	Parked         float64        `json:"parked_seconds"`
-	ParkedByReason ParkedByReason `json:"parked_by_reason_seconds"`
-	CPU            *float64       `json:"cpu_seconds"` // null when not measured
-	Age            float64        `json:"age_seconds"`
-	Status         int            `json:"status"`
-	Stack          string         `json:"stack,omitempty"`
+type taskRecord struct {
+	ID             uint64        `json:"id"`
+	Kind           string        `json:"kind"`
+	Route          string        `json:"route"`
+	Method         string        `json:"method"`
+	Path           string        `json:"path"`
+	State          string        `json:"state"`
+	ParkReason     string        `json:"park_reason"`
+	Goroutine      uint64        `json:"goroutine"`
+	Rounds         uint64        `json:"rounds"`
+	OnLoop         float64       `json:"on_loop_seconds"`
+	MaxSlice       float64       `json:"max_slice_seconds"`
+	MeanSlice      float64       `json:"mean_slice_seconds"`
+	SlowSlices     uint64        `json:"slow_slices"`
+	Slow           float64       `json:"slow_seconds"`
+	QueueDelay     float64       `json:"queue_delay_seconds"`
+	FirstRunDelay  float64       `json:"first_run_delay_seconds"`
+	Parked         float64       `json:"parked_seconds"`
+	ParkedByReason parkedSeconds `json:"parked_by_reason_seconds"`
+	CPU            *float64      `json:"cpu_seconds"` // null when not measured
+	Age            float64       `json:"age_seconds"`
+	Status         int           `json:"status"`
+	Stack          string        `json:"stack,omitempty"`
 }
 
-// ParkedByReason is TaskSample.Parked in seconds, one field per ParkReasonNames entry.
+// parkedSeconds is TaskSample.Parked in seconds, one field per reason.
 // Plain data.
-type ParkedByReason struct {
+type parkedSeconds struct {
 	Other   float64 `json:"other"`
 	Sleep   float64 `json:"sleep"`
 	Wait    float64 `json:"wait"`
@@ -143,28 +125,27 @@ type ParkedByReason struct {
 	Queue   float64 `json:"queue"`
 }
 
-// TaskJSON returns the JSON form of s, for embedding in another response (a demo endpoint
-// answering with its own task's figures) or for json.Marshal. Any goroutine.
-func TaskJSON(s *TaskSample) TaskRecord {
-	r := TaskRecord{
+// taskJSON returns the JSON form of s (TaskSample.MarshalJSON).
+func taskJSON(s *TaskSample) taskRecord {
+	r := taskRecord{
 		ID: s.ID, Kind: s.Kind, Route: s.Route, Method: s.Method, Path: s.Path,
 		State: s.State, ParkReason: s.ParkReason, Goroutine: s.Goroutine,
 		Rounds:        s.Rounds,
 		OnLoop:        s.OnLoop.Seconds(),
 		MaxSlice:      s.MaxSlice.Seconds(),
-		MeanSlice:     s.MeanSlice().Seconds(),
+		MeanSlice:     s.meanSlice().Seconds(),
 		SlowSlices:    s.SlowSlices,
 		Slow:          s.SlowTime.Seconds(),
 		QueueDelay:    s.QueueDelay.Seconds(),
 		FirstRunDelay: s.FirstRunDelay.Seconds(),
 		Parked:        s.ParkedTotal().Seconds(),
-		ParkedByReason: ParkedByReason{
-			Other:   s.Parked[ParkOther].Seconds(),
-			Sleep:   s.Parked[ParkSleep].Seconds(),
-			Wait:    s.Parked[ParkWait].Seconds(),
-			Offload: s.Parked[ParkOffload].Seconds(),
-			Write:   s.Parked[ParkWrite].Seconds(),
-			Queue:   s.Parked[ParkQueue].Seconds(),
+		ParkedByReason: parkedSeconds{
+			Other:   s.Parked.Other.Seconds(),
+			Sleep:   s.Parked.Sleep.Seconds(),
+			Wait:    s.Parked.Wait.Seconds(),
+			Offload: s.Parked.Offload.Seconds(),
+			Write:   s.Parked.Write.Seconds(),
+			Queue:   s.Parked.Queue.Seconds(),
 		},
 		Age:    s.Age.Seconds(),
 		Status: s.Status,
@@ -175,43 +156,4 @@ func TaskJSON(s *TaskSample) TaskRecord {
 		r.CPU = &cpu
 	}
 	return r
-}
-
-// SortTasks sorts tasks by OnLoop, longest first (ties by ID), the order of
-// TasksSnapshot.Live. Any goroutine (it sorts ts in place).
-func SortTasks(ts []TaskSample) {
-	slices.SortFunc(ts, func(a, b TaskSample) int {
-		if c := cmp.Compare(b.OnLoop, a.OnLoop); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-}
-
-// AppendServerTiming appends a Server-Timing header value for one request to dst and
-// returns the extended buffer:
-//
-//	onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200, cpu;dur=0.101
-//
-// Durations are in milliseconds (as the Server-Timing specification says) with three
-// decimals; cpu is present only when CPUMeasured. It does not allocate when dst has room
-// (about 80 bytes). Any goroutine.
-func AppendServerTiming(dst []byte, s *TaskSample) []byte {
-	dst = appendTiming(dst, "onloop;dur=", s.OnLoop)
-	dst = appendTiming(dst, ", queue;dur=", s.QueueDelay)
-	dst = appendTiming(dst, ", parked;dur=", s.ParkedTotal())
-	if s.CPUMeasured {
-		dst = appendTiming(dst, ", cpu;dur=", s.CPU)
-	}
-	return dst
-}
-
-// appendTiming appends name and d in milliseconds with three decimals (rounded to the
-// microsecond), formatted as integers: cheaper than strconv.AppendFloat and exact.
-func appendTiming(dst []byte, name string, d time.Duration) []byte {
-	dst = append(dst, name...)
-	us := (max(d, 0) + time.Microsecond/2) / time.Microsecond
-	dst = strconv.AppendInt(dst, int64(us/1000), 10)
-	frac := us % 1000
-	return append(dst, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }

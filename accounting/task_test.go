@@ -3,11 +3,11 @@ package accounting
 import (
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func sampleTask() TaskSample {
@@ -18,76 +18,41 @@ func sampleTask() TaskSample {
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
 		FirstRunDelay: 4 * time.Microsecond, Age: 60 * time.Millisecond, Status: 200,
 	}
-	s.Parked[ParkSleep] = 50 * time.Millisecond
-	s.Parked[ParkOffload] = 200 * time.Microsecond
+	s.Parked.Sleep = 50 * time.Millisecond
+	s.Parked.Offload = 200 * time.Microsecond
 	return s
 }
 
 func TestParkedTotalAndMeanSlice(t *testing.T) {
 	s := sampleTask()
-	if got, want := s.ParkedTotal(), 50200*time.Microsecond; got != want {
-		t.Errorf("ParkedTotal = %v, want %v", got, want)
-	}
-	if got, want := s.MeanSlice(), 41*time.Microsecond; got != want {
-		t.Errorf("MeanSlice = %v, want %v", got, want)
-	}
+	assert.Equal(t, 50200*time.Microsecond, s.ParkedTotal())
+	assert.Equal(t, 41*time.Microsecond, s.meanSlice())
 	var zero TaskSample
-	if zero.MeanSlice() != 0 || zero.ParkedTotal() != 0 {
-		t.Error("zero sample: want zero derived figures")
-	}
+	assert.Zero(t, zero.meanSlice(), "zero sample")
+	assert.Zero(t, zero.ParkedTotal(), "zero sample")
 }
 
-func TestParkReasonNamesMatchJSON(t *testing.T) {
+// TestParkedByReasonMatchesJSON: each reason's time lands in its own key of
+// parked_by_reason_seconds, named as TaskSample.ParkReason names the reason.
+func TestParkedByReasonMatchesJSON(t *testing.T) {
+	names := []string{"other", "sleep", "wait", "offload", "write", "queue"}
 	typ := reflect.TypeFor[ParkedByReason]()
-	if typ.NumField() != NumParkReasons {
-		t.Fatalf("ParkedByReason has %d fields, want %d", typ.NumField(), NumParkReasons)
-	}
-	for i := range NumParkReasons {
-		if tag := typ.Field(i).Tag.Get("json"); tag != ParkReasonNames[i] {
-			t.Errorf("field %d tag %q, want %q", i, tag, ParkReasonNames[i])
-		}
-	}
-	// Each reason lands in its own field.
-	for i := range NumParkReasons {
+	require.Equal(t, len(names), typ.NumField(), "ParkedByReason's fields")
+	require.Equal(t, len(names), reflect.TypeFor[parkedSeconds]().NumField(), "parkedSeconds' fields")
+	for i, name := range names {
 		var s TaskSample
-		s.Parked[i] = time.Second
+		reflect.ValueOf(&s.Parked).Elem().Field(i).SetInt(int64(time.Second))
+		assert.Equal(t, time.Second, s.ParkedTotal(), "ParkedTotal counts %s", typ.Field(i).Name)
 		m := decodeObject(t, mustMarshal(t, s))
 		by := m["parked_by_reason_seconds"].(map[string]any)
-		for j, name := range ParkReasonNames {
+		require.Len(t, by, len(names))
+		for _, other := range names {
 			want := 0.0
-			if j == i {
+			if other == name {
 				want = 1
 			}
-			if by[name] != want {
-				t.Errorf("reason %d: %s = %v, want %v", i, name, by[name], want)
-			}
+			assert.Equal(t, want, by[other], "ParkedByReason.%s: %s", typ.Field(i).Name, other)
 		}
-	}
-}
-
-func TestServerTiming(t *testing.T) {
-	s := sampleTask()
-	got := string(AppendServerTiming(nil, &s))
-	want := "onloop;dur=0.123, queue;dur=0.010, parked;dur=50.200"
-	if got != want {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
-	s.CPU, s.CPUMeasured = 101*time.Microsecond, true
-	got = string(AppendServerTiming([]byte("x: "), &s))
-	if want := "x: " + want + ", cpu;dur=0.101"; got != want {
-		t.Errorf("got %q\nwant %q", got, want)
-	}
-}
-
-func TestSortTasks(t *testing.T) {
-	ts := []TaskSample{{ID: 1, OnLoop: 5}, {ID: 2, OnLoop: 9}, {ID: 3, OnLoop: 5}, {ID: 0, OnLoop: 1}}
-	SortTasks(ts)
-	var ids []uint64
-	for _, s := range ts {
-		ids = append(ids, s.ID)
-	}
-	if want := []uint64{2, 1, 3, 0}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("order %v, want %v", ids, want)
 	}
 }
 
@@ -116,46 +81,30 @@ func TestTaskJSONSchema(t *testing.T) {
 	s := sampleTask()
 	m := decodeObject(t, mustMarshal(t, s))
 	checkSchema(t, "task", m, taskSchema, true)
-	if _, ok := m["stack"]; ok {
-		t.Error("stack present although empty")
-	}
-	if m["cpu_seconds"] != nil {
-		t.Errorf("cpu_seconds = %v, want null when not measured", m["cpu_seconds"])
-	}
-	if got := m["parked_seconds"].(float64); got != 0.0502 {
-		t.Errorf("parked_seconds = %v", got)
-	}
-	if got := m["on_loop_seconds"].(float64); got != 0.000123 {
-		t.Errorf("on_loop_seconds = %v", got)
-	}
+	assert.NotContains(t, m, "stack", "stack present although empty")
+	assert.Nil(t, m["cpu_seconds"], "cpu_seconds when not measured")
+	assert.Equal(t, 0.0502, m["parked_seconds"])
+	assert.Equal(t, 0.000123, m["on_loop_seconds"])
 	checkSchema(t, "parked_by_reason_seconds", m["parked_by_reason_seconds"].(map[string]any),
 		map[string]string{"other": tNum, "sleep": tNum, "wait": tNum, "offload": tNum, "write": tNum, "queue": tNum}, true)
 
 	s.CPU, s.CPUMeasured, s.Stack = 2*time.Millisecond, true, "goroutine 99 [sleep]:\nmain.handler()"
-	m = decodeObject(t, mustMarshal(t, TaskJSON(&s)))
-	if m["cpu_seconds"] != 0.002 {
-		t.Errorf("cpu_seconds = %v, want 0.002", m["cpu_seconds"])
-	}
-	if !strings.Contains(m["stack"].(string), "main.handler") {
-		t.Errorf("stack = %v", m["stack"])
-	}
+	m = decodeObject(t, mustMarshal(t, taskJSON(&s)))
+	assert.Equal(t, 0.002, m["cpu_seconds"])
+	assert.Contains(t, m["stack"], "main.handler")
 }
 
 func mustMarshal(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
 func decodeObject(t *testing.T, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%v in %s", err, b)
-	}
+	require.NoError(t, json.Unmarshal(b, &m), "%s", b)
 	return m
 }
 
@@ -165,20 +114,17 @@ func checkSchema(t *testing.T, what string, m map[string]any, schema map[string]
 	t.Helper()
 	for k, typ := range schema {
 		v, ok := m[k]
-		if !ok {
-			t.Errorf("%s: field %q missing", what, k)
+		if !assert.True(t, ok, "%s: field %q missing", what, k) {
 			continue
 		}
-		if got := jsonType(v); got != typ && !(typ == tNumNil && (got == tNum || got == tInt || v == nil)) &&
-			!(typ == tNum && got == tInt) {
-			t.Errorf("%s: field %q is %s (%v), want %s", what, k, got, v, typ)
-		}
+		got := jsonType(v)
+		assert.True(t, got == typ || typ == tNumNil && (got == tNum || got == tInt || v == nil) || typ == tNum && got == tInt,
+			"%s: field %q is %s (%v), want %s", what, k, got, v, typ)
 	}
 	if exact {
 		for k := range m {
-			if _, ok := schema[k]; !ok && k != "stack" {
-				t.Errorf("%s: undocumented field %q", what, k)
-			}
+			_, ok := schema[k]
+			assert.True(t, ok || k == "stack", "%s: undocumented field %q", what, k)
 		}
 	}
 }
@@ -204,40 +150,9 @@ func jsonType(v any) string {
 	return "unknown"
 }
 
-func TestServerTimingRounding(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0: "0.000", 499: "0.000", 500: "0.001", 1234567: "1.235", -5: "0.000",
-		time.Second: "1000.000", 90*time.Second + 7*time.Microsecond: "90000.007",
-	} {
-		s := TaskSample{OnLoop: d}
-		got := string(AppendServerTiming(nil, &s))
-		if w := "onloop;dur=" + want + ", queue;dur=0.000, parked;dur=0.000"; got != w {
-			t.Errorf("%v: got %q, want %q", int64(d), got, w)
-		}
-	}
-}
-
-// TestTaskStateNames: the state table is in the scheduler's order (Ready, Running,
-// Parked, Done) and spells the JSON names.
-func TestTaskStateNames(t *testing.T) {
-	assert.Equal(t, [NumTaskStates]string{"ready", "running", "parked", "done"}, TaskStateNames)
-	assert.Equal(t, "queued", StateQueued)
-}
-
-func BenchmarkAppendServerTiming(b *testing.B) {
-	s := sampleTask()
-	buf := make([]byte, 0, 128)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = AppendServerTiming(buf[:0], &s)
-	}
-}
-
-// TestAppendServerTimingDoesNotAllocate: the header value is built on the loop at every
-// request end that asks for it.
-func TestAppendServerTimingDoesNotAllocate(t *testing.T) {
-	s := sampleTask()
-	s.CPUMeasured = true
-	buf := make([]byte, 0, 256)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { buf = AppendServerTiming(buf[:0], &s) }))
+// TestTaskStates: the states' JSON names (the loop names the scheduler's states with its
+// String, which the loop's names test binds to these).
+func TestTaskStates(t *testing.T) {
+	assert.Equal(t, []string{"ready", "running", "parked", "done", "queued"},
+		[]string{StateReady, StateRunning, StateParked, StateDone, StateQueued})
 }

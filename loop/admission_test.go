@@ -1,12 +1,18 @@
 package loop
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // With RequestConcurrency 10 and MaxQueueLength 20, 100 concurrent slow requests: exactly
@@ -39,7 +45,6 @@ func testAdmissionLimitAndQueue(t *testing.T, m mode) {
 		})
 		s.Handle("GET /health", func(c *Ctx) { c.String(200, "ok") }, Exempt())
 	})
-	_ = s
 	clients := make([]*client, total)
 	// Send one at a time and wait until the server has seen it, so arrival order is known.
 	for i := range clients {
@@ -48,30 +53,25 @@ func testAdmissionLimitAndQueue(t *testing.T, m mode) {
 		if i < n {
 			waitFor(t, func() bool { return running.Load() == int32(i+1) })
 		} else {
-			time.Sleep(2 * time.Millisecond)
+			seen := uint64(i - n + 1) // requests queued or refused so far
+			waitFor(t, func() bool { a := admissionOf(t, s); return a.QueuedTotal+a.RefusedTotal == seen })
 		}
 	}
 	// The refused ones are answered at once, while the others are held.
 	refused := 0
 	for i := n + q; i < total; i++ {
 		resp, _ := clients[i].read("GET")
-		if resp.StatusCode != 429 {
-			t.Fatalf("request %d: status %d, want 429", i, resp.StatusCode)
-		}
+		require.Equal(t, 429, resp.StatusCode, "request %d", i)
 		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-		if err != nil || ra < 1 {
-			t.Fatalf("request %d: Retry-After %q", i, resp.Header.Get("Retry-After"))
-		}
+		require.NoError(t, err, "request %d: Retry-After %q", i, resp.Header.Get("Retry-After"))
+		require.GreaterOrEqual(t, ra, 1, "request %d: Retry-After", i)
 		refused++
 	}
 	// Monitoring still works during the flood.
 	resp, body := dial(t, addr).get("/health")
-	if resp.StatusCode != 200 || body != "ok" {
-		t.Fatalf("exempt route: %d %q", resp.StatusCode, body)
-	}
-	if got := running.Load(); got != n {
-		t.Fatalf("%d handlers running, want %d", got, n)
-	}
+	require.Equal(t, 200, resp.StatusCode, "exempt route")
+	require.Equal(t, "ok", body, "exempt route")
+	require.EqualValues(t, n, running.Load(), "handlers running")
 	// Release the handlers one at a time: each completion admits exactly one queued
 	// request, so the start order shows the queue order in both modes.
 	for k := 0; k < n+q; k++ {
@@ -85,30 +85,25 @@ func testAdmissionLimitAndQueue(t *testing.T, m mode) {
 	}
 	for i := 0; i < n+q; i++ {
 		resp, body := clients[i].read("GET")
-		if resp.StatusCode != 200 || body != "done" {
-			t.Fatalf("admitted request %d: %d %q", i, resp.StatusCode, body)
-		}
+		require.Equal(t, 200, resp.StatusCode, "admitted request %d", i)
+		require.Equal(t, "done", body, "admitted request %d", i)
 	}
-	if refused != total-n-q {
-		t.Fatalf("refused %d, want %d", refused, total-n-q)
-	}
+	require.Equal(t, total-n-q, refused, "refused")
 	mu.Lock()
 	defer mu.Unlock()
-	if len(started) != n+q {
-		t.Fatalf("%d handlers started, want %d", len(started), n+q)
+	require.Len(t, started, n+q, "handlers started")
+	want := make([]int, q) // the queued ones, in FIFO order
+	for k := range want {
+		want[k] = n + k
 	}
-	for k, i := range started[n:] { // the queued ones, in FIFO order
-		if i != n+k {
-			t.Fatalf("queued requests started in order %v, want %d.. in order", started[n:], n)
-		}
-	}
+	require.Equal(t, want, started[n:], "queued requests' start order")
 }
 
 // A queued request whose client leaves is dropped from the queue without running.
 func testAdmissionQueuedClientLeaves(t *testing.T, m mode) {
 	var ran atomic.Int32
 	block := make(chan struct{})
-	_, addr := startServer(t, m.cfg(Config{RequestConcurrency: 1, MaxQueueLength: 5}), func(s *Server) {
+	s, addr := startServer(t, m.cfg(Config{RequestConcurrency: 1, MaxQueueLength: 5}), func(s *Server) {
 		s.Handle("GET /w/{i}", func(c *Ctx) {
 			ran.Add(1)
 			for {
@@ -124,38 +119,44 @@ func testAdmissionQueuedClientLeaves(t *testing.T, m mode) {
 			}
 		})
 	})
+	queued := func(want int) func() bool {
+		return func() bool { return admissionOf(t, s).Queued == want }
+	}
 	first := dial(t, addr)
 	first.send("GET /w/0 HTTP/1.1\r\nHost: x\r\n\r\n")
 	waitFor(t, func() bool { return ran.Load() == 1 })
 	leaver := dial(t, addr)
 	leaver.send("GET /w/1 HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, queued(1))
 	_ = leaver.c.Close()
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, queued(0)) // the server saw the close and dropped the request from the queue
 	last := dial(t, addr)
 	last.send("GET /w/2 HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, queued(1))
 	close(block)
-	if _, body := first.read("GET"); body != "0" {
-		t.Fatalf("first: %q", body)
-	}
-	if _, body := last.read("GET"); body != "2" {
-		t.Fatalf("last: %q", body)
-	}
-	if got := ran.Load(); got != 2 {
-		t.Fatalf("%d handlers ran, want 2 (the leaver's must not run)", got)
-	}
+	_, body := first.read("GET")
+	require.Equal(t, "0", body, "first")
+	_, body = last.read("GET")
+	require.Equal(t, "2", body, "last")
+	require.EqualValues(t, 2, ran.Load(), "handlers ran (the leaver's must not run)")
 }
 
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(time.Millisecond)
+		require.False(t, time.Now().After(deadline), "condition not reached within 10s")
+		time.Sleep(time.Millisecond) // polls the condition: orders nothing
 	}
+}
+
+// admissionOf returns s's admission figures, copied on the loop. Any goroutine but the
+// loop's.
+func admissionOf(t testing.TB, s *Server) AdmissionStats {
+	t.Helper()
+	snap, err := s.Snapshot(context.Background(), ViewAdmission)
+	require.NoError(t, err)
+	return snap.Admission.AdmissionStats
 }
 
 func testHandlerTimeoutAnswers503(t *testing.T, m mode) {
@@ -170,11 +171,43 @@ func testHandlerTimeoutAnswers503(t *testing.T, m mode) {
 	c := dial(t, addr)
 	resp, _ := c.get("/slow")
 	mustStatus(t, resp, 503)
-	if err := <-errs; err == nil || err.Error() != "context deadline exceeded" {
-		t.Fatalf("handler's Sleep returned %v", err)
-	}
+	err := <-errs
+	require.Error(t, err, "handler's Sleep")
+	require.Equal(t, "context deadline exceeded", err.Error(), "handler's Sleep")
 	resp, body := c.get("/fast") // the connection still works, with nothing stray on it
-	if resp.StatusCode != 200 || body != "fast" {
-		t.Fatalf("after timeout: %d %q", resp.StatusCode, body)
+	require.Equal(t, 200, resp.StatusCode, "after timeout")
+	require.Equal(t, "fast", body, "after timeout")
+}
+
+// Requests refused with 429 appear on a stats page, in the DrainReport and in a log line.
+func TestRefusalsAreVisible(t *testing.T) {
+	var logs syncBuffer
+	cfg := Config{RequestConcurrency: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	s, addr := startServer(t, cfg, func(s *Server) {
+		s.Handle("GET /hold", func(c *Ctx) {
+			_ = c.Sleep(time.Hour) // holds the only slot until the client leaves
+		})
+		s.Handle("GET /x", func(c *Ctx) { c.String(200, "x") })
+		s.HandleStats("/debug/baton")
+	})
+	hold := dial(t, addr)
+	hold.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+	c := dial(t, addr)
+	require.Eventually(t, func() bool {
+		resp, _ := c.get("/x")
+		return resp.StatusCode == 429
+	}, 10*time.Second, 5*time.Millisecond)
+	resp, body := c.get("/debug/baton/admission")
+	require.Equal(t, 200, resp.StatusCode)
+	var page struct {
+		Refused uint64 `json:"refused_total"`
+		Active  int    `json:"active"`
 	}
+	require.NoError(t, json.Unmarshal([]byte(body), &page), body)
+	assert.GreaterOrEqual(t, page.Refused, uint64(1))
+	assert.Equal(t, 1, page.Active)
+	assert.Contains(t, logs.String(), "429")
+	_ = hold.c.Close()
+	require.NoError(t, s.Shutdown(context.Background()))
+	assert.GreaterOrEqual(t, s.DrainReport().Refused, uint64(1))
 }

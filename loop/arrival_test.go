@@ -41,7 +41,7 @@ func routeP99(t *testing.T, addr, route string) (time.Duration, uint64) {
 			return time.Duration(r.Latency.Cumulative.P99 * float64(time.Second)), r.Latency.Cumulative.Count
 		}
 	}
-	t.Fatalf("route %q not on the stats page", route)
+	require.FailNow(t, "route not on the stats page", route)
 	return 0, 0
 }
 
@@ -159,7 +159,7 @@ func TestArrivalLatencyUnderHog(t *testing.T) {
 			var loop map[string]any
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&loop))
 			_ = resp.Body.Close()
-			assert.Equal(t, ArrivalClockLoopTurn, loop["arrival_clock"])
+			assert.Equal(t, arrivalClockLoopTurn, loop["arrival_clock"])
 			if !mt { // multi-thread handlers finish through the loop: their latency includes the hog anyway
 				assert.Greater(t, loop["arrival_bounded_reads"], 0.0)
 			}

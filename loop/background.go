@@ -27,9 +27,6 @@ type bgRun struct {
 // Task returns the running task: nil before it starts and after it ends. Loop-confined.
 func (h *TaskHandle) Task() *Task { return h.run.bt }
 
-// Name returns the task's name, as given to Go or Every.
-func (h *TaskHandle) Name() string { return h.name }
-
 // Stop stops the task: a Go task's park (Sleep, Await, ...) returns ErrTaskStopped and its
 // Context is cancelled with that cause, so it can return (its deferred functions run); an
 // Every task runs no further tick (a tick already running finishes). Stop returns at once;

@@ -47,8 +47,8 @@ func (c *Cond) Broadcast() {
 	g.fire(nil)
 }
 
-// Broadcasts returns how many times Broadcast was called. Safe for concurrent use.
-func (c *Cond) Broadcasts() uint64 {
+// broadcasts returns how many times Broadcast was called. Safe for concurrent use.
+func (c *Cond) broadcasts() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n

@@ -52,14 +52,14 @@ func TestCondBroadcastWakesWaitersAndIsReusable(t *testing.T) {
 				assert.Equal(t, ErrTimeout.Error(), body, "a bounded wait with no Broadcast times out")
 				_, body = fast.get("/parked")
 				require.Equal(t, fmt.Sprint(waiters), body, "round %d: no waiter woke before the Broadcast", round)
-				before := cond.Broadcasts()
+				before := cond.broadcasts()
 				go cond.Broadcast() // from a goroutine that is not the loop
 				for _, c := range clients {
 					resp, body := c.read("GET")
 					require.Equal(t, 200, resp.StatusCode, body)
 					require.Equal(t, "woke", body)
 				}
-				assert.Equal(t, before+1, cond.Broadcasts())
+				assert.Equal(t, before+1, cond.broadcasts())
 			}
 		})
 	}
@@ -93,7 +93,7 @@ func TestCondWaitIsForTheNextBroadcast(t *testing.T) {
 		case n := <-woke:
 			names[n] = true
 		case <-time.After(10 * time.Second):
-			t.Fatal("a waiter did not wake")
+			require.FailNow(t, "a waiter did not wake")
 		}
 	}
 	assert.Len(t, names, 3)
@@ -105,5 +105,5 @@ func TestCondBroadcastWithoutWaitersAllocatesNothing(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0"})
 	cond := NewCond(s.loopRef)
 	assert.Zero(t, testing.AllocsPerRun(1000, cond.Broadcast))
-	assert.EqualValues(t, 1001, cond.Broadcasts())
+	assert.EqualValues(t, 1001, cond.broadcasts())
 }

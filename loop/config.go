@@ -8,64 +8,31 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
 )
 
-// Defaults used where a Config field is zero.
+// The defaults used where a Config field is zero; each field documents its own and why.
 const (
-	// DefaultAddr is the listen address when Config.Addr is empty: loopback, so that a server
-	// started without configuration is not exposed to the network by accident.
-	DefaultAddr = "127.0.0.1:8080"
-
-	// DefaultReadHeaderTimeout bounds the time from the first byte of a request head to its
-	// end, so a client trickling header bytes (slowloris) cannot hold a connection for long.
-	// Ten seconds is generous for any real client on a slow mobile link.
-	DefaultReadHeaderTimeout = 10 * time.Second
-
-	// DefaultIdleTimeout bounds how long a keep-alive connection may wait for its next
-	// request. Idle connections cost little memory here, so the bound is long: two minutes
-	// outlasts the keep-alive timeouts of common clients and load balancers (60 s), which
-	// should be the side that closes first.
-	DefaultIdleTimeout = 2 * time.Minute
-
-	// DefaultLingerTimeout bounds how long a connection that is being closed by the server
-	// keeps reading (and discarding) client bytes after its last response, so that the
-	// kernel does not answer unread bytes with a reset that could destroy that response.
-	DefaultLingerTimeout = 2 * time.Second
-
-	// DefaultStallThreshold reports a task that holds the loop for 100 ms: every other
-	// request waits that long behind it, far beyond any latency budget of an interactive
-	// game backend, yet rare enough that logging each one (rate-limited) is affordable.
-	DefaultStallThreshold = 100 * time.Millisecond
-
-	// DefaultWriteStallTimeout drops a client that has read nothing of its pending output
-	// for this long: 30 s outlasts any network hiccup a live client survives.
-	DefaultWriteStallTimeout = 30 * time.Second
-
-	// DefaultMaxOutputBytes bounds unsent output per connection: 4 MiB lets a fast client
-	// pipeline freely while 10,000 stalled clients cost at most 40 GiB only in the worst
-	// case of every one of them stalling mid-response with huge bodies.
-	DefaultMaxOutputBytes = 4 << 20
-
-	// DefaultMaxBufferedInput bounds unparsed pipelined input per busy connection: 4 MiB
-	// holds 10,000 typical pipelined GETs.
-	DefaultMaxBufferedInput = 4 << 20
-
-	// DefaultStreamSendBuffer is the send buffer (SO_SNDBUF) a connection's socket gets
-	// once it streams a response: the kernel doubles it for its bookkeeping, so a slow
-	// reader holds at most about 256 KiB in the kernel besides the stream's 256 KiB
-	// high-water mark in baton, where the kernel's autotuning would let it take 4 MiB.
-	// 128 KiB still moves 10 MB/s per stream at a 25 ms round trip.
-	DefaultStreamSendBuffer = 128 << 10
+	defaultAddr              = "127.0.0.1:8080"
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultIdleTimeout       = 2 * time.Minute
+	defaultLingerTimeout     = 2 * time.Second
+	defaultStallThreshold    = 100 * time.Millisecond
+	defaultWriteStallTimeout = 30 * time.Second
+	defaultMaxOutputBytes    = 4 << 20
+	defaultMaxBufferedInput  = 4 << 20
+	defaultStreamSendBuffer  = 128 << 10
 )
 
 // Config configures a Server. Its zero value is ready to use; each field documents its
 // default and unit. A Config is read once by New and not retained.
 type Config struct {
-	// Addr is the TCP address to listen on, as "host:port". Default DefaultAddr.
-	// Port 0 picks a free port; Server.Addr reports it once the server is ready.
+	// Addr is the TCP address to listen on, as "host:port". Default "127.0.0.1:8080":
+	// loopback, so that a server started without configuration is not exposed to the
+	// network by accident. Port 0 picks a free port; Server.Addr reports it once the
+	// server is ready.
 	Addr string
 
 	// LockOSThread locks the loop goroutine to its OS thread. Default false: on the
@@ -74,18 +41,22 @@ type Config struct {
 	LockOSThread bool
 
 	// ReadHeaderTimeout is the longest time from the first byte of a request head to its
-	// end; past it the client gets 408 and the connection closes. Zero means
-	// DefaultReadHeaderTimeout; negative means no limit.
+	// end; past it the client gets 408 and the connection closes, so a client trickling
+	// header bytes (slowloris) cannot hold a connection for long. Zero means 10 s, generous
+	// for any real client on a slow mobile link; negative means no limit.
 	ReadHeaderTimeout time.Duration
 
 	// IdleTimeout is the longest time a keep-alive connection may wait for the first byte
-	// of its next request before the server closes it. Zero means DefaultIdleTimeout;
-	// negative means no limit.
+	// of its next request before the server closes it. Zero means 2 minutes: idle
+	// connections cost little memory here, and two minutes outlasts the keep-alive timeouts
+	// of common clients and load balancers (60 s), which should be the side that closes
+	// first. Negative means no limit.
 	IdleTimeout time.Duration
 
 	// LingerTimeout is how long a connection the server is closing keeps draining client
-	// bytes after its last response. Zero means DefaultLingerTimeout; negative means the
-	// connection closes as soon as its output is written.
+	// bytes after its last response, so that the kernel does not answer unread bytes with a
+	// reset that could destroy that response. Zero means 2 s; negative means the connection
+	// closes as soon as its output is written.
 	LingerTimeout time.Duration
 
 	// Limits bounds request parsing (request line, header section, body size). Its zero
@@ -126,18 +97,20 @@ type Config struct {
 
 	// WriteStallTimeout is how long a connection's unsent output may stay without any
 	// progress (the client stopped reading) before the connection is dropped. Zero means
-	// DefaultWriteStallTimeout; negative means never.
+	// 30 s, which outlasts any network hiccup a live client survives; negative means never.
 	WriteStallTimeout time.Duration
 
 	// MaxOutputBytes bounds the unsent output buffered for one connection: past it the
 	// server stops reading that connection's pipelined requests until the client catches
-	// up. Streams park their handler well before it (256 KiB). Zero means
-	// DefaultMaxOutputBytes.
+	// up. Streams park their handler well before it (256 KiB). Zero means 4 MiB: a fast
+	// client pipelines freely, while 10,000 stalled clients cost 40 GiB only in the worst
+	// case of every one of them stalling mid-response with huge bodies.
 	MaxOutputBytes int
 
 	// MaxBufferedInput bounds the unparsed request bytes held for one connection while one
 	// of its requests is being handled (pipelining). Past it the connection is answered
-	// up to the current request and closed. Zero means DefaultMaxBufferedInput.
+	// up to the current request and closed. Zero means 4 MiB, which holds 10,000 typical
+	// pipelined GETs.
 	MaxBufferedInput int
 
 	// StreamSendBuffer is the send buffer (SO_SNDBUF, bytes) a connection's socket gets
@@ -145,8 +118,11 @@ type Config struct {
 	// that a slow reader's socket holds a bounded amount (the kernel doubles the value and
 	// caps it at net.core.wmem_max) and a stream's writes park on backpressure early
 	// instead of feeding the kernel megabytes. It stays set for the connection's later
-	// responses. Zero means DefaultStreamSendBuffer; negative leaves the kernel's
-	// autotuning alone (for bulk downloads over long round trips).
+	// responses. Zero means 128 KiB: a slow reader then holds at most about 256 KiB in the
+	// kernel besides the stream's 256 KiB high-water mark in baton, where the kernel's
+	// autotuning would let it take 4 MiB, and 128 KiB still moves 10 MB/s per stream at a
+	// 25 ms round trip. Negative leaves the kernel's autotuning alone (for bulk downloads
+	// over long round trips).
 	StreamSendBuffer int
 
 	// KeepFileLimit leaves RLIMIT_NOFILE as it is. By default ListenAndServe raises the
@@ -188,7 +164,9 @@ type Config struct {
 
 	// StallThreshold is how long one task slice may hold the loop before the stall
 	// detector logs it (task id, route, time so far and the task's stack) and counts it.
-	// Zero means DefaultStallThreshold; negative turns the detector off.
+	// Zero means 100 ms: every other request waits that long behind such a task, far
+	// beyond any latency budget of an interactive game backend, yet rare enough that
+	// logging each one (rate-limited) is affordable. Negative turns the detector off.
 	StallThreshold time.Duration
 
 	// ServerTiming adds a Server-Timing header to every response with the request's
@@ -232,7 +210,8 @@ type Config struct {
 	// the kernel spreads connections over them; a connection stays on its shard. The
 	// offload pool, the logger and the route table are shared (see docs/design.md,
 	// "Shards"). It works in both modes (MultiThread runs each shard's handlers in
-	// goroutines of their own). Zero means 1; at most MaxShards.
+	// goroutines of their own). Zero means 1; at most 256: far more loops than cores is a
+	// mistake (every loop is one core's worth of work).
 	Shards int
 
 	// TrustedProxies lists the proxies (addresses or CIDR prefixes: "10.0.0.0/8",
@@ -248,31 +227,31 @@ type Config struct {
 // withDefaults returns a copy of c with every zero field replaced by its default.
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
-		c.Addr = DefaultAddr
+		c.Addr = defaultAddr
 	}
 	if c.ReadHeaderTimeout == 0 {
-		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+		c.ReadHeaderTimeout = defaultReadHeaderTimeout
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
+		c.IdleTimeout = defaultIdleTimeout
 	}
 	if c.LingerTimeout == 0 {
-		c.LingerTimeout = DefaultLingerTimeout
+		c.LingerTimeout = defaultLingerTimeout
 	}
 	if c.StallThreshold == 0 {
-		c.StallThreshold = DefaultStallThreshold
+		c.StallThreshold = defaultStallThreshold
 	}
 	if c.WriteStallTimeout == 0 {
-		c.WriteStallTimeout = DefaultWriteStallTimeout
+		c.WriteStallTimeout = defaultWriteStallTimeout
 	}
 	if c.MaxOutputBytes == 0 {
-		c.MaxOutputBytes = DefaultMaxOutputBytes
+		c.MaxOutputBytes = defaultMaxOutputBytes
 	}
 	if c.MaxBufferedInput == 0 {
-		c.MaxBufferedInput = DefaultMaxBufferedInput
+		c.MaxBufferedInput = defaultMaxBufferedInput
 	}
 	if c.StreamSendBuffer == 0 {
-		c.StreamSendBuffer = DefaultStreamSendBuffer
+		c.StreamSendBuffer = defaultStreamSendBuffer
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -311,8 +290,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("loop: Config.%s must not be negative, got %d", f.name, f.v)
 		}
 	}
-	if c.Shards < 0 || c.Shards > MaxShards {
-		return fmt.Errorf("loop: Config.Shards (%d) must be between 1 and %d (0 means 1)", c.Shards, MaxShards)
+	if c.Shards < 0 || c.Shards > maxShards {
+		return fmt.Errorf("loop: Config.Shards (%d) must be between 1 and %d (0 means 1)", c.Shards, maxShards)
 	}
 	if c.RequireSingleThread && c.MultiThread {
 		return fmt.Errorf("loop: Config.MultiThread is set but Config.RequireSingleThread says the handlers rely on single-thread mode")

@@ -7,7 +7,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // maxKeptOutput is the largest output buffer a connection keeps between responses; a

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/internal/scheduler"
 )

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/render"
 )
 
 // The live dashboard: HandleStats mounts prefix/ (one self-contained HTML page, embedded)
@@ -171,19 +172,19 @@ func (h *dashHub) frame() []byte {
 		return nil
 	default:
 		var buf bytes.Buffer
-		if accounting.WriteLoopJSON(&buf, snap.Loop) == nil {
+		if render.WriteLoopJSON(&buf, snap.Loop) == nil {
 			fr.Loop = slices.Clone(buf.Bytes())
 		}
 		buf.Reset()
-		if accounting.WriteRoutesJSON(&buf, snap.Routes) == nil {
+		if render.WriteRoutesJSON(&buf, snap.Routes) == nil {
 			fr.Routes = slices.Clone(buf.Bytes())
 		}
 		buf.Reset()
 		tasks := snap.Tasks
 		tasks.Live = tasks.Live[:min(len(tasks.Live), dashTopTasks)]
-		accounting.SortTasks(tasks.Finished) // the busiest of the recently finished
+		render.SortTasks(tasks.Finished) // the busiest of the recently finished
 		tasks.Finished = tasks.Finished[:min(len(tasks.Finished), dashTopTasks)]
-		if accounting.WriteTasksJSON(&buf, tasks) == nil {
+		if render.WriteTasksJSON(&buf, tasks) == nil {
 			fr.Tasks = buf.Bytes()
 		}
 		fr.Offload, fr.Admission = &snap.Offload, &snap.Admission

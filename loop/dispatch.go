@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/internal/scheduler"

@@ -3,7 +3,7 @@ package loop
 import (
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // DrainReport says what a graceful shutdown drained. It is filled on the loop and can be

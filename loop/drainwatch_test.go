@@ -8,8 +8,6 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
-
-	"github.com/batonrt/baton/accounting"
 )
 
 // withoutDrainWatch makes s's drain watch unavailable, as it is off Linux (a watch already
@@ -77,7 +75,7 @@ func TestDrainWatchUnavailableWSWriter(t *testing.T) {
 		onLoop(t, s, func() {
 			if ws != nil {
 				most = max(most, len(ws.writers))
-				parked = ctx.Stats().Parked[accounting.ParkWrite]
+				parked = ctx.Stats().Parked.Write
 			}
 		})
 		return parked >= 100*time.Millisecond

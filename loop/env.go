@@ -27,7 +27,7 @@ const (
 //	BATON_MAX_QUEUE_LENGTH     MaxQueueLength               integer >= 0
 //	BATON_USE_SINGLE_THREAD    !MultiThread                 boolean; false with Config.RequireSingleThread is an error
 //	BATON_LOCK_OS_THREAD       LockOSThread                 boolean
-//	BATON_SHARDS               Shards                       integer 1..MaxShards; above 1 with Config.RequireSingleThread is an error
+//	BATON_SHARDS               Shards                       integer 1..256; above 1 with Config.RequireSingleThread is an error
 //	BATON_TRUSTED_PROXIES      TrustedProxies               comma-separated addresses or CIDR prefixes
 //	BATON_READ_HEADER_TIMEOUT  ReadHeaderTimeout            duration ("10s"); negative: none
 //	BATON_IDLE_TIMEOUT         IdleTimeout                  duration; negative: none

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {

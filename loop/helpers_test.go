@@ -2,18 +2,22 @@ package loop
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/internal/leakcheck"
@@ -60,20 +64,16 @@ func startServer(t testing.TB, cfg Config, setup func(s *Server)) (*Server, stri
 	select {
 	case <-s.Ready():
 	case err := <-errc:
-		t.Fatalf("server did not start: %v", err)
+		require.FailNow(t, "server did not start", "%v", err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("server not ready after 10s")
+		require.FailNow(t, "server not ready after 10s")
 	}
-	if s.Addr() == nil {
-		t.Fatal("no address")
-	}
+	require.NotNil(t, s.Addr(), "no address")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
-		if err := <-errc; err != ErrServerClosed {
-			t.Errorf("ListenAndServe returned %v, want ErrServerClosed", err)
-		}
+		assert.Equal(t, ErrServerClosed, <-errc, "ListenAndServe's result")
 	})
 	return s, s.Addr().String()
 }
@@ -88,7 +88,7 @@ func serveInBackground(t testing.TB, s *Server) <-chan error {
 	select {
 	case <-s.Ready():
 	case <-time.After(10 * time.Second):
-		t.Fatal("server not ready after 10s")
+		require.FailNow(t, "server not ready after 10s")
 	}
 	return errc
 }
@@ -103,9 +103,7 @@ type client struct {
 func dial(t testing.TB, addr string) *client {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
+	require.NoError(t, err, "dial")
 	t.Cleanup(func() { _ = c.Close() })
 	return &client{t: t, c: c, br: bufio.NewReader(c)}
 }
@@ -113,18 +111,15 @@ func dial(t testing.TB, addr string) *client {
 func (c *client) send(raw string) {
 	c.t.Helper()
 	_ = c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c.c, raw); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
+	_, err := io.WriteString(c.c, raw)
+	require.NoError(c.t, err, "write")
 }
 
 // read reads one response (for a request with method) and its whole body.
 func (c *client) read(method string) (*http.Response, string) {
 	c.t.Helper()
 	resp, body, err := c.tryRead(method)
-	if err != nil {
-		c.t.Fatalf("read response: %v", err)
-	}
+	require.NoError(c.t, err, "read response")
 	return resp, body
 }
 
@@ -160,18 +155,15 @@ func (c *client) expectClosed(d time.Duration) {
 		if err == nil {
 			continue
 		}
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			c.t.Fatalf("connection still open after %v", d)
-		}
+		var ne net.Error
+		require.False(c.t, errors.As(err, &ne) && ne.Timeout(), "connection still open after %v", d)
 		return
 	}
 }
 
 func mustStatus(t testing.TB, resp *http.Response, want int) {
 	t.Helper()
-	if resp.StatusCode != want {
-		t.Fatalf("status %d, want %d", resp.StatusCode, want)
-	}
+	require.Equal(t, want, resp.StatusCode, "status")
 }
 
 func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
@@ -184,7 +176,7 @@ func inLoop(t testing.TB, s *Server, fn func()) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("loop did not run the posted function within 10s")
+		require.FailNow(t, "loop did not run the posted function within 10s")
 	}
 }
 
@@ -192,4 +184,22 @@ func inLoop(t testing.TB, s *Server, fn func()) {
 func spinFor(d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
+}
+
+// syncBuffer is a log sink safe for the loop and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -41,7 +41,7 @@ func waitDone(t *testing.T, what string, ch <-chan struct{}) {
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("%s blocked", what)
+		require.FailNow(t, what+" blocked")
 	}
 }
 
@@ -161,4 +161,25 @@ func TestEngineStopWithoutShutdownIsAnError(t *testing.T) {
 	require.ErrorIs(t, err, ErrEngineStopped)
 	require.False(t, errors.Is(err, ErrServerClosed))
 	returns(t, "Shutdown after", func() { require.NoError(t, s.Shutdown(context.Background())) })
+}
+
+// Shutdown on a server that never started must close Done, so that a second Shutdown,
+// Close, <-Done() and DrainReport return (defer Close plus an explicit Shutdown).
+func TestShutdownBeforeStartClosesDone(t *testing.T) {
+	s := New(Config{Logger: quietLogger(t)})
+	require.NoError(t, s.Shutdown(context.Background()))
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		_ = s.Shutdown(context.Background())
+		_ = s.Close()
+		<-s.Done()
+		s.DrainReport()
+	}()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Shutdown, Close, Done or DrainReport blocked on a server that never started")
+	}
+	require.ErrorIs(t, s.ListenAndServe(), ErrServerClosed)
 }

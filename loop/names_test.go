@@ -1,7 +1,10 @@
 package loop
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -9,16 +12,37 @@ import (
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
-// One name table per concept: the scheduler names park reasons and task states, accounting
-// keeps the same names in the same order, and the loop maps one to the other by index.
+// One name table per concept: the scheduler names park reasons and task states, and
+// accounting's figures use the same names.
 func TestNameTablesAgree(t *testing.T) {
-	require.EqualValues(t, scheduler.NumReasons, accounting.NumParkReasons)
+	// Each scheduler reason's parked time lands in the ParkedByReason field whose JSON key
+	// is the reason's name (the name TaskSample.ParkReason gives it), and in no other.
+	require.Equal(t, int(scheduler.NumReasons), reflect.TypeFor[accounting.ParkedByReason]().NumField(),
+		"a scheduler reason without its ParkedByReason field")
 	for r := scheduler.Reason(0); r < scheduler.NumReasons; r++ {
-		require.Equal(t, r.String(), accounting.ParkReasonNames[r], "reason %d", r)
 		require.Equal(t, r.String(), reasonName(r))
+		var st scheduler.Stats
+		st.Parked[r] = time.Second
+		var smp accounting.TaskSample
+		fillFigures(&smp, &st)
+		require.Equal(t, time.Second, smp.ParkedTotal(), "reason %s", r)
+		b, err := json.Marshal(smp)
+		require.NoError(t, err)
+		var doc struct {
+			By map[string]float64 `json:"parked_by_reason_seconds"`
+		}
+		require.NoError(t, json.Unmarshal(b, &doc))
+		for name, v := range doc.By {
+			if name == r.String() {
+				require.Equal(t, 1.0, v, "reason %s", r)
+			} else {
+				require.Zero(t, v, "reason %s's time under %s", r, name)
+			}
+		}
+		require.Contains(t, doc.By, r.String())
 	}
-	require.EqualValues(t, scheduler.Done+1, accounting.NumTaskStates)
-	for st := scheduler.Ready; st <= scheduler.Done; st++ {
-		require.Equal(t, st.String(), accounting.TaskStateNames[st], "state %d", st)
-	}
+	// The loop names a task's state with the scheduler's String: accounting's constants
+	// must spell the same words.
+	require.Equal(t, []string{accounting.StateReady, accounting.StateRunning, accounting.StateParked, accounting.StateDone},
+		[]string{scheduler.Ready.String(), scheduler.Running.String(), scheduler.Parked.String(), scheduler.Done.String()})
 }

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/scheduler"
 	"github.com/batonrt/baton/offload"

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // This file streams the request body of a route mounted with HandleHTTP to its net/http

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // httpWriter is the http.ResponseWriter of a net/http handler. Its methods run on the

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/offload"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrt/baton/offload"
 )
 
 // A handler offloads blocking work: it parks (reason offload) while the pool runs it,
@@ -30,7 +30,7 @@ func testOffloadFromHandler(t *testing.T, m mode) {
 				c.String(500, err.Error())
 				return
 			}
-			parkedOffload.Store(int64(c.Stats().Parked[accounting.ParkOffload]))
+			parkedOffload.Store(int64(c.Stats().Parked.Offload))
 			c.String(200, strconv.Itoa(v))
 		})
 		s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })

@@ -3,7 +3,7 @@ package loop
 import (
 	"sync/atomic"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // headStarts caches the start of the response heads handlers write most: the status line,

@@ -14,7 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/router"
 	"github.com/batonrt/baton/internal/scheduler"
@@ -26,11 +26,12 @@ var (
 	// ErrServerClosed is returned by ListenAndServe after Shutdown or Close, and by Post
 	// once the loop no longer runs posted functions.
 	ErrServerClosed = errors.New("loop: server closed")
-	// ErrServerStarted is returned by ListenAndServe when it is called a second time.
-	ErrServerStarted = errors.New("loop: server already started")
 	// ErrEngineStopped is wrapped by the error ListenAndServe returns when the event loop
 	// stopped without a Shutdown or Close: a failure a supervisor should restart on.
 	ErrEngineStopped = errors.New("loop: event loop stopped without a shutdown")
+	// errServerStarted is returned by ListenAndServe when it is called a second time: a
+	// programming mistake, not a condition to branch on.
+	errServerStarted = errors.New("loop: server already started")
 )
 
 // Server is an HTTP/1.1 server whose handlers all run as cooperative tasks on one event loop.
@@ -346,7 +347,7 @@ func (s *Server) serveLoop() error {
 			<-s.done
 			return ErrServerClosed
 		}
-		return ErrServerStarted
+		return errServerStarted
 	}
 	defer close(s.done)
 	if !s.cfg.KeepFileLimit {

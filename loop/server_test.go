@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/require"
 )
 
@@ -835,7 +834,7 @@ func streamBackpressure(t *testing.T, m mode, setup func(*Server)) *Server {
 			setup(s)
 		}
 		s.Handle("GET /big", bigStream(total, &written, func(c *Ctx) {
-			parkedWrite <- c.Stats().Parked[accounting.ParkWrite]
+			parkedWrite <- c.Stats().Parked.Write
 		}))
 	})
 	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// MaxShards is the largest Config.Shards: far more loops than cores is a mistake (every
+// maxShards is the largest Config.Shards: far more loops than cores is a mistake (every
 // loop is one core's worth of work), and each shard holds a listening socket, a scheduler
 // and its own accounting.
-const MaxShards = 256
+const maxShards = 256
 
 // shardFailDrain bounds the drain of the other shards when one shard's loop stops by
 // itself (an error ListenAndServe returns so that a supervisor restarts the process): long
@@ -108,7 +108,7 @@ func (set *shardSet) listenAndServe() error {
 		case <-set.done:
 			return ErrServerClosed // as one loop's: a second call after the stop
 		default:
-			return ErrServerStarted
+			return errServerStarted
 		}
 	case set.stopped:
 		set.mu.Unlock()

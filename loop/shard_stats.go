@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/recorder"
+	"github.com/batonrt/baton/internal/render"
 )
 
 // The figures of a server with shards: every page and Snapshot shows the totals in the
@@ -215,7 +216,7 @@ func sumTasks(per []accounting.TasksSnapshot) accounting.TasksSnapshot {
 		t.Finished = append(t.Finished, p.Finished...)
 		t.FinishedTotal += p.FinishedTotal
 	}
-	accounting.SortTasks(t.Live)
+	render.SortTasks(t.Live)
 	return t
 }
 
@@ -441,9 +442,9 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 					addStacks(s.Live)
 				}
 			}
-			write := accounting.WriteTasksJSON
+			write := render.WriteTasksJSON
 			if text {
-				write = accounting.WriteTasksText
+				write = render.WriteTasksText
 			}
 			total, per, err = renderEach(sumTasks(snaps), snaps, func(b *bytes.Buffer, v accounting.TasksSnapshot) error { return write(b, v) })
 		}
@@ -455,9 +456,9 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 			for i, c := range copies {
 				rs[i] = readRoutes(c)
 			}
-			write := accounting.WriteRoutesJSON
+			write := render.WriteRoutesJSON
 			if text {
-				write = accounting.WriteRoutesText
+				write = render.WriteRoutesText
 			}
 			total, per, err = renderEach(sumRoutes(rs), rs, func(b *bytes.Buffer, v []accounting.RouteSnapshot) error { return write(b, v) })
 		}
@@ -469,9 +470,9 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 			for i := range snaps {
 				snaps[i].Goroutines, snaps[i].RSSBytes, snaps[i].OpenFDs = proc.Goroutines, proc.RSSBytes, proc.OpenFDs
 			}
-			write := accounting.WriteLoopJSON
+			write := render.WriteLoopJSON
 			if text {
-				write = accounting.WriteLoopText
+				write = render.WriteLoopText
 			}
 			total, per, err = renderEach(sumLoops(snaps), snaps, func(b *bytes.Buffer, v accounting.LoopSnapshot) error { return write(b, v) })
 		}

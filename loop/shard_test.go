@@ -225,9 +225,9 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "every shard began its drain")
 	select {
 	case err := <-shut:
-		t.Fatalf("Shutdown returned %v with requests in flight", err)
+		require.FailNow(t, "Shutdown returned with requests in flight", "%v", err)
 	case <-s.Done():
-		t.Fatal("ListenAndServe returned with requests in flight")
+		require.FailNow(t, "ListenAndServe returned with requests in flight")
 	default:
 	}
 	release.Store(true)
@@ -252,12 +252,12 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 }
 
 func TestShardsConfig(t *testing.T) {
-	for _, n := range []int{-1, MaxShards + 1} {
+	for _, n := range []int{-1, maxShards + 1} {
 		err := Config{Shards: n}.Validate()
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "Config.Shards")
 	}
-	require.NoError(t, Config{Shards: MaxShards}.Validate())
+	require.NoError(t, Config{Shards: maxShards}.Validate())
 	cfg, err := fromLookup(Config{}, envMap(map[string]string{"BATON_SHARDS": "3"}))
 	require.NoError(t, err)
 	assert.Equal(t, 3, cfg.Shards)

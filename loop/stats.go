@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
+	"github.com/batonrt/baton/internal/render"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -172,7 +173,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 		st = c.Task.t.StatsAt(now) // the server's clock and the scheduler's share an epoch
 		dst.Goroutine = c.Task.t.Goroutine()
 		if dst.State == "" {
-			dst.State = accounting.TaskStateNames[c.Task.t.State()]
+			dst.State = c.Task.t.State().String()
 			if c.Task.t.State() == scheduler.Parked {
 				dst.ParkReason = reasonName(c.Task.t.Reason())
 			}
@@ -194,7 +195,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	}
 	fillFigures(dst, &st)
 	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay+c.queueWait, st.FirstRunDelay+c.queueWait
-	dst.Parked[accounting.ParkQueue] += c.queueWait
+	dst.Parked.Queue += c.queueWait
 	s.fillCPU(dst, &c.Task)
 	dst.Age = time.Duration(now - c.arrivedAt)
 	if !s.cfg.MultiThread || dst.State == accounting.StateDone {
@@ -209,7 +210,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 func (s *Server) sampleBackground(t *scheduler.Task, dst *accounting.TaskSample, now int64) {
 	st := t.StatsAt(now)
 	*dst = accounting.TaskSample{
-		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: accounting.TaskStateNames[t.State()],
+		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: t.State().String(),
 		Goroutine: t.Goroutine(), Age: time.Duration(now - int64(st.Spawned.Sub(s.epoch))),
 	}
 	fillFigures(dst, &st)
@@ -226,10 +227,10 @@ func fillFigures(dst *accounting.TaskSample, st *scheduler.Stats) {
 	dst.Rounds, dst.OnLoop, dst.MaxSlice = st.Rounds, st.OnLoop, st.MaxSlice
 	dst.SlowSlices, dst.SlowTime = st.SlowSlices, st.SlowTime
 	dst.QueueDelay, dst.FirstRunDelay = st.QueueDelay, st.FirstRunDelay
-	for r := range st.Parked {
-		if r < accounting.NumParkReasons {
-			dst.Parked[r] = st.Parked[r]
-		}
+	p := &st.Parked
+	dst.Parked = accounting.ParkedByReason{
+		Other: p[scheduler.ReasonOther], Sleep: p[scheduler.ReasonSleep], Wait: p[scheduler.ReasonWait],
+		Offload: p[scheduler.ReasonOffload], Write: p[scheduler.ReasonWrite], Queue: p[scheduler.ReasonQueue],
 	}
 }
 
@@ -241,14 +242,9 @@ func (s *Server) fillCPU(dst *accounting.TaskSample, t *Task) {
 	}
 }
 
-// reasonName maps a scheduler park reason to its accounting name (the two lists are in
-// the same order).
-func reasonName(r scheduler.Reason) string {
-	if int(r) < len(accounting.ParkReasonNames) {
-		return accounting.ParkReasonNames[r]
-	}
-	return r.String()
-}
+// reasonName names a scheduler park reason as TaskSample.ParkReason does: the scheduler's
+// names are accounting's (the loop's names test binds them).
+func reasonName(r scheduler.Reason) string { return r.String() }
 
 // finishedRingSlow is the latency from which a finished request always goes into the
 // finished-task ring: most requests here take microseconds, so a millisecond or more is
@@ -299,7 +295,7 @@ func (c *Ctx) appendServerTiming() {
 	start := len(c.hdrArena)
 	c.hdrArena = append(c.hdrArena, "Server-Timing"...)
 	mid := len(c.hdrArena)
-	c.hdrArena = accounting.AppendServerTiming(c.hdrArena, &smp)
+	c.hdrArena = render.AppendServerTiming(c.hdrArena, &smp)
 	c.hdrs = append(c.hdrs, httpcodec.Header{Name: c.hdrArena[start:mid:mid], Value: c.hdrArena[mid:len(c.hdrArena):len(c.hdrArena)]})
 }
 
@@ -328,7 +324,7 @@ func (s *Server) snapshotTasks() accounting.TasksSnapshot {
 			snap.Live = append(snap.Live, smp)
 		}
 	}
-	accounting.SortTasks(snap.Live)
+	render.SortTasks(snap.Live)
 	if s.acct.ring != nil {
 		snap.Finished = s.acct.ring.Snapshot()
 		snap.FinishedTotal = s.acct.ring.Total()
@@ -341,7 +337,7 @@ func (s *Server) snapshotLoop() accounting.LoopSnapshot {
 	s.sched.FlushSlices()
 	s.acct.loop.Switched(s.sched.Switches())
 	ls := s.acct.loop.Snapshot(time.Now())
-	ls.ArrivalClock, ls.ArrivalBounded, ls.ArrivalHidden = ArrivalClockLoopTurn, s.arr.bounded, time.Duration(s.arr.hidden)
+	ls.ArrivalClock, ls.ArrivalBounded, ls.ArrivalHidden = arrivalClockLoopTurn, s.arr.bounded, time.Duration(s.arr.hidden)
 	return ls
 }
 
@@ -427,25 +423,25 @@ func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, 
 			addStacks(ts.Live)
 		}
 		if text {
-			err = accounting.WriteTasksText(&buf, ts)
+			err = render.WriteTasksText(&buf, ts)
 		} else {
-			err = accounting.WriteTasksJSON(&buf, ts)
+			err = render.WriteTasksJSON(&buf, ts)
 		}
 	case "routes":
 		rc, _ := snap.(*recorder.RoutesCopy) // nil if the loop stopped before taking it
 		rs := readRoutes(rc)
 		if text {
-			err = accounting.WriteRoutesText(&buf, rs)
+			err = render.WriteRoutesText(&buf, rs)
 		} else {
-			err = accounting.WriteRoutesJSON(&buf, rs)
+			err = render.WriteRoutesJSON(&buf, rs)
 		}
 	default:
 		ls := snap.(accounting.LoopSnapshot)
 		fillProcess(&ls) // off the loop (process.go)
 		if text {
-			err = accounting.WriteLoopText(&buf, ls)
+			err = render.WriteLoopText(&buf, ls)
 		} else {
-			err = accounting.WriteLoopJSON(&buf, ls)
+			err = render.WriteLoopJSON(&buf, ls)
 		}
 	}
 	return buf.Bytes(), err

@@ -131,11 +131,11 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 	a.read("GET")
 	b.read("GET")
 	smp := <-got
-	if q := smp.Parked[accounting.ParkQueue]; q < 50*time.Millisecond {
+	if q := smp.Parked.Queue; q < 50*time.Millisecond {
 		t.Fatalf("queued request: parked by queue %v, want about 50 ms", q)
 	}
-	if smp.QueueDelay < smp.Parked[accounting.ParkQueue] {
-		t.Fatalf("queue delay %v does not include the admission wait %v", smp.QueueDelay, smp.Parked[accounting.ParkQueue])
+	if smp.QueueDelay < smp.Parked.Queue {
+		t.Fatalf("queue delay %v does not include the admission wait %v", smp.QueueDelay, smp.Parked.Queue)
 	}
 }
 
@@ -207,7 +207,7 @@ func TestFinishedRingKeepsSlowRequests(t *testing.T) {
 			// The 5 ms sleep shows as parked time, but a slice that the OS preempts between
 			// the Sleep's clock reading and the park (a loaded CI machine) moves that gap
 			// into the slice's on-loop time: the two together cover the sleep.
-			if f.Rounds != 2 || f.Parked[accounting.ParkSleep]+f.OnLoop < 4*time.Millisecond || f.Status != 200 {
+			if f.Rounds != 2 || f.Parked.Sleep+f.OnLoop < 4*time.Millisecond || f.Status != 200 {
 				t.Errorf("slow request's figures: %+v", f)
 			}
 		case "GET /fast":

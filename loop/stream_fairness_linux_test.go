@@ -123,10 +123,10 @@ func TestStreamsStartingTogetherShareTheLoop(t *testing.T) {
 	t.Logf("per stream at most: %d bytes unsent in baton, %d in the kernel's send queue, send buffer %d",
 		mostOut, mostKernel, mostSndbuf)
 	require.LessOrEqual(t, mostOut, streamHighWater+streamSliceBudget+chunk)
-	require.LessOrEqual(t, mostSndbuf, 2*DefaultStreamSendBuffer, "the stream's socket kept the kernel's autotuned send buffer")
+	require.LessOrEqual(t, mostSndbuf, 2*defaultStreamSendBuffer, "the stream's socket kept the kernel's autotuned send buffer")
 	// TCP takes a write while its queue is under the buffer, so the queue may pass it by
 	// one write's segment (up to 64 KiB).
-	require.LessOrEqual(t, mostKernel, 2*DefaultStreamSendBuffer+64<<10)
+	require.LessOrEqual(t, mostKernel, 2*defaultStreamSendBuffer+64<<10)
 }
 
 // Item 9 in multi-thread mode and with the bound turned off: a streaming connection's
@@ -139,7 +139,7 @@ func TestStreamSendBufferBound(t *testing.T) {
 		bound  bool
 		sndbuf int
 	}{
-		{"multi-thread", Config{MultiThread: true}, true, DefaultStreamSendBuffer},
+		{"multi-thread", Config{MultiThread: true}, true, defaultStreamSendBuffer},
 		{"custom", Config{StreamSendBuffer: 64 << 10}, true, 64 << 10},
 		{"off", Config{StreamSendBuffer: -1}, false, 0},
 	} {
@@ -165,7 +165,7 @@ func TestStreamSendBufferBound(t *testing.T) {
 			if tc.bound {
 				require.Equal(t, 2*tc.sndbuf, sb)
 			} else {
-				require.Greater(t, sb, 2*DefaultStreamSendBuffer, "the kernel's autotuning was not left alone")
+				require.Greater(t, sb, 2*defaultStreamSendBuffer, "the kernel's autotuning was not left alone")
 			}
 			resp, body := c.read("GET")
 			mustStatus(t, resp, 200)

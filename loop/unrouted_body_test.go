@@ -103,3 +103,29 @@ func TestUnroutedBodyStillCloses(t *testing.T) {
 		assert.Equal(t, []int{404}, statuses, tc.name)
 	}
 }
+
+// "Expect: 100-continue" on a route that will 404 gets the 404 at once, never
+// "100 Continue" first.
+func TestExpectContinueOn404AnswersAtOnce(t *testing.T) {
+	_, addr := startServer(t, Config{}, func(s *Server) {
+		s.Handle("POST /upload", func(c *Ctx) { c.String(200, fmt.Sprint(len(c.Body()))) })
+	})
+	c := dial(t, addr)
+	c.send("POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+	_ = c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := c.br.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "HTTP/1.1 404"), "first line %q", line)
+	// A route that exists still gets 100 Continue and the upload.
+	c2 := dial(t, addr)
+	c2.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+	_ = c2.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err = c2.br.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "HTTP/1.1 100"), "first line %q", line)
+	_, _ = c2.br.ReadString('\n')
+	c2.send("abc")
+	resp, body := c2.read("POST")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "3", body)
+}

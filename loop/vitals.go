@@ -8,14 +8,14 @@ import (
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
-// LagSampleEvery is how often a loop samples its own lag: a timer due every 100 ms and how
+// lagSampleEvery is how often a loop samples its own lag: a timer due every 100 ms and how
 // late it runs (Vitals.Lag). Ten timer callbacks a second cost the loop microseconds; a
 // hog of a few tens of milliseconds is caught within a second.
-const LagSampleEvery = 100 * time.Millisecond
+const lagSampleEvery = 100 * time.Millisecond
 
-// UtilisationWindow is the window of Vitals.Utilisation: ten complete seconds, so that one
+// utilisationWindow is the window of Vitals.Utilisation: ten complete seconds, so that one
 // busy second (a burst, a collection) does not swing it.
-const UtilisationWindow = 10 * time.Second
+const utilisationWindow = 10 * time.Second
 
 // Vitals is what a loop publishes about itself for other goroutines, read without waiting
 // for the loop (atomics and the scheduler's published slot), so it answers while a task
@@ -26,15 +26,22 @@ type Vitals struct {
 	// "serving", "draining" (Shutdown began) or "stopped" (the loop is unwinding or gone).
 	Phase string
 	// Lag is how late the loop runs due work: the largest lateness of its lag sample (a
-	// timer due every LagSampleEvery) over the current and the previous second, or how
+	// timer due every lagSampleEvery) over the current and the previous second, or how
 	// overdue the next sample is now (Overdue), whichever is larger.
 	Lag time.Duration
 	// Overdue is how late the next lag sample is now: the time the loop has not turned
 	// for, past LagSampleEvery. 0 while it is not due or before the loop runs.
 	Overdue time.Duration
+	// LagSampleEvery is how often the loop samples its own lag: 100 ms. Ten timer
+	// callbacks a second cost the loop microseconds; a hog of a few tens of milliseconds
+	// is caught within a second.
+	LagSampleEvery time.Duration
 	// Utilisation is the loop's busy share over the last UtilisationWindow, in [0, 1]; -1
 	// when unmeasured (accounting off, or not yet one window).
 	Utilisation float64
+	// UtilisationWindow is the window of Utilisation: ten complete seconds, so that one
+	// busy second (a burst, a collection) does not swing it.
+	UtilisationWindow time.Duration
 	// Running reports whether a task's slice runs on the loop now; Task, TaskID and
 	// SliceFor then name it: its route ("GET /x") or background task name ("room:arena-7"
 	// for a room's tick; "" when accounting is off), its id, and how long this slice has
@@ -52,7 +59,7 @@ type Vitals struct {
 // Any goroutine.
 func (l *Loop) Vitals() Vitals {
 	s := l.srv
-	v := Vitals{Utilisation: -1, OffloadQueued: s.pool.Queued()}
+	v := Vitals{Utilisation: -1, OffloadQueued: s.pool.Queued(), LagSampleEvery: lagSampleEvery, UtilisationWindow: utilisationWindow}
 	v.Phase = l.Phase()
 	v.Overdue = s.lag.overdue(s.nanotimeAny())
 	v.Lag = max(time.Duration(s.lag.lag.Load()), v.Overdue)
@@ -71,13 +78,13 @@ func (l *Loop) Vitals() Vitals {
 	return v
 }
 
-// lagSampler measures the loop's lag for Vitals: a timer due every LagSampleEvery records
+// lagSampler measures the loop's lag for Vitals: a timer due every lagSampleEvery records
 // how late it ran, and the loop's utilisation, and publishes both.
 type lagSampler struct {
 	// Safe for concurrent use.
 	due  atomic.Int64  // loop clock when the next sample is due; 0 before the first
 	lag  atomic.Int64  // largest sample lateness over the current and the previous second, ns
-	util atomic.Uint64 // math.Float64bits of the utilisation over UtilisationWindow; NaN when unmeasured
+	util atomic.Uint64 // math.Float64bits of the utilisation over utilisationWindow; NaN when unmeasured
 
 	// Loop-owned.
 	timer    *scheduler.Timer
@@ -99,12 +106,12 @@ func (s *Server) startLag() {
 	h := &s.lag
 	now := s.nanotime()
 	h.winStart = now
-	h.dueAt = now + int64(LagSampleEvery)
+	h.dueAt = now + int64(lagSampleEvery)
 	h.due.Store(h.dueAt)
-	h.timer = s.sched.AfterFunc(LagSampleEvery, h.fn)
+	h.timer = s.sched.AfterFunc(lagSampleEvery, h.fn)
 }
 
-// lagSample runs on the loop every LagSampleEvery: it records how late it ran and the
+// lagSample runs on the loop every lagSampleEvery: it records how late it ran and the
 // loop's utilisation, and publishes both. Loop-confined.
 func (s *Server) lagSample() {
 	h := &s.lag
@@ -116,7 +123,7 @@ func (s *Server) lagSample() {
 	h.curMax = max(h.curMax, late)
 	h.lag.Store(max(h.curMax, h.prevMax))
 	if s.acct.on {
-		w := s.acct.loop.Window(s.timeAt(now), UtilisationWindow)
+		w := s.acct.loop.Window(s.timeAt(now), utilisationWindow)
 		u := math.NaN()
 		if w.Elapsed > 0 {
 			u = w.Utilisation()
@@ -124,9 +131,9 @@ func (s *Server) lagSample() {
 		h.util.Store(math.Float64bits(u))
 	}
 	if s.life.load() < stateStopping {
-		h.dueAt = now + int64(LagSampleEvery)
+		h.dueAt = now + int64(lagSampleEvery)
 		h.due.Store(h.dueAt)
-		h.timer.Reset(LagSampleEvery)
+		h.timer.Reset(lagSampleEvery)
 	}
 }
 

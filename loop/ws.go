@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // Errors of WebSocket connections.

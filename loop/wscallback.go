@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // ErrWSCallbackForm is returned by ReadMessage on a connection made with UpgradeTo: its

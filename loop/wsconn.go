@@ -14,7 +14,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -238,7 +238,7 @@ const wsSaturatedRetryAfter = 2
 func (s *Server) wsSaturated() string {
 	h, cfg := &s.lag, &s.cfg.WebSocket
 	if lim := int64(cfg.SaturatedLag); lim >= 0 && h.prevMax > lim &&
-		(h.curMax > lim || s.nanotime()-h.winStart < int64(3*LagSampleEvery)) {
+		(h.curMax > lim || s.nanotime()-h.winStart < int64(3*lagSampleEvery)) {
 		return "loop_lag"
 	}
 	if cfg.SaturatedUtilisation >= 0 {

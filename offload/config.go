@@ -7,40 +7,21 @@ import (
 	"time"
 )
 
-// Defaults; docs/offload.md explains each with Little's law.
+// The defaults, documented on Config's fields; docs/offload.md explains each with Little's
+// law.
 const (
-	// DefaultTokens is the default Config.Tokens. Tokens held = arrival rate x time held:
-	// 64 tokens carry 6,400 calls/s of 10 ms each, or 64,000 of 1 ms, with no queueing,
-	// about 2-3x what one loop typically offloads, while staying below the connection
-	// limit of a typical database (Postgres defaults to 100) so a burst cannot crush it.
-	DefaultTokens = 64
+	defaultTokens = 64
 	// DefaultMaxWaiting is the default Config.MaxWaiting, per lane: 1,024 waiting calls is
 	// 16 service times of a full 64-token lane, past which waiting longer is worse for the
-	// client than a quick 503.
-	DefaultMaxWaiting = 1024
-	// DefaultIdleTimeout is the default Config.IdleTimeout: starting a goroutine is cheap
-	// (docs/offload.md has the figure), so idle ones are kept only to ride out bursts, 10 s,
-	// then exit.
-	DefaultIdleTimeout = 10 * time.Second
-	// DefaultPromoteAfter is the default Config.PromoteAfter: 50 ms is 10-50x a typical
-	// indexed query, and the longest a route unknown to be slow holds a fast token before
-	// mid-flight learning moves the route to the slow lane.
-	DefaultPromoteAfter = 50 * time.Millisecond
-	// DefaultDemoteBelow is the default Config.DemoteBelow: 10 ms, a factor 5 under
-	// PromoteAfter, so a route near a threshold does not flip at every sample.
-	DefaultDemoteBelow = 10 * time.Millisecond
-	// DefaultHalfLife is the default Config.HalfLife: without samples the estimate halves
-	// every minute, so a slow route that stopped being called is treated as unknown
-	// (fast) after a few minutes.
-	DefaultHalfLife = time.Minute
-	// DefaultMaxKeys is the default Config.MaxKeys: 10,000 routes (about 1 MB) is far more
-	// than any server's route table; a bound protects against keys built from raw paths.
-	DefaultMaxKeys = 10000
-	// DefaultMaxKeyShare is the default Config.MaxKeyShare: one route may hold at most half
-	// of a lane, so a route whose functions hang (ignoring their context) leaves at least
-	// the other half to every other route of the lane, while a route that is most of the
-	// traffic still gets half the lane without queueing behind its own cap.
-	DefaultMaxKeyShare = 0.5
+	// client than a quick 503. Exported for configurations derived from it (health's
+	// readiness bound on the offload queue).
+	DefaultMaxWaiting   = 1024
+	defaultIdleTimeout  = 10 * time.Second
+	defaultPromoteAfter = 50 * time.Millisecond
+	defaultDemoteBelow  = 10 * time.Millisecond
+	defaultHalfLife     = time.Minute
+	defaultMaxKeys      = 10000
+	defaultMaxKeyShare  = 0.5
 	// sampleWeight is how far one sample moves the estimate (EWMA alpha).
 	sampleWeight = 0.25
 )
@@ -50,8 +31,11 @@ const (
 // value that New cannot use as given.
 type Config struct {
 	// Tokens is the number of functions that may run at once (the pool's bound), fast and
-	// slow lanes together. Default DefaultTokens. Below 2 there are no lanes (one token
-	// cannot be split): every call uses one lane.
+	// slow lanes together. Default 64: tokens held = arrival rate x time held, so 64 tokens
+	// carry 6,400 calls/s of 10 ms each, or 64,000 of 1 ms, with no queueing, about 2-3x
+	// what one loop typically offloads, while staying below the connection limit of a
+	// typical database (Postgres defaults to 100) so a burst cannot crush it. Below 2 there
+	// are no lanes (one token cannot be split): every call uses one lane.
 	Tokens int
 
 	// SlowTokens is the slow lane's share of Tokens; it must be below Tokens so that the
@@ -75,8 +59,10 @@ type Config struct {
 	// key may hold at once: cap = max(1, floor(MaxKeyShare x lane tokens)). A call of a
 	// route at its cap waits in that route's own queue, which never delays other routes'
 	// calls queued behind it. So one route whose functions hang (ignore their context)
-	// can starve only itself. Between 0 and 1; 0 means DefaultMaxKeyShare; 1 turns the cap
-	// off. Raise it when one route is most of the offloaded traffic.
+	// can starve only itself. Between 0 and 1; 0 means the default, 0.5: a route whose
+	// functions hang leaves at least half of the lane to every other route, while a route
+	// that is most of the traffic still gets half the lane without queueing behind its own
+	// cap. 1 turns the cap off. Raise it when one route is most of the offloaded traffic.
 	MaxKeyShare float64
 
 	// DefaultTimeout bounds every call that has no Timeout option, queueing included (see
@@ -86,25 +72,30 @@ type Config struct {
 	DefaultTimeout time.Duration
 
 	// IdleTimeout is how long an idle worker goroutine waits for work before it exits.
-	// At most Tokens workers exist. Default DefaultIdleTimeout.
+	// At most Tokens workers exist. Default 10 s: starting a goroutine is cheap
+	// (docs/offload.md has the figure), so idle ones are kept only to ride out bursts.
 	IdleTimeout time.Duration
 
 	// PromoteAfter: a route whose estimated run time rises above it moves to the slow
 	// lane, and a call running longer than it moves its route at once (mid-flight).
-	// Default DefaultPromoteAfter.
+	// Default 50 ms: 10-50x a typical indexed query, and the longest a route unknown to be
+	// slow holds a fast token before mid-flight learning moves it to the slow lane.
 	PromoteAfter time.Duration
 
 	// DemoteBelow: a slow route whose estimate falls below it returns to the fast lane.
-	// Must be below PromoteAfter (hysteresis). Default DefaultDemoteBelow, or
-	// PromoteAfter/5 when PromoteAfter is not above DefaultDemoteBelow.
+	// Must be below PromoteAfter (hysteresis). Default 10 ms, a factor 5 under the default
+	// PromoteAfter so that a route near a threshold does not flip at every sample, or
+	// PromoteAfter/5 when PromoteAfter is 10 ms or less.
 	DemoteBelow time.Duration
 
 	// HalfLife: the estimate of a route halves every HalfLife without samples, so an idle
-	// slow route drifts back to fast. Default DefaultHalfLife.
+	// slow route drifts back to fast. Default a minute: a slow route that stopped being
+	// called is treated as unknown (fast) after a few minutes.
 	HalfLife time.Duration
 
 	// MaxKeys bounds the predictor's routes (least recently used are dropped).
-	// Default DefaultMaxKeys.
+	// Default 10,000 routes (about 1 MB), far more than any server's route table; the bound
+	// protects against keys built from raw paths.
 	MaxKeys int
 
 	// SlowKeys are routes that always use the slow lane: exact keys ("GET /export"), or
@@ -192,7 +183,7 @@ func (cfg Config) settings() (settings, error) {
 			return s, configErr(f.name, "(%v) must not be negative (0 means the default)", f.v)
 		}
 	}
-	s.tokens = orDefault(cfg.Tokens, DefaultTokens)
+	s.tokens = orDefault(cfg.Tokens, defaultTokens)
 	s.lanes = !cfg.NoLanes && s.tokens >= 2
 	switch {
 	case cfg.SlowTokens > 0 && cfg.NoLanes:
@@ -216,25 +207,25 @@ func (cfg Config) settings() (settings, error) {
 	}
 	if math.IsNaN(cfg.MaxKeyShare) || cfg.MaxKeyShare < 0 || cfg.MaxKeyShare > 1 {
 		return s, configErr("MaxKeyShare", "(%v) must be between 0 and 1 (0 means the default, %v)",
-			cfg.MaxKeyShare, DefaultMaxKeyShare)
+			cfg.MaxKeyShare, defaultMaxKeyShare)
 	}
-	s.keyShare = orDefault(cfg.MaxKeyShare, DefaultMaxKeyShare)
+	s.keyShare = orDefault(cfg.MaxKeyShare, defaultMaxKeyShare)
 	s.defTimeout = cfg.DefaultTimeout
-	s.idle = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
-	s.promote = orDefault(cfg.PromoteAfter, DefaultPromoteAfter)
+	s.idle = orDefault(cfg.IdleTimeout, defaultIdleTimeout)
+	s.promote = orDefault(cfg.PromoteAfter, defaultPromoteAfter)
 	switch {
 	case cfg.DemoteBelow > 0 && cfg.DemoteBelow >= s.promote:
 		return s, configErr("DemoteBelow", "(%v) must be below %s (%v)", cfg.DemoteBelow,
 			field("PromoteAfter"), s.promote)
 	case cfg.DemoteBelow > 0:
 		s.demote = cfg.DemoteBelow
-	case DefaultDemoteBelow < s.promote:
-		s.demote = DefaultDemoteBelow
+	case defaultDemoteBelow < s.promote:
+		s.demote = defaultDemoteBelow
 	default:
 		s.demote = s.promote / 5
 	}
-	s.halfLife = orDefault(cfg.HalfLife, DefaultHalfLife)
-	s.maxKeys = orDefault(cfg.MaxKeys, DefaultMaxKeys)
+	s.halfLife = orDefault(cfg.HalfLife, defaultHalfLife)
+	s.maxKeys = orDefault(cfg.MaxKeys, defaultMaxKeys)
 	return s, nil
 }
 

@@ -82,8 +82,8 @@ func TestConfigDefaults(t *testing.T) {
 
 	p := New(Config{})
 	st := p.Stats()
-	assert.Equal(t, DefaultTokens, st.Tokens)
-	assert.Equal(t, DefaultTokens/4, st.Lanes[LaneSlow].Tokens)
+	assert.Equal(t, defaultTokens, st.Tokens)
+	assert.Equal(t, defaultTokens/4, st.Lanes[LaneSlow].Tokens)
 	require.NoError(t, p.Close(context.Background()))
 }
 

@@ -67,6 +67,6 @@
 // may park (a handler, on the loop in single-thread mode): Do, Enter, Copy and CopySeq park
 // it. Nothing in this package ever blocks the loop: the pool and gate mutexes are held for
 // short, bounded sections (admission and completion do a constant amount of work, Stats
-// copies at most 2 x StatsKeys routes; docs/offload.md has the measured figures), and
+// copies at most 2 x 256 routes; docs/offload.md has the measured figures), and
 // nobody waits for a worker while holding one.
 package offload

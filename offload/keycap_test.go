@@ -67,12 +67,12 @@ func TestKeyCapKeepsLaneForOtherRoutes(t *testing.T) {
 		assert.Equal(t, 18, lane.Waiting)
 		assert.Equal(t, 18, lane.Capped)
 		assert.EqualValues(t, 18, lane.CappedWaits)
-		a, ok := st.Key("A")
+		a, ok := st.key("A")
 		require.True(t, ok)
 		assert.Equal(t, 2, a.InUse)
 		assert.Equal(t, 18, a.Capped)
 		assert.EqualValues(t, 18, a.CappedWaits)
-		bk, ok := st.Key("B")
+		bk, ok := st.key("B")
 		require.True(t, ok)
 		assert.Equal(t, LaneSlow, bk.Lane)
 		assert.Zero(t, bk.CappedWaits)
@@ -137,7 +137,7 @@ func TestKeyCapNoHeadOfLineBlocking(t *testing.T) {
 		close(relX) // two tokens: A1 and A2 start, A reaches its cap
 		waitUntil(t, "A at its cap", func() bool {
 			st := p.Stats()
-			k, _ := st.Key("A")
+			k, _ := st.key("A")
 			return k.InUse == 2
 		})
 		close(relY) // two tokens: A3 is capped and moves aside, B runs
@@ -322,7 +322,7 @@ func TestKeyCapSurvivesLRUBound(t *testing.T) {
 		require.NoError(t, err)
 	}
 	st := p.Stats()
-	_, ok := st.Key("K")
+	_, ok := st.key("K")
 	require.True(t, ok, "a busy route is not evicted")
 	assert.Equal(t, 2, st.KeysTotal)
 	k = append(k, startHung(t, hs, p, "K", 1, release)...)
@@ -331,4 +331,14 @@ func TestKeyCapSurvivesLRUBound(t *testing.T) {
 	for _, h := range k {
 		h.wait(t)
 	}
+}
+
+// key returns the stats of one route and whether the predictor knows it.
+func (s *Stats) key(key string) (KeyStats, bool) {
+	for _, k := range s.Keys {
+		if k.Key == key {
+			return k, true
+		}
+	}
+	return KeyStats{}, false
 }

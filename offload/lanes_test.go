@@ -74,7 +74,7 @@ func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 		all := p.Stats()
 		assert.EqualValues(t, 50, all.Lanes[LaneFast].Completed)
 		assert.EqualValues(t, 20, all.Lanes[LaneSlow].Completed)
-		k, _ := all.Key("GET /export/csv")
+		k, _ := all.key("GET /export/csv")
 		assert.True(t, k.Seeded, "%+v", k)
 		assert.Equal(t, LaneSlow, k.Lane, "%+v", k)
 	})
@@ -123,7 +123,7 @@ func TestMidFlightLearning(t *testing.T) {
 		start()
 		waitUntil(t, "route learned slow", func() bool { return laneOf(p, "GET /report") == LaneSlow })
 		st := p.Stats()
-		k, _ := st.Key("GET /report")
+		k, _ := st.key("GET /report")
 		assert.EqualValues(t, 1, k.Midway, "learned mid-flight")
 		assert.GreaterOrEqual(t, k.Estimate, 20*time.Millisecond)
 		assert.Zero(t, st.Lanes[LaneFast].Completed, "learned before any call completed")
@@ -245,7 +245,7 @@ func runFor(t *testing.T, p *Pool, clk *fakeClock, key string, d time.Duration) 
 
 func laneOf(p *Pool, key string) Lane {
 	st := p.Stats()
-	k, _ := st.Key(key)
+	k, _ := st.key(key)
 	return k.Lane
 }
 
@@ -278,7 +278,7 @@ func TestHysteresis(t *testing.T) {
 		want = append(want, map[bool]Lane{true: LaneSlow, false: LaneFast}[i < 8])
 	}
 	require.Equal(t, want, lanes)
-	k, _ := func() (KeyStats, bool) { st := p.Stats(); return st.Key("GET /h") }()
+	k, _ := func() (KeyStats, bool) { st := p.Stats(); return st.key("GET /h") }()
 	assert.EqualValues(t, 2, k.Flips)
 	assert.EqualValues(t, 13, k.Calls)
 	// And back: a fast route is promoted only above PromoteAfter.
@@ -302,14 +302,14 @@ func TestLRUBound(t *testing.T) {
 	for e := p.pred.head; e != nil; e = e.next {
 		n++
 	}
-	assert.Equal(t, DefaultMaxKeys, st.KeysTotal)
-	assert.Len(t, p.pred.m, DefaultMaxKeys)
-	assert.Equal(t, DefaultMaxKeys, n, "LRU list length")
-	assert.EqualValues(t, 100_000-DefaultMaxKeys, st.KeysEvicted)
-	assert.Len(t, st.Keys, StatsKeys)
-	_, ok := st.Key("GET /k/99999")
+	assert.Equal(t, defaultMaxKeys, st.KeysTotal)
+	assert.Len(t, p.pred.m, defaultMaxKeys)
+	assert.Equal(t, defaultMaxKeys, n, "LRU list length")
+	assert.EqualValues(t, 100_000-defaultMaxKeys, st.KeysEvicted)
+	assert.Len(t, st.Keys, statsKeys)
+	_, ok := st.key("GET /k/99999")
 	assert.True(t, ok, "most recent key evicted")
-	_, ok = st.Key("GET /k/0")
+	_, ok = st.key("GET /k/0")
 	assert.False(t, ok, "oldest key kept")
 	// Through Do, with a small bound, and a slow route kept warm survives the churn.
 	p2 := newPool(t, Config{Tokens: 2, MaxKeys: 50, SlowKeys: []string{"GET /slow"}})
@@ -323,7 +323,7 @@ func TestLRUBound(t *testing.T) {
 	}
 	st = p2.Stats()
 	assert.LessOrEqual(t, len(st.Keys), 50)
-	k, ok := st.Key("GET /slow")
+	k, ok := st.key("GET /slow")
 	require.True(t, ok, "warm slow key lost")
 	assert.Equal(t, LaneSlow, k.Lane)
 }
@@ -350,7 +350,7 @@ func TestCensoredSampleKeepsEstimate(t *testing.T) {
 	require.ErrorIs(t, err, errGone)
 	waitUntil(t, "function returned", func() bool { return p.Stats().Lanes[LaneSlow].InUse == 0 })
 	st := p.Stats()
-	k, _ := st.Key("GET /c")
+	k, _ := st.key("GET /c")
 	assert.Equal(t, 15*time.Second, k.Estimate, "estimate after a cancelled call")
 	assert.Equal(t, LaneSlow, k.Lane)
 }
@@ -366,11 +366,11 @@ func TestStatsKeysIncludeSlowRoutes(t *testing.T) {
 	}
 	p.mu.Unlock()
 	st := p.Stats()
-	k, ok := st.Key("GET /seeded")
+	k, ok := st.key("GET /seeded")
 	require.True(t, ok, "slow route missing")
 	assert.Equal(t, LaneSlow, k.Lane)
 	assert.True(t, k.Seeded)
 	assert.Equal(t, "GET /seeded", st.Keys[0].Key, "the slow route comes first")
-	assert.Len(t, st.Keys, StatsKeys+1)
+	assert.Len(t, st.Keys, statsKeys+1)
 	assert.Equal(t, 901, st.KeysTotal)
 }

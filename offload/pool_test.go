@@ -44,7 +44,7 @@ func TestDoResult(t *testing.T) {
 		if st.Lanes[LaneFast].Completed != 2 || st.Lanes[LaneFast].InUse != 0 || st.Workers > st.Tokens {
 			t.Fatalf("stats after two calls: %+v", st.Lanes[LaneFast])
 		}
-		if k, ok := st.Key("GET /a"); !ok || k.Calls != 2 || k.Lane != LaneFast {
+		if k, ok := st.key("GET /a"); !ok || k.Calls != 2 || k.Lane != LaneFast {
 			t.Fatalf("key stats = %+v, %v", k, ok)
 		}
 	})

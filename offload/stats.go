@@ -64,16 +64,16 @@ type Stats struct {
 	IdleWorkers  int    // of which idle
 	Nested       uint64 // calls refused with ErrNested
 	Lanes        [NumLanes]LaneStats
-	Keys         []KeyStats // the StatsKeys most recent routes plus up to StatsKeys slow ones; slow lane first, then by estimate
+	Keys         []KeyStats // the 256 most recent routes plus up to 256 slow ones; slow lane first, then by estimate
 	KeysTotal    int        // routes the predictor knows (at most MaxKeys)
 	KeysEvicted  uint64     // routes dropped by the LRU bound
 }
 
-// StatsKeys bounds the routes Stats reports: the StatsKeys most recently used ones plus up
-// to StatsKeys others that are in the slow lane. A server has far fewer routes; the bound
+// statsKeys bounds the routes Stats reports: the statsKeys most recently used ones plus up
+// to statsKeys others that are in the slow lane. A server has far fewer routes; the bound
 // keeps the time the pool mutex is held short and bounded even when MaxKeys routes are
 // known.
-const StatsKeys = 256
+const statsKeys = 256
 
 // LaneStats describes one lane. Counters are totals since New.
 type LaneStats struct {
@@ -110,7 +110,7 @@ type KeyStats struct {
 }
 
 // Stats returns a snapshot of the pool. The pool's mutex is held only while raw state is
-// copied (at most 2 x StatsKeys routes and the lanes' histograms); quantiles, estimates and
+// copied (at most 2 x statsKeys routes and the lanes' histograms); quantiles, estimates and
 // sorting are computed afterwards. Meant for a stats endpoint, not for every request.
 // Any goroutine.
 func (p *Pool) Stats() Stats {
@@ -138,7 +138,7 @@ func (p *Pool) Stats() Stats {
 		snaps[i] = [2]histSnap{ls.wait.snapshot(), ls.run.snapshot()}
 	}
 	st.KeysTotal = len(p.pred.m)
-	raw := make([]rawKey, 0, 2*StatsKeys)
+	raw := make([]rawKey, 0, 2*statsKeys)
 	add := func(e *keyEntry) {
 		r := rawKey{keyEntry: keyEntry{key: e.key, ewma: e.ewma, last: e.last, slow: e.slow,
 			seeded: e.seeded, calls: e.calls, flips: e.flips, mid: e.mid,
@@ -150,13 +150,13 @@ func (p *Pool) Stats() Stats {
 	}
 	p.pred.stamp++
 	stamp := p.pred.stamp
-	for e := p.pred.head; e != nil && len(raw) < StatsKeys; e = e.next {
+	for e := p.pred.head; e != nil && len(raw) < statsKeys; e = e.next {
 		e.stamp = stamp
 		add(e)
 	}
 	nslow := 0
 	for e := range p.pred.slowSet {
-		if nslow == StatsKeys {
+		if nslow == statsKeys {
 			break
 		}
 		if e.stamp != stamp {
@@ -192,14 +192,4 @@ func (p *Pool) Stats() Stats {
 type rawKey struct {
 	keyEntry
 	inUse, capped int
-}
-
-// Key returns the stats of one route and whether the predictor knows it. Any goroutine.
-func (s *Stats) Key(key string) (KeyStats, bool) {
-	for _, k := range s.Keys {
-		if k.Key == key {
-			return k, true
-		}
-	}
-	return KeyStats{}, false
 }

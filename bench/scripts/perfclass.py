@@ -43,7 +43,7 @@ def user_bucket(leaf, stack):
         return "user: baton scheduler"
     if leaf.startswith("github.com/batonrt/baton/accounting"):
         return "user: baton accounting"
-    if leaf.startswith("github.com/batonrt/baton/httpcodec"):
+    if leaf.startswith("github.com/batonrt/baton/internal/httpcodec"):
         return "user: httpcodec"
     if leaf.startswith("github.com/batonrt/baton/bench"):
         return "user: bench server code"

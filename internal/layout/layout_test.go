@@ -17,7 +17,9 @@ import (
 const (
 	module   = "github.com/batonrt/baton"
 	gnet     = "github.com/panjf2000/gnet"
-	recorder = module + "/internal/recorder" // the loop's recorders: imported by loop only
+	recorder = module + "/internal/recorder"  // the loop's recorders: imported by loop only
+	codec    = module + "/internal/httpcodec" // HTTP/1.1 and RFC 6455 codec: imported by loop and packages under loop/ only
+	views    = module + "/internal/render"    // the stats pages' views of the figures: imported by loop, packages under loop/ and the recorders only
 )
 
 // TestDependencyDirection checks the layout rules of docs/design.md with go list -deps.
@@ -31,7 +33,7 @@ func TestDependencyDirection(t *testing.T) {
 		allowed   []string // exceptions to forbidden and stdOnly: import paths, or prefixes ending in "/"
 		stdOnly   bool     // only the standard library (and pkg itself, and allowed)
 	}{
-		{pkg: "httpcodec", stdOnly: true},
+		{pkg: "internal/httpcodec", stdOnly: true},
 		{pkg: "internal/router", stdOnly: true},
 		{pkg: "internal/clock", stdOnly: true},
 		{pkg: "internal/publish", stdOnly: true},
@@ -42,14 +44,16 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "accounting", stdOnly: true, allowed: []string{module + "/internal/hdr"}},
 		{pkg: "internal/hdr", stdOnly: true},
 		// The recorders: the standard library, x/sys, their data types and histograms.
-		{pkg: "internal/recorder", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr", "golang.org/x/sys/"}},
+		{pkg: "internal/recorder", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr", views, "golang.org/x/sys/"}},
+		// The views of the figures: the standard library and the figures' types.
+		{pkg: "internal/render", stdOnly: true, allowed: []string{module + "/accounting", module + "/internal/hdr"}},
 		{pkg: "offload", forbidden: []string{gnet, module + "/loop"}},
-		{pkg: "internal/scheduler", forbidden: []string{gnet, module + "/httpcodec", module + "/loop", module + "/offload"}},
+		{pkg: "internal/scheduler", forbidden: []string{gnet, codec, module + "/loop", module + "/offload"}},
 		// The room directory's interface and embedded backend: the standard library only,
 		// so that loop (and its room package) can use it; the etcd backend is a module of
 		// its own (directory/etcd).
 		{pkg: "directory", stdOnly: true},
-		{pkg: "directory/directorytest", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", module + "/httpcodec", etcdModules, grpcModules}},
+		{pkg: "directory/directorytest", forbidden: []string{gnet, module + "/loop", module + "/internal/scheduler", module + "/offload", codec, etcdModules, grpcModules}},
 	}
 	for _, r := range rules {
 		deps, ok := listDeps(t, module+"/"+r.pkg)
@@ -60,35 +64,25 @@ func TestDependencyDirection(t *testing.T) {
 			if d == module+"/"+r.pkg {
 				continue
 			}
-			if r.stdOnly && isNonStd(d) && !allowedDep(r.allowed, d) {
-				t.Errorf("%s must use the standard library only, but depends on %s", r.pkg, d)
-			}
+			assert.False(t, r.stdOnly && isNonStd(d) && !allowedDep(r.allowed, d), "%s must use the standard library only, but depends on %s", r.pkg, d)
 			for _, f := range r.forbidden {
-				if strings.HasPrefix(d, f) && !allowedDep(r.allowed, d) {
-					t.Errorf("%s must not depend on %s (found %s)", r.pkg, f, d)
-				}
+				assert.False(t, strings.HasPrefix(d, f) && !allowedDep(r.allowed, d), "%s must not depend on %s (found %s)", r.pkg, f, d)
 			}
 		}
 	}
 	// Only loop may import gnet among baton's packages.
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
+	require.NoError(t, err, "go list: %s", stderrOf(err))
 	// The same with the packages' tests' imports, for the recorders' rule.
 	withTests, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
+	require.NoError(t, err, "go list: %s", stderrOf(err))
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue
 		}
 		for _, imp := range fields[1:] {
-			if strings.HasPrefix(imp, gnet) && fields[0] != module+"/loop" {
-				t.Errorf("%s imports %s: only loop may import gnet", fields[0], imp)
-			}
+			assert.False(t, strings.HasPrefix(imp, gnet) && fields[0] != module+"/loop", "%s imports %s: only loop may import gnet", fields[0], imp)
 		}
 	}
 	// The loop's recorders are the loop's: no other package imports them (their own
@@ -98,9 +92,18 @@ func TestDependencyDirection(t *testing.T) {
 		if len(fields) == 0 || fields[0] == module+"/loop" || fields[0] == recorder {
 			continue
 		}
-		if slices.Contains(fields[1:], recorder) {
-			t.Errorf("%s imports %s: only loop may", fields[0], recorder)
+		assert.False(t, slices.Contains(fields[1:], recorder), "%s imports %s: only loop may", fields[0], recorder)
+	}
+	// The codec and the views are the engine's: loop and the feature packages under loop/
+	// (WebSocket, the net/http adapter, the stats pages) import them, nothing else does
+	// (the recorders aside, for the views: they count over the window the views name).
+	for _, line := range strings.Split(strings.TrimSpace(string(withTests)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == module+"/loop" || strings.HasPrefix(fields[0], module+"/loop/") {
+			continue
 		}
+		assert.False(t, fields[0] != codec && slices.Contains(fields[1:], codec), "%s imports %s: only loop and the packages under loop/ may", fields[0], codec)
+		assert.False(t, fields[0] != views && fields[0] != recorder && slices.Contains(fields[1:], views), "%s imports %s: only loop, the packages under loop/ and %s may", fields[0], views, recorder)
 	}
 	// examples use public packages only.
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -109,9 +112,7 @@ func TestDependencyDirection(t *testing.T) {
 			continue
 		}
 		for _, imp := range fields[1:] {
-			if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
-				t.Errorf("%s imports %s: examples use public APIs only", fields[0], imp)
-			}
+			assert.False(t, strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet), "%s imports %s: examples use public APIs only", fields[0], imp)
 		}
 	}
 }
@@ -146,9 +147,7 @@ func TestNestedModulesUsePublicPackages(t *testing.T) {
 				assert.True(t, fields[0] == module+"/"+sub || strings.HasPrefix(fields[0], module+"/"+sub+"/"),
 					"package %s of %s/go.mod is outside %s/%s", fields[0], sub, module, sub)
 				for _, imp := range fields[1:] {
-					if strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet) {
-						t.Errorf("%s imports %s: %s uses public APIs only", fields[0], imp, sub)
-					}
+					assert.False(t, strings.HasPrefix(imp, module+"/internal") || strings.HasPrefix(imp, gnet), "%s imports %s: %s uses public APIs only", fields[0], imp, sub)
 				}
 			}
 		})
@@ -276,7 +275,7 @@ func TestLoopConsumerModuleGraph(t *testing.T) {
 				for p := via[n]; p != ""; p = via[p] {
 					chain = p + " -> " + chain
 				}
-				t.Errorf("a module importing only loop and directory reaches %s: %s", n, chain)
+				assert.Failf(t, "a module importing only loop and directory reaches a forbidden module", "%s: %s", n, chain)
 			}
 		}
 		for _, m := range edges[n] {
@@ -338,8 +337,7 @@ func listDeps(t *testing.T, pkg string) (deps []string, ok bool) {
 		return nil, false
 	}
 	out, err := exec.Command("go", "list", "-deps", pkg).Output()
-	if err != nil {
-		t.Errorf("go list -deps %s: %v", pkg, err)
+	if !assert.NoError(t, err, "go list -deps %s: %s", pkg, stderrOf(err)) {
 		return nil, false
 	}
 	return strings.Fields(string(out)), true

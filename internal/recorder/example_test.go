@@ -7,6 +7,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/recorder"
+	"github.com/batonrt/baton/internal/render"
 )
 
 // Example shows how a loop wires the recorders: a hook at every slice, another at every
@@ -49,7 +50,7 @@ func Example() {
 	now := time.Now()
 	rs, ls := routes.Snapshot(now), loop.Snapshot(now)
 	ts := accounting.TasksSnapshot{Finished: finished.Snapshot(), FinishedTotal: finished.Total()}
-	_ = accounting.WriteRoutesJSON(os.Stdout, rs)
-	_ = accounting.WriteLoopText(os.Stdout, ls)
-	_ = accounting.WriteTasksText(os.Stdout, ts)
+	_ = render.WriteRoutesJSON(os.Stdout, rs)
+	_ = render.WriteLoopText(os.Stdout, ls)
+	_ = render.WriteTasksText(os.Stdout, ts)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/hdr"
+	"github.com/batonrt/baton/internal/render"
 )
 
 const nsPerSec = int64(time.Second)
@@ -222,7 +223,7 @@ func (l *Loop) Snapshot(now time.Time) accounting.LoopSnapshot {
 		busy, _, elapsed := l.window(ns, int64(w/time.Second))
 		s.Utilisation[i] = accounting.Window{Length: w, Busy: time.Duration(busy), Elapsed: time.Duration(elapsed)}
 	}
-	_, sw, elapsed := l.window(ns, int64(accounting.SwitchRateWindow/time.Second))
+	_, sw, elapsed := l.window(ns, int64(render.SwitchRateWindow/time.Second))
 	s.SwitchRate = accounting.SwitchRate{Switches: sw, Elapsed: time.Duration(elapsed)}
 	if l.watchdog != nil {
 		st := l.watchdog.Stats()

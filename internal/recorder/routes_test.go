@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/batonrt/baton/accounting"
 )
 
@@ -21,17 +24,15 @@ func sampleTask() accounting.TaskSample {
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
 		FirstRunDelay: 4 * time.Microsecond, Age: 60 * time.Millisecond, Status: 200,
 	}
-	s.Parked[accounting.ParkSleep] = 50 * time.Millisecond
-	s.Parked[accounting.ParkOffload] = 200 * time.Microsecond
+	s.Parked.Sleep = 50 * time.Millisecond
+	s.Parked.Offload = 200 * time.Microsecond
 	return s
 }
 
 func TestRouteCounts(t *testing.T) {
 	r := NewRoutes(Config{Epoch: epoch})
 	a := r.Route("GET /a")
-	if r.Route("GET /a") != a {
-		t.Fatal("Route did not return the existing route")
-	}
+	require.False(t, r.Route("GET /a") != a, "Route did not return the existing route")
 	b := r.Route("DELETE /b")
 	for _, st := range []int{200, 204, 404, 429, 500, 503, 0} {
 		a.Start()
@@ -41,22 +42,12 @@ func TestRouteCounts(t *testing.T) {
 	a.Start()
 	b.Start()
 	snaps := r.Snapshot(at(2 * time.Second))
-	if len(snaps) != 2 || snaps[0].Route != "DELETE /b" || snaps[1].Route != "GET /a" {
-		t.Fatalf("snapshots not sorted by key: %+v", snaps)
-	}
+	require.False(t, len(snaps) != 2 || snaps[0].Route != "DELETE /b" || snaps[1].Route != "GET /a", "snapshots not sorted by key: %+v", snaps)
 	s := snaps[1]
-	if s.Count != 7 || s.Errors != 2 || s.ClientErrors != 2 || s.InFlight != 2 {
-		t.Errorf("count %d errors %d client %d in-flight %d, want 7 2 2 2", s.Count, s.Errors, s.ClientErrors, s.InFlight)
-	}
-	if s.Recent.Count != 7 || s.Recent.Errors != 2 || s.Recent.ClientErrors != 2 {
-		t.Errorf("recent %+v", s.Recent)
-	}
-	if snaps[0].InFlight != 1 || snaps[0].Count != 0 {
-		t.Errorf("b: %+v", snaps[0])
-	}
-	if len(r.byKey) != 2 || a.key != "GET /a" {
-		t.Error("routes/key")
-	}
+	assert.False(t, s.Count != 7 || s.Errors != 2 || s.ClientErrors != 2 || s.InFlight != 2, "count %d errors %d client %d in-flight %d, want 7 2 2 2", s.Count, s.Errors, s.ClientErrors, s.InFlight)
+	assert.False(t, s.Recent.Count != 7 || s.Recent.Errors != 2 || s.Recent.ClientErrors != 2, "recent %+v", s.Recent)
+	assert.False(t, snaps[0].InFlight != 1 || snaps[0].Count != 0, "b: %+v", snaps[0])
+	assert.False(t, len(r.byKey) != 2 || a.key != "GET /a", "routes/key")
 }
 
 func TestRouteHistograms(t *testing.T) {
@@ -67,8 +58,8 @@ func TestRouteHistograms(t *testing.T) {
 		d := time.Duration(i) * time.Millisecond
 		sum += d
 		s := accounting.TaskSample{Age: d, OnLoop: d / 10, QueueDelay: d / 100}
-		s.Parked[accounting.ParkSleep] = d / 2
-		s.Parked[accounting.ParkOffload] = d / 4
+		s.Parked.Sleep = d / 2
+		s.Parked.Offload = d / 4
 		rt.finishAt(&s, int64(time.Second))
 	}
 	snap := r.Snapshot(at(time.Second))[0]
@@ -77,23 +68,15 @@ func TestRouteHistograms(t *testing.T) {
 		near := func(q string, v time.Duration, want float64) {
 			t.Helper()
 			w := want * scale * float64(time.Millisecond)
-			if math.Abs(float64(v)-w) > 0.011*w {
-				t.Errorf("%s %s = %v, want %v ± 1%%", name, q, v, time.Duration(w))
-			}
+			assert.False(t, math.Abs(float64(v)-w) > 0.011*w, "%s %s = %v, want %v ± 1%%", name, q, v, time.Duration(w))
 		}
-		if got.Count != 1000 {
-			t.Errorf("%s count %d", name, got.Count)
-		}
+		assert.False(t, got.Count != 1000, "%s count %d", name, got.Count)
 		near("p50", got.P50, 500)
 		near("p90", got.P90, 900)
 		near("p99", got.P99, 990)
 		near("p999", got.P999, 999)
-		if want := time.Duration(1000 * scale * float64(time.Millisecond)); got.Max != want {
-			t.Errorf("%s max %v, want exactly %v", name, got.Max, want)
-		}
-		if want := time.Duration(float64(sum) * scale / 1000); got.Mean() != want {
-			t.Errorf("%s mean %v, want exactly %v", name, got.Mean(), want)
-		}
+		assert.Equal(t, time.Duration(1000*scale*float64(time.Millisecond)), got.Max, "%s max, exactly", name)
+		assert.Equal(t, time.Duration(float64(sum)*scale/1000), got.Mean(), "%s mean, exactly", name)
 	}
 	for _, c := range []struct {
 		name  string
@@ -110,12 +93,8 @@ func TestRouteHistogramClamp(t *testing.T) {
 	rt := r.Route("GET /long")
 	rt.finishAt(&accounting.TaskSample{Age: time.Hour, OnLoop: -5}, 0)
 	s := r.Snapshot(epoch)[0]
-	if s.Latency.Cumulative.Max != time.Hour || s.Latency.Cumulative.P99 > time.Hour || s.Latency.Cumulative.P99 < time.Second {
-		t.Errorf("clamped value: %+v", s.Latency.Cumulative)
-	}
-	if s.OnLoop.Cumulative.Max != 0 || s.OnLoop.Cumulative.Count != 1 {
-		t.Errorf("negative value: %+v", s.OnLoop.Cumulative)
-	}
+	assert.False(t, s.Latency.Cumulative.Max != time.Hour || s.Latency.Cumulative.P99 > time.Hour || s.Latency.Cumulative.P99 < time.Second, "clamped value: %+v", s.Latency.Cumulative)
+	assert.False(t, s.OnLoop.Cumulative.Max != 0 || s.OnLoop.Cumulative.Count != 1, "negative value: %+v", s.OnLoop.Cumulative)
 }
 
 func TestRouteRecentRotation(t *testing.T) {
@@ -143,28 +122,16 @@ func TestRouteRecentRotation(t *testing.T) {
 	for _, st := range steps {
 		s := r.Snapshot(epoch.Add(st.now))[0]
 		rl := s.Latency.Recent
-		if rl.Count != st.count || rl.Max != st.max || s.Recent.Count != st.count || s.Recent.Errors != st.count {
-			t.Errorf("at %v: recent count %d (counts %+v) max %v, want %d, %v", st.now, rl.Count, s.Recent, rl.Max, st.count, st.max)
-		}
-		if s.Recent.Span != st.span {
-			t.Errorf("at %v: span %v, want %v", st.now, s.Recent.Span, st.span)
-		}
-		if s.Latency.Cumulative.Count != st.cumulative || s.Count != st.cumulative {
-			t.Errorf("at %v: cumulative %d", st.now, s.Latency.Cumulative.Count)
-		}
+		assert.False(t, rl.Count != st.count || rl.Max != st.max || s.Recent.Count != st.count || s.Recent.Errors != st.count, "at %v: recent count %d (counts %+v) max %v, want %d, %v", st.now, rl.Count, s.Recent, rl.Max, st.count, st.max)
+		assert.False(t, s.Recent.Span != st.span, "at %v: span %v, want %v", st.now, s.Recent.Span, st.span)
+		assert.False(t, s.Latency.Cumulative.Count != st.cumulative || s.Count != st.cumulative, "at %v: cumulative %d", st.now, s.Latency.Cumulative.Count)
 	}
 	// After the gap, a new request is the only one in the recent view.
 	finish(30*time.Millisecond, 96*time.Second)
 	s := r.Snapshot(epoch.Add(101 * time.Second))[0]
-	if s.Latency.Recent.Count != 1 || s.Latency.Recent.Max != 30*time.Millisecond || s.Latency.Cumulative.Count != 3 {
-		t.Errorf("after gap: %+v", s.Latency)
-	}
-	if got := s.Recent.PerSecond(); math.Abs(got-1.0/11) > 1e-9 {
-		t.Errorf("PerSecond %v", got)
-	}
-	if got := s.Recent.ErrorRatio(); got != 1 {
-		t.Errorf("ErrorRatio %v", got)
-	}
+	assert.False(t, s.Latency.Recent.Count != 1 || s.Latency.Recent.Max != 30*time.Millisecond || s.Latency.Cumulative.Count != 3, "after gap: %+v", s.Latency)
+	assert.InDelta(t, 1.0/11, s.Recent.PerSecond(), 1e-9, "PerSecond")
+	assert.False(t, s.Recent.Errors != s.Recent.Count, "recent errors %d of %d, want all", s.Recent.Errors, s.Recent.Count)
 }
 
 // TestRouteBatchingIsInvisible: finished requests are batched and recorded later; a
@@ -196,15 +163,9 @@ func TestRouteBatchingIsInvisible(t *testing.T) {
 	}
 	at := epoch.Add(time.Duration(now) + time.Millisecond)
 	got, want := end.Snapshot(at), each.Snapshot(at)
-	if len(got) != len(want) {
-		t.Fatalf("%d routes, want %d", len(got), len(want))
-	}
+	require.False(t, len(got) != len(want), "%d routes, want %d", len(got), len(want))
 	for i := range got {
-		if got[i] != want[i] {
-			t.Errorf("route %s: batched\n%+v\nwant\n%+v", got[i].Route, got[i], want[i])
-		}
-		if got[i].Count == 0 || got[i].Latency.Cumulative.Count == 0 || got[i].Recent.Count == 0 {
-			t.Errorf("route %s: nothing recorded: %+v", got[i].Route, got[i])
-		}
+		assert.False(t, got[i] != want[i], "route %s: batched\n%+v\nwant\n%+v", got[i].Route, got[i], want[i])
+		assert.False(t, got[i].Count == 0 || got[i].Latency.Cumulative.Count == 0 || got[i].Recent.Count == 0, "route %s: nothing recorded: %+v", got[i].Route, got[i])
 	}
 }

@@ -956,7 +956,7 @@ func TestStringers(t *testing.T) {
 	assert.Equal(t, "State(9)", State(9).String())
 	assert.Equal(t, "offload", ReasonOffload.String())
 	assert.Equal(t, "Reason(99)", Reason(99).String())
-	// The names, in the order accounting.ParkReasonNames lists them.
+	// The names, in order (accounting's parked_by_reason_seconds keys).
 	var names []string
 	for r := range NumReasons {
 		names = append(names, r.String())

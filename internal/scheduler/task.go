@@ -37,8 +37,8 @@ func (s State) String() string {
 }
 
 // Reason says why a task parked; parked time is accounted per reason. The values are the
-// indexes of Stats.Parked and of accounting's TaskSample.Parked: accounting's ParkOther..
-// ParkQueue constants are these, in this order.
+// indexes of Stats.Parked; the loop copies each into its field of accounting's
+// ParkedByReason (its names test checks that every reason has one).
 type Reason uint8
 
 const (
@@ -58,9 +58,9 @@ const (
 	NumReasons
 )
 
-// reasonNames is the one table of park reason names: Reason.String returns them, and
-// accounting.ParkReasonNames (which cannot import this package) must list the same names
-// in the same order (the loop checks it). Sized by NumReasons, so a new reason without a
+// reasonNames is the one table of park reason names: Reason.String returns them, and they
+// are TaskSample.ParkReason's values and the keys of accounting's parked_by_reason_seconds
+// (the loop checks it). Sized by NumReasons, so a new reason without a
 // name does not compile.
 var reasonNames = [NumReasons]string{
 	ReasonOther: "other", ReasonSleep: "sleep", ReasonWait: "wait",

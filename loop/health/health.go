@@ -39,7 +39,7 @@ const (
 	DefaultMaxLoopLag = 100 * time.Millisecond
 
 	// DefaultMaxUtilisation: /readyz fails while the loop was busy 95% of the last ten
-	// seconds (loop.UtilisationWindow). Queueing delay grows without bound as utilisation
+	// seconds (loop.Vitals.UtilisationWindow). Queueing delay grows without bound as utilisation
 	// nears 1, so a loop at 95% has no headroom for a burst.
 	DefaultMaxUtilisation = 0.95
 )
@@ -266,7 +266,7 @@ func (h *Checker) readyzOf(v loop.Vitals) ReadyReport {
 	cfg := &h.cfg
 	r := ReadyReport{Failing: []string{}, MaxLoopLagMs: -1, MaxUtilisation: -1, MaxOffloadQueue: -1,
 		Utilisation: v.Utilisation, OffloadQueue: v.OffloadQueued, LoopLagMs: ms(v.Lag),
-		UtilisationSecs: int(loop.UtilisationWindow / time.Second), LagSampleEveryMs: ms(loop.LagSampleEvery)}
+		UtilisationSecs: int(v.UtilisationWindow / time.Second), LagSampleEveryMs: ms(v.LagSampleEvery)}
 	switch v.Phase {
 	case "starting":
 		r.Failing = append(r.Failing, "starting")

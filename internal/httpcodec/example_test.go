@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 func Example_parse() {
