@@ -36,7 +36,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonrt/baton/httpcodec"
+	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/loop"
 )
 
