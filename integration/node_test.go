@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
-	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/loop/health"
+	"github.com/batonrt/baton/loop/ws"
 )
 
 // The environment that turns this test binary into a baton process of the nginx test

@@ -7,8 +7,8 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
-	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 )
 
 // arena is one match on the loop: a game.Match as a room's state, ticked at 20 Hz. Its

@@ -15,9 +15,9 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
-	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
 
