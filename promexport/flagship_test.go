@@ -47,6 +47,7 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	s := f.srv
 	gate := s.NewGate("db", 2, 16)
 	ok := func(c *loop.Ctx) { c.String(200, "ok") }
+	require.NoError(t, s.AddStats(ws.Section)) // as the flagship: the page before the first upgrade
 	s.Handle("GET /", ok)
 	s.Handle("POST /tickets", func(c *loop.Ctx) { c.String(201, "ticket") })
 	s.Handle("GET /tickets/{id}", ok)

@@ -88,13 +88,12 @@ type Conn struct {
 	queueOff int
 	partial  int
 
-	state      state
-	err        error // why it ended (stateDone)
-	gone       bool  // the TCP connection closed (or the server stops): write nothing more
-	running    bool  // the handler that upgraded has not returned
-	closeAt    int64 // loop clock (ns) when the server's close frame was queued
-	watched    bool  // a drain watch is armed for parked writers (Flush)
-	closeWaits bool  // a task is parked in Close
+	state   state
+	err     error // why it ended (stateDone)
+	gone    bool  // the TCP connection closed (or the server stops): write nothing more
+	running bool  // the handler that upgraded has not returned
+	closeAt int64 // loop clock (ns) when the server's close frame was queued
+	watched bool  // a drain watch is armed for parked writers (Flush)
 
 	heard   bool   // input arrived since the last sweep
 	lastIn  int64  // loop clock (ns) of the last sweep that saw input

@@ -2,8 +2,6 @@ package ws
 
 import (
 	"bufio"
-	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -128,39 +126,6 @@ func (c *client) read(method string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// get sends a GET and reads its response.
-func (c *client) get(path string) (*http.Response, string) {
-	c.t.Helper()
-	c.send(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: test\r\n\r\n", path))
-	return c.read("GET")
-}
-
-// expectClosed asserts that the server closes the connection (EOF or reset) within d,
-// ignoring any bytes before that.
-func (c *client) expectClosed(d time.Duration) {
-	c.t.Helper()
-	_ = c.c.SetReadDeadline(time.Now().Add(d))
-	buf := make([]byte, 4096)
-	for {
-		_, err := c.c.Read(buf)
-		if err == nil {
-			continue
-		}
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			c.t.Fatalf("connection still open after %v", d)
-		}
-		return
-	}
-}
-
-func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
-
-// onLoop runs fn on s's loop and waits for it.
-func onLoop(t testing.TB, s *loop.Server, fn func()) {
-	t.Helper()
-	looptest.OnLoop(t, s.Loop(0), fn)
-}
-
 // wsStats returns the websockets section of s (its first loop's figures).
 func wsStats(t testing.TB, s *loop.Server) Stats {
 	var doc Stats
@@ -168,9 +133,8 @@ func wsStats(t testing.TB, s *loop.Server) Stats {
 	return doc
 }
 
-// shutdown shuts s down gracefully within d.
-func shutdown(s *loop.Server, d time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return s.Shutdown(ctx)
+// onLoop runs fn on s's loop and waits for it.
+func onLoop(t testing.TB, s *loop.Server, fn func()) {
+	t.Helper()
+	looptest.OnLoop(t, s.Loop(0), fn)
 }
