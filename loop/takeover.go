@@ -42,9 +42,12 @@ type RawHandler interface {
 	// OnWritable runs once after Flush(wake) asked for it, when the output queued is at
 	// most wake, or the connection closed.
 	OnWritable(rc *RawConn)
-	// OnSweep runs at every connection sweep (Config.SweepInterval apart) while the
-	// connection is open, with the loop's clock: the handler enforces its own timeouts
-	// (the engine's idle, header and write-stall deadlines do not apply to it).
+	// OnSweep runs at every connection sweep while the connection is open, with the
+	// loop's clock: every quarter of the shortest of Config.ReadHeaderTimeout,
+	// IdleTimeout and LingerTimeout, at most 500 ms and at least 10 ms apart. The handler
+	// enforces its own timeouts with it (the engine's idle, header and write-stall
+	// deadlines do not apply to a taken connection); one that needs a finer grain keeps
+	// its own timer (Loop.Every).
 	OnSweep(rc *RawConn, now time.Time)
 	// OnDrain runs once when a graceful shutdown begins (after the Loop.OnDrain hooks):
 	// the handler says goodbye in its protocol and closes the connection (Close) when
