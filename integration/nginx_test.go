@@ -704,12 +704,12 @@ func TestNginxRollingRestart(t *testing.T) {
 	for k, r := range reports {
 		assert.False(t, r.DeadlineReached, "drain %d reached its deadline: %+v", k, r)
 		assert.Zero(t, r.ForcedTasks, "drain %d forced tasks", k)
-		assert.Zero(t, r.WebSocketsForced, "drain %d forced WebSockets", k)
+		assert.Zero(t, r.TakeoversForced, "drain %d forced WebSockets", k)
 		assert.GreaterOrEqual(t, r.InFlight, 2, "drain %d: the slow GET and POST were in flight", k)
 		inFlight += r.InFlight
 		refused += r.RejectedDuring
-		wsClosed += r.WebSocketsClosed
-		wsForced += r.WebSocketsForced
+		wsClosed += r.TakeoversClosed
+		wsForced += r.TakeoversForced
 	}
 	ws.mu.Lock()
 	for inst := range ws.closeBy {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/health"
+	"github.com/batonrt/baton/loop/ws"
 )
 
 // The environment that turns this test binary into a baton process of the nginx test
@@ -122,15 +123,15 @@ func runNode() int {
 		c.String(200, name+" "+id)
 	})
 	srv.Handle("GET /ws", func(c *loop.Ctx) {
-		ws, err := c.UpgradeTo(loop.UpgradeOptions{}, loop.WSHandler{
-			OnMessage: func(w *loop.WSConn, _ bool, data []byte) {
+		conn, err := ws.UpgradeTo(c, ws.Config{}, ws.Handler{
+			OnMessage: func(w *ws.Conn, _ bool, data []byte) {
 				_ = w.WriteText(append([]byte(name+" "), data...))
 			},
 		})
 		if err != nil {
 			return // UpgradeTo answered the client
 		}
-		_ = ws.WriteText([]byte("hello " + name))
+		_ = conn.WriteText([]byte("hello " + name))
 	})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -54,11 +54,3 @@ func (s *Server) requestDone(c *Ctx, now int64) {
 	r.Parked += c.queueWait
 	s.cfg.OnRequestDone(r)
 }
-
-// addrString formats an address, "" for none.
-func addrString(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	return a.String()
-}

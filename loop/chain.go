@@ -42,7 +42,7 @@ func (s *Server) chainFrom(t *scheduler.Task, cs *conn) {
 // coroutine, with no task running).
 func (s *Server) chainNext(arg any) (fn func(*scheduler.Task), next any, ready int64) {
 	cs := arg.(*conn)
-	if cs.ws != nil {
+	if cs.raw != nil {
 		return nil, nil, 0
 	}
 	s.chaining.picking = true

@@ -180,10 +180,6 @@ type Config struct {
 	// LockOSThread, New logs a warning and CPU time is not measured.
 	CPUClock bool
 
-	// WebSocket configures the connections made with Ctx.Upgrade (limits, keepalive,
-	// slow consumers). Its zero value gives the defaults in WSConfig.
-	WebSocket WSConfig
-
 	// HTTPAdapter bounds the net/http handlers mounted with HandleHTTP or HTTPHandler
 	// (how many run at once, how many wait). Its zero value gives the defaults.
 	HTTPAdapter HTTPAdapterConfig
@@ -259,7 +255,6 @@ func (c Config) withDefaults() Config {
 	if c.Shards == 0 {
 		c.Shards = 1
 	}
-	c.WebSocket = c.WebSocket.withDefaults()
 	return c
 }
 
@@ -314,9 +309,6 @@ func (c Config) Validate() error {
 			return errors.New("loop: " + ce.Describe("Config.Offload."))
 		}
 		return fmt.Errorf("loop: Config.Offload: %w", err)
-	}
-	if err := c.WebSocket.Validate(); err != nil {
-		return err
 	}
 	if err := c.Limits.Validate(); err != nil {
 		var ce *httpcodec.ConfigError

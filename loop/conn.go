@@ -83,7 +83,7 @@ type conn struct {
 
 	out []byte // output gathered for one write
 
-	ws *WSConn // set once the connection is upgraded to a WebSocket (ws*.go)
+	raw *RawConn // set once a handler took the connection over (takeover.go)
 
 	// deadline (loop clock) and what happens at it; 0 means none.
 	deadline     int64
@@ -186,8 +186,8 @@ func (s *Server) connClosed(cs *conn) {
 	cs.state = connClosed
 	s.conns.remove(cs)
 	s.drains.closed(cs)
-	if cs.ws != nil {
-		cs.ws.connClosed()
+	if cs.raw != nil {
+		s.rawClosed(cs.raw)
 	}
 	if cs.pending != nil {
 		s.releaseCtx(cs.pending)
@@ -229,6 +229,9 @@ func (s *Server) beginClose(cs *conn) {
 	}
 	cs.state = connClosing
 	cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.LingerTimeout), deadlineLinger
+	if cs.raw != nil {
+		cs.raw.boundLinger()
+	}
 	s.tryShutdownWrite(cs)
 }
 
@@ -261,7 +264,7 @@ func (s *Server) flushDirty() {
 		cs.dirty = false
 		switch {
 		case cs.state == connClosed:
-		case cs.ctx == nil && cs.accepting() && cs.ws == nil:
+		case cs.ctx == nil && cs.accepting() && cs.raw == nil:
 			s.serve(cs)
 		default:
 			s.flush(cs)
@@ -328,8 +331,8 @@ func (s *Server) serve(cs *conn) {
 // finished task serving the next request on its coroutine: chainNext), or nil with more
 // reporting whether serve should step again. Loop-confined.
 func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
-	if !cs.accepting() || cs.ctx != nil || s.life.load() >= stateStopping {
-		return nil, false
+	if !cs.accepting() || cs.ctx != nil || cs.raw != nil || s.life.load() >= stateStopping {
+		return nil, false // a taken connection's input is its protocol's (takeover.go)
 	}
 	if cs.gc.OutboundBuffered()+len(cs.out) >= s.cfg.MaxOutputBytes {
 		cs.blocked = true // the sweep resumes it once the client has read
@@ -526,8 +529,8 @@ func (s *Server) sweep(now int64) {
 		if cs.state == connClosing {
 			s.tryShutdownWrite(cs)
 		}
-		if cs.ws != nil && cs.state == connOpen {
-			cs.ws.sweep(now) // its own stall, keepalive and close timeouts
+		if cs.raw != nil && cs.state == connOpen {
+			s.rawSweep(cs.raw, now) // its handler owns its timeouts (takeover.go)
 			continue
 		}
 		if s.writeStalled(cs, now) {

@@ -183,8 +183,8 @@ func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
 // the connection move on. Loop-confined.
 func (s *Server) finishRequest(c *Ctx) {
 	cs := c.conn
-	if cs.ws != nil {
-		cs.ws.handlerDone(c)
+	if cs.raw != nil {
+		s.rawReturned(cs.raw, c)
 	}
 	if c.deadline != nil {
 		c.deadline.Stop()
@@ -201,8 +201,8 @@ func (s *Server) finishRequest(c *Ctx) {
 	if cs.stream != nil { // the handler returned before its body was read
 		s.endStream(cs, true)
 	}
-	if c.closeConn || c.aborted || (c.streaming && !c.chunked && !c.noBody) {
-		cs.closeAfterResponse()
+	if cs.raw == nil && (c.closeConn || c.aborted || (c.streaming && !c.chunked && !c.noBody)) {
+		cs.closeAfterResponse() // a taken connection is its protocol's to close
 	}
 	cs.ctx = nil
 	s.inflight--

@@ -53,9 +53,11 @@
 // NewRoom starts a room: a group of tasks with loop-owned state, ticked against absolute
 // deadlines with a budget and a late-tick policy, fed by a bounded input queue, accounted
 // on its own (/debug/baton/rooms) and drained with the server (docs/rooms.md).
-// Ctx.Upgrade turns a request into a WebSocket connection whose handler task reads and
-// writes it; Ctx.UpgradeTo hands it to callbacks instead, holding no task while idle;
-// NewPrepared and Broadcast send one encoded frame to many (docs/websocket.md).
+// Package loop/ws turns a request into a WebSocket connection (ws.Upgrade, whose handler
+// task reads and writes it, or ws.UpgradeTo, callbacks holding no task while idle) and
+// sends one encoded frame to many (docs/websocket.md). It is built on Ctx.Takeover, which
+// hands a request's connection to a protocol of raw bytes (RawHandler, RawConn), as
+// net/http's Hijacker does.
 // Package loop/health answers /healthz and /readyz from the loop's own view
 // (Loop.Vitals); package loop/ratelimit is a keyed token-bucket rate limiter (docs/health.md).
 //
@@ -81,6 +83,5 @@
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
 // ExampleLoop_Every (a stoppable tick), ExampleServer_Shutdown (a drain),
-// ExampleCtx_Upgrade and ExampleCtx_UpgradeTo (WebSocket in both forms),
-// and ExampleServer_HandleHTTP.
+// and ExampleServer_HandleHTTP; package loop/ws has its own (WebSocket in both forms).
 package loop

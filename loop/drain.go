@@ -16,10 +16,11 @@ type DrainReport struct {
 	ForcedTasks     int    // requests still unfinished (running or queued) when the deadline forced the stop
 	Refused         uint64 // requests refused with 429 (admission queue full) over the server's life
 	DeadlineReached bool   // the Shutdown context ended before the drain finished
-	// WebSockets sent a 1001 close frame when Shutdown began: closed with the client's
-	// close frame in answer (or by the handler), or forced (no answer within
-	// Config.WebSocket.CloseTimeout, or the Shutdown context ended first).
-	WebSocketsClosed, WebSocketsForced int
+	// Connections taken over (Ctx.Takeover, e.g. WebSockets) and open when Shutdown
+	// began: closed gracefully (their handler's first RawConn.Close lingered: a
+	// WebSocket's close handshake), or forced (closed at once, lost before their handler
+	// closed them, or still open when the server stopped).
+	TakeoversClosed, TakeoversForced int
 }
 
 // drainIdleGrace is how long a connection idle when Shutdown began stays open: a request
@@ -65,12 +66,12 @@ func (s *Server) beginDrain() {
 		// the connection closes gracefully (half-close and linger, never a reset). Busy
 		// ones: a response written from now on says "Connection: close"; one written
 		// before (it said keep-alive) leaves the connection idle with the same grace.
-		if !cs.busy() && cs.accepting() && cs.ws == nil && cs.gc.InboundBuffered() == 0 {
+		if !cs.busy() && cs.accepting() && cs.raw == nil && cs.gc.InboundBuffered() == 0 {
 			d.report.ClosedIdle++
 			s.setIdle(cs)
 		}
-		if cs.ws != nil {
-			cs.ws.beginDrain()
+		if cs.raw != nil {
+			s.rawDrain(cs.raw)
 		}
 	}
 	s.checkDrained()

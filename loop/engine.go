@@ -131,8 +131,9 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	if s.life.load() >= stateStopping {
 		return gnet.None
 	}
-	if cs.ws != nil {
-		return s.wsTraffic(cs)
+	if cs.raw != nil {
+		s.rawTraffic(cs)
+		return gnet.None
 	}
 	if cs.stream != nil { // a net/http handler's body is streaming (nethttp_body.go)
 		s.streamTraffic(cs)

@@ -43,10 +43,6 @@ const (
 //	BATON_STALL_THRESHOLD      StallThreshold               duration; negative: detector off
 //	BATON_ACCOUNTING           !NoAccounting                boolean
 //	BATON_OS_CLOCK             OSClock                      boolean
-//	BATON_WS_MAX_MESSAGE_BYTES WebSocket.MaxMessageBytes    integer > 0
-//	BATON_WS_MAX_QUEUED_BYTES  WebSocket.MaxQueuedBytes     integer > 0
-//	BATON_WS_PING_INTERVAL     WebSocket.PingInterval       duration; negative: no pings
-//	BATON_WS_STALL_TIMEOUT     WebSocket.StallTimeout       duration; negative: never
 //
 // Booleans are true/false, 1/0, yes/no or on/off; durations are Go durations (500ms, 2m).
 // The BATON_DEFAULT_ form exists for every variable but PORT. Safe for concurrent use.
@@ -103,13 +99,6 @@ func fromLookup(cfg Config, lookup func(string) (string, bool)) (Config, error) 
 		cfg.NoAccounting = !acct
 	}
 	e.bool("OS_CLOCK", &cfg.OSClock)
-	var wsMax int
-	if e.int("WS_MAX_MESSAGE_BYTES", 1, &wsMax) {
-		cfg.WebSocket.MaxMessageBytes = int64(wsMax)
-	}
-	e.int("WS_MAX_QUEUED_BYTES", 1, &cfg.WebSocket.MaxQueuedBytes)
-	e.duration("WS_PING_INTERVAL", true, &cfg.WebSocket.PingInterval)
-	e.duration("WS_STALL_TIMEOUT", true, &cfg.WebSocket.StallTimeout)
 	if e.err != nil {
 		return cfg, e.err
 	}

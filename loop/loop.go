@@ -108,6 +108,24 @@ func (t *Task) Loop() *Loop {
 // goroutine.
 func (l *Loop) OnLoop() bool { return l.srv.sched.OnLoop() }
 
+// Current returns the task running now on the loop (a request's handler or a background
+// task), or nil outside any task: a function passed to Post, a callback, another
+// goroutine's call (a multi-thread handler's). A feature whose loop-confined methods park
+// "the calling task" (loop/ws's writes) finds it here. Loop-confined.
+func (l *Loop) Current() *Task {
+	t := l.srv.sched.Current()
+	if t == nil {
+		return nil
+	}
+	switch a := t.Arg().(type) {
+	case *Ctx:
+		return &a.Task
+	case *Task:
+		return a
+	}
+	return nil
+}
+
 // Now returns the loop's clock now: the clock the scheduler and accounting use, cheap to
 // read on the loop (what Task.Now returns for a task of the loop). Loop-confined.
 func (l *Loop) Now() time.Time { return l.srv.timeAt(l.srv.nanotime()) }

@@ -115,7 +115,6 @@ type Server struct {
 	control    gnet.Conn
 	acct       acct
 	drains     drainWatch
-	ws         wsServer   // WebSocket figures (ws_stats.go)
 	lag        lagSampler // the loop's lag and utilisation, published for Vitals (vitals.go)
 	arr        arrivalBound
 	values     map[any]any // Loop.SetValue: features' per-loop state
@@ -217,8 +216,7 @@ func (s *Server) publishDate() {
 // upper bound also keeps the Date header within half a second of the truth).
 func sweepInterval(cfg Config) time.Duration {
 	d := 500 * time.Millisecond
-	ws := cfg.WebSocket
-	for _, t := range []time.Duration{cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.LingerTimeout, ws.PingInterval, ws.PongTimeout, ws.StallTimeout, ws.CloseTimeout} {
+	for _, t := range []time.Duration{cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.LingerTimeout} {
 		if t > 0 && t/4 < d {
 			d = t / 4
 		}

@@ -235,8 +235,8 @@ func (set *shardSet) drainReport() DrainReport {
 		r.ForcedTasks += d.ForcedTasks
 		r.Refused += d.Refused
 		r.DeadlineReached = r.DeadlineReached || d.DeadlineReached
-		r.WebSocketsClosed += d.WebSocketsClosed
-		r.WebSocketsForced += d.WebSocketsForced
+		r.TakeoversClosed += d.TakeoversClosed
+		r.TakeoversForced += d.TakeoversForced
 	}
 	return r
 }

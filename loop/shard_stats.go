@@ -77,10 +77,9 @@ func (set *shardSet) snapshot(ctx context.Context, v View) (Snapshot, error) {
 	offs := make([]OffloadSnapshot, len(per))
 	adms := make([]AdmissionSnapshot, len(per))
 	secs := make([]map[string]any, len(per))
-	wss := make([]WebSocketsSnapshot, len(per))
 	for i := range per {
 		loops[i], routes[i], tasks[i], offs[i] = per[i].Loop, per[i].Routes, per[i].Tasks, per[i].Offload
-		adms[i], secs[i], wss[i] = per[i].Admission, per[i].Sections, per[i].WebSockets
+		adms[i], secs[i] = per[i].Admission, per[i].Sections
 	}
 	if v&ViewLoop != 0 {
 		total.Loop = sumLoops(loops)
@@ -99,9 +98,6 @@ func (set *shardSet) snapshot(ctx context.Context, v View) (Snapshot, error) {
 	}
 	if v&ViewSections != 0 {
 		total.Sections = set.all[0].sumSections(secs)
-	}
-	if v&ViewWebSockets != 0 {
-		total.WebSockets = sumWebSockets(wss)
 	}
 	return total, nil
 }
@@ -263,99 +259,8 @@ func sumAdmission(per []AdmissionSnapshot) AdmissionSnapshot {
 	return t
 }
 
-// sumWebSockets adds the shards' WebSocket figures, routes merged by pattern.
-func sumWebSockets(per []WebSocketsSnapshot) WebSocketsSnapshot {
-	var t WebSocketsSnapshot
-	at := map[string]int{}
-	for _, p := range per {
-		t.Open += p.Open
-		t.Upgrades += p.Upgrades
-		t.SlowConsumerCloses += p.SlowConsumerCloses
-		t.StallCloses += p.StallCloses
-		t.PingTimeouts += p.PingTimeouts
-		t.ProtocolErrors += p.ProtocolErrors
-		t.InputOverflows += p.InputOverflows
-		t.CallbackPanics += p.CallbackPanics
-		t.QueuedBytes += p.QueuedBytes
-		for _, r := range p.Routes {
-			i, ok := at[r.Route]
-			if !ok {
-				at[r.Route] = len(t.Routes)
-				t.Routes = append(t.Routes, r)
-				continue
-			}
-			d := &t.Routes[i]
-			d.Open += r.Open
-			d.Upgrades += r.Upgrades
-			d.MessagesIn += r.MessagesIn
-			d.BytesIn += r.BytesIn
-			d.MessagesOut += r.MessagesOut
-			d.BytesOut += r.BytesOut
-			d.QueuedBytes += r.QueuedBytes
-			d.SlowConsumerCloses += r.SlowConsumerCloses
-			d.PingTimeouts += r.PingTimeouts
-			d.PeerCloses += r.PeerCloses
-		}
-	}
-	sort.Slice(t.Routes, func(i, j int) bool { return t.Routes[i].Route < t.Routes[j].Route })
-	return t
-}
-
-// sumWSDocs adds the shards' websockets pages: counters and routes add (a route's
-// on-loop time per message: counts add, the mean is weighted, percentiles are the worst
-// shard's), connections are listed up to the page's bound.
-func sumWSDocs(per []wsStatsDoc) wsStatsDoc {
-	var t wsStatsDoc
-	at := map[string]int{}
-	for i, p := range per {
-		if i == 0 {
-			t.Config, t.MaxConnectionsListed = p.Config, p.MaxConnectionsListed
-		}
-		t.Open += p.Open
-		t.UpgradesTotal += p.UpgradesTotal
-		t.SlowConsumerCloses += p.SlowConsumerCloses
-		t.StallCloses += p.StallCloses
-		t.PingTimeouts += p.PingTimeouts
-		t.ProtocolErrors += p.ProtocolErrors
-		t.InputOverflows += p.InputOverflows
-		t.CallbackPanics += p.CallbackPanics
-		t.SaturatedRefusals += p.SaturatedRefusals
-		t.QueuedBytes += p.QueuedBytes
-		for _, r := range p.Routes {
-			j, ok := at[r.Route]
-			if !ok {
-				at[r.Route] = len(t.Routes)
-				t.Routes = append(t.Routes, r)
-				continue
-			}
-			d := &t.Routes[j]
-			d.Open += r.Open
-			d.Upgrades += r.Upgrades
-			d.MessagesIn += r.MessagesIn
-			d.BytesIn += r.BytesIn
-			d.MessagesOut += r.MessagesOut
-			d.BytesOut += r.BytesOut
-			d.QueuedBytes += r.QueuedBytes
-			d.SlowConsumerCloses += r.SlowConsumerCloses
-			d.PingTimeouts += r.PingTimeouts
-			d.PeerCloses += r.PeerCloses
-			if n := d.OnLoop.Count + r.OnLoop.Count; n > 0 {
-				d.OnLoop.Mean = (d.OnLoop.Mean*float64(d.OnLoop.Count) + r.OnLoop.Mean*float64(r.OnLoop.Count)) / float64(n)
-			}
-			d.OnLoop.Count += r.OnLoop.Count
-			d.OnLoop.P50, d.OnLoop.P99 = max(d.OnLoop.P50, r.OnLoop.P50), max(d.OnLoop.P99, r.OnLoop.P99)
-			d.OnLoop.Max = max(d.OnLoop.Max, r.OnLoop.Max)
-		}
-		room := max(t.MaxConnectionsListed-len(t.Connections), 0)
-		t.Connections = append(t.Connections, p.Connections[:min(room, len(p.Connections))]...)
-	}
-	t.ConnectionsShown = len(t.Connections)
-	sort.Slice(t.Routes, func(i, j int) bool { return t.Routes[i].Route < t.Routes[j].Route })
-	return t
-}
-
 // shardPageKinds are the stats pages a server with shards answers from every shard.
-var shardPageKinds = append(slices.Clone(statsKinds), "websockets")
+var shardPageKinds = slices.Clone(statsKinds)
 
 // handleStats is HandleStats with shards: every shard answers every page with the totals
 // and each shard's figures (gathered from each shard's loop, off the loop of the shard
@@ -425,15 +330,6 @@ func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code 
 	per := make([][]byte, len(set.all))
 	var err error
 	switch kind {
-	case "websockets":
-		var docs []wsStatsDoc
-		if docs, err = askShards(ctx, set, func(sh *Server) wsStatsDoc { return sh.wsSnapshot() }); err == nil {
-			total, per, err = renderEach(sumWSDocs(docs), docs, func(b *bytes.Buffer, v wsStatsDoc) error {
-				out, err := renderWSStats(v, text)
-				b.Write(out)
-				return err
-			})
-		}
 	case "tasks":
 		var snaps []accounting.TasksSnapshot
 		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.TasksSnapshot { return sh.snapshotTasks() }); err == nil {

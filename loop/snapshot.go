@@ -15,30 +15,28 @@ type View uint32
 
 // The sections of a Snapshot.
 const (
-	ViewLoop       View = 1 << iota // Snapshot.Loop: the loop's health (the loop page)
-	ViewRoutes                      // Snapshot.Routes: per-route figures (the routes page)
-	ViewTasks                       // Snapshot.Tasks: live and recently finished tasks (the tasks page)
-	ViewOffload                     // Snapshot.Offload: the offload pool and gates (the offload page)
-	ViewAdmission                   // Snapshot.Admission: slots, queue, refusals (the admission page)
-	ViewSections                    // Snapshot.Sections: the sections features added with AddStats (their pages)
-	ViewWebSockets                  // Snapshot.WebSockets: WebSocket totals and per-route figures (the websockets page)
+	ViewLoop      View = 1 << iota // Snapshot.Loop: the loop's health (the loop page)
+	ViewRoutes                     // Snapshot.Routes: per-route figures (the routes page)
+	ViewTasks                      // Snapshot.Tasks: live and recently finished tasks (the tasks page)
+	ViewOffload                    // Snapshot.Offload: the offload pool and gates (the offload page)
+	ViewAdmission                  // Snapshot.Admission: slots, queue, refusals (the admission page)
+	ViewSections                   // Snapshot.Sections: the sections features added with AddStats (their pages)
 )
 
 // AllViews selects every section of a Snapshot.
-const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission | ViewSections | ViewWebSockets
+const AllViews = ViewLoop | ViewRoutes | ViewTasks | ViewOffload | ViewAdmission | ViewSections
 
 // Snapshot is the server's figures at one instant: the same values the stats pages render
 // as JSON, as Go structs, for exporters and games that would otherwise parse JSON.
 // Sections not asked for are zero; with Config.NoAccounting, Loop, Routes and Tasks are
 // always zero. Plain data: the caller owns it.
 type Snapshot struct {
-	Taken      time.Time                  // when the loop took it
-	Loop       accounting.LoopSnapshot    // ViewLoop
-	Routes     []accounting.RouteSnapshot // ViewRoutes, sorted by route key
-	Tasks      accounting.TasksSnapshot   // ViewTasks
-	Offload    OffloadSnapshot            // ViewOffload
-	Admission  AdmissionSnapshot          // ViewAdmission
-	WebSockets WebSocketsSnapshot         // ViewWebSockets
+	Taken     time.Time                  // when the loop took it
+	Loop      accounting.LoopSnapshot    // ViewLoop
+	Routes    []accounting.RouteSnapshot // ViewRoutes, sorted by route key
+	Tasks     accounting.TasksSnapshot   // ViewTasks
+	Offload   OffloadSnapshot            // ViewOffload
+	Admission AdmissionSnapshot          // ViewAdmission
 	// Sections holds, by name, the figures of each section added with AddStats (a
 	// feature's: package loop/room's "rooms"), as its Take returned them (its Sum's with
 	// several loops). ViewSections.
@@ -46,33 +44,6 @@ type Snapshot struct {
 	// Shards holds each shard's own sections, in shard order, with Config.Shards > 1 (nil
 	// otherwise); the fields above are then the totals (docs/accounting.md, "Shards").
 	Shards []Snapshot
-}
-
-// WebSocketsSnapshot is the websockets page's totals and per-route figures (without its
-// per-connection list). Counters are since the server started. Plain data.
-type WebSocketsSnapshot struct {
-	Open               int    // connections open now
-	Upgrades           uint64 // upgrades accepted
-	SlowConsumerCloses uint64 // closed for not reading (queue over MaxQueuedBytes, or stalled)
-	StallCloses        uint64 // of SlowConsumerCloses, those whose output made no progress for StallTimeout
-	PingTimeouts       uint64 // dropped for not answering a ping within PongTimeout
-	ProtocolErrors     uint64 // closed for a protocol violation (1002, 1007, 1009)
-	InputOverflows     uint64 // closed for sending more than the reader took (1008)
-	CallbackPanics     uint64 // panics in callback-form handlers
-	QueuedBytes        int    // output queued and not yet taken by the kernel, all connections
-	Routes             []WebSocketRoute
-}
-
-// WebSocketRoute is one upgrade route's WebSocket figures. Plain data.
-type WebSocketRoute struct {
-	Route                            string // the route pattern that upgraded
-	Open                             int
-	Upgrades                         uint64
-	MessagesIn, BytesIn              uint64
-	MessagesOut, BytesOut            uint64
-	QueuedBytes                      int
-	SlowConsumerCloses, PingTimeouts uint64
-	PeerCloses                       uint64 // closes the client began
 }
 
 // OffloadSnapshot is the offload page's content: the server's offload pool and every gate
@@ -94,7 +65,7 @@ type AdmissionSnapshot struct {
 
 // onLoopViews are the sections read on the loop; the offload pool is safe for concurrent
 // use and is read by the caller.
-const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission | ViewSections | ViewWebSockets
+const onLoopViews = ViewLoop | ViewRoutes | ViewTasks | ViewAdmission | ViewSections
 
 // Snapshot returns the sections v of the server's figures. The loop's sections are copied
 // on the loop through Post (a copy of plain data: the loop is held only for that; the
@@ -167,9 +138,6 @@ func (s *Server) takeViews(dst *Snapshot, v View) (routes *recorder.RoutesCopy) 
 	}
 	if v&ViewSections != 0 {
 		dst.Sections = s.takeSections()
-	}
-	if v&ViewWebSockets != 0 {
-		dst.WebSockets = s.wsTotals()
 	}
 	return routes
 }

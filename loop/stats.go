@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
@@ -366,8 +365,7 @@ func (s *Server) HandleStats(prefix string) {
 		kind := kind
 		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
 	}
-	s.Handle("GET "+prefix+"/websockets", s.serveWSStats, Exempt()) // ws_stats.go
-	s.handleSections(prefix)                                        // AddStats's pages (statsections.go)
+	s.handleSections(prefix) // AddStats's pages (statsections.go)
 
 	s.handleDashboard(prefix) // prefix/ and prefix/events: the live dashboard
 }
@@ -482,10 +480,6 @@ func (s *Server) StatsHandler() http.Handler {
 		return s.shards.statsHandler() // shard_stats.go
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/websockets") {
-			s.serveWSStatsHTTP(w, r) // ws_stats.go
-			return
-		}
 		if s.serveSectionHTTP(w, r) { // AddStats's pages (statsections.go)
 			return
 		}

@@ -99,7 +99,7 @@ func validSectionName(name string) error {
 }
 
 // enginePages are the engine's own stats pages, and the dashboard's event stream.
-var enginePages = append(append([]string(nil), statsKinds...), "websockets", "events")
+var enginePages = append(append([]string(nil), statsKinds...), "events")
 
 // sections returns the sections registered so far. Any goroutine.
 func (s *Server) sections() []StatsSection {

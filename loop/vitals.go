@@ -29,6 +29,11 @@ type Vitals struct {
 	// timer due every lagSampleEvery) over the current and the previous second, or how
 	// overdue the next sample is now (Overdue), whichever is larger.
 	Lag time.Duration
+	// LagHeld is the lateness the loop's lag samples reached in the previous second and
+	// again in this one (in its first three samples, the previous second's): how late
+	// the loop has run for a while, which one late sample (a collection, a moment
+	// without a CPU) does not raise. loop/ws refuses upgrades on it.
+	LagHeld time.Duration
 	// Overdue is how late the next lag sample is now: the time the loop has not turned
 	// for, past LagSampleEvery. 0 while it is not due or before the loop runs.
 	Overdue time.Duration
@@ -63,6 +68,7 @@ func (l *Loop) Vitals() Vitals {
 	v.Phase = l.Phase()
 	v.Overdue = s.lag.overdue(s.nanotimeAny())
 	v.Lag = max(time.Duration(s.lag.lag.Load()), v.Overdue)
+	v.LagHeld = time.Duration(s.lag.held.Load())
 	if u := math.Float64frombits(s.lag.util.Load()); !math.IsNaN(u) {
 		v.Utilisation = u
 	}
@@ -84,6 +90,7 @@ type lagSampler struct {
 	// Safe for concurrent use.
 	due  atomic.Int64  // loop clock when the next sample is due; 0 before the first
 	lag  atomic.Int64  // largest sample lateness over the current and the previous second, ns
+	held atomic.Int64  // the lateness both seconds reached (LagHeld), ns
 	util atomic.Uint64 // math.Float64bits of the utilisation over utilisationWindow; NaN when unmeasured
 
 	// Loop-owned.
@@ -122,6 +129,11 @@ func (s *Server) lagSample() {
 	}
 	h.curMax = max(h.curMax, late)
 	h.lag.Store(max(h.curMax, h.prevMax))
+	if now-h.winStart < int64(3*lagSampleEvery) {
+		h.held.Store(h.prevMax) // this second is too young to tell: the previous one's
+	} else {
+		h.held.Store(min(h.curMax, h.prevMax))
+	}
 	if s.acct.on {
 		w := s.acct.loop.Window(s.timeAt(now), utilisationWindow)
 		u := math.NaN()

@@ -17,6 +17,7 @@ import (
 	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/loop/looptest"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -46,21 +47,22 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	s := f.srv
 	gate := s.NewGate("db", 2, 16)
 	ok := func(c *loop.Ctx) { c.String(200, "ok") }
+	require.NoError(t, s.AddStats(ws.Section)) // as the flagship: the page before the first upgrade
 	s.Handle("GET /", ok)
 	s.Handle("POST /tickets", func(c *loop.Ctx) { c.String(201, "ticket") })
 	s.Handle("GET /tickets/{id}", ok)
 	s.Handle("DELETE /tickets/{id}", func(c *loop.Ctx) { c.NoContent() })
 	s.Handle("GET /ws", func(c *loop.Ctx) {
-		ws, err := c.Upgrade(loop.UpgradeOptions{})
+		conn, err := ws.Upgrade(c, ws.Config{})
 		if err != nil {
 			return
 		}
 		for {
-			_, data, err := ws.ReadMessage()
+			_, data, err := conn.ReadMessage()
 			if err != nil {
 				return
 			}
-			_ = ws.WriteText(data)
+			_ = conn.WriteText(data)
 		}
 	})
 	s.Handle("GET /rooms/{id}/state", func(c *loop.Ctx) { c.String(404, "no such room") })

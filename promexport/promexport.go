@@ -42,6 +42,7 @@ import (
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/health"
+	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -141,7 +142,7 @@ func (c *Collector) keep(route string) bool {
 }
 
 // scrapeViews are the sections a scrape reads.
-const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewSections | loop.ViewWebSockets
+const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewSections
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("baton_"+name, help, labels, nil)
@@ -323,16 +324,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, dDraining, bool01(c.srv.Draining().IsSet()))
 	gauge(ch, dReady, bool01(c.opts.health.Readyz().Status == "ready"))
 
-	ws := make(map[string]bool, len(snap.WebSockets.Routes))
-	for _, r := range snap.WebSockets.Routes {
-		ws[r.Route] = true
+	wss := websocketsOf(&snap)
+	upgraded := make(map[string]bool, len(wss.Routes))
+	for _, r := range wss.Routes {
+		upgraded[r.Route] = true
 	}
-	c.collectRoutes(ch, snap.Routes, ws)
+	c.collectRoutes(ch, snap.Routes, upgraded)
 	collectLoop(ch, &snap.Loop)
 	collectAdmission(ch, &snap.Admission)
 	collectOffload(ch, &snap.Offload)
 	c.collectRooms(ch, snap.Taken, roomsOf(&snap))
-	c.collectWebSockets(ch, &snap.WebSockets)
+	c.collectWebSockets(ch, &wss)
+}
+
+// websocketsOf returns the WebSocket figures of snap: loop/ws's stats section, or none when
+// no connection was upgraded yet.
+func websocketsOf(snap *loop.Snapshot) ws.Stats {
+	st, _ := snap.Sections[ws.Section.Name].(ws.Stats)
+	return st
 }
 
 func bool01(b bool) float64 {
@@ -374,10 +383,10 @@ func (c *Collector) collectRooms(ch chan<- prometheus.Metric, taken time.Time, r
 	counter(ch, dRoomDropped, float64(f[figDropped]))
 }
 
-func (c *Collector) collectWebSockets(ch chan<- prometheus.Metric, ws *loop.WebSocketsSnapshot) {
-	counter(ch, dWSProtoErrs, float64(ws.ProtocolErrors))
-	for i := range ws.Routes {
-		r := &ws.Routes[i]
+func (c *Collector) collectWebSockets(ch chan<- prometheus.Metric, st *ws.Stats) {
+	counter(ch, dWSProtoErrs, float64(st.ProtocolErrors))
+	for i := range st.Routes {
+		r := &st.Routes[i]
 		if !c.keep(r.Route) {
 			continue
 		}

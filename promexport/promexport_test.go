@@ -26,6 +26,7 @@ import (
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -372,16 +373,16 @@ func TestScrapeLoopLag(t *testing.T) {
 func TestRoomAndWebSocketMetrics(t *testing.T) {
 	srv := loop.New(looptest.Config(t, loop.Config{}))
 	srv.Handle("GET /ws", func(c *loop.Ctx) {
-		ws, err := c.Upgrade(loop.UpgradeOptions{})
+		conn, err := ws.Upgrade(c, ws.Config{})
 		if err != nil {
 			return
 		}
 		for {
-			_, data, err := ws.ReadMessage()
+			_, data, err := conn.ReadMessage()
 			if err != nil {
 				return
 			}
-			_ = ws.WriteText(data)
+			_ = conn.WriteText(data)
 		}
 	})
 	srv.Handle("GET /metrics", Handler(Registry(srv)), loop.Exempt())

@@ -70,7 +70,7 @@ func init() {
 sends a 16-byte binary input every 100 ms +-10 % from a random phase; each room ticks every
 50 ms, applies the inputs it received, steps the simulation, encodes its 120-byte state once
 and sends it to its 4 players. baton: a loop/room Room per game room, callback-form
-WebSockets (Ctx.UpgradeTo) whose OnMessage queues the input (Room.Input), the tick drains,
+WebSockets (ws.UpgradeTo) whose OnMessage queues the input (Room.Input), the tick drains,
 steps, encodes once (NewPrepared) and Broadcasts. nethttp: gorilla/websocket, a goroutine
 per connection reading inputs into the room under its mutex, a goroutine per room on a
 time.Ticker writing a PreparedMessage to each player with a 5 s deadline. floor: raw

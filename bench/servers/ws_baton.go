@@ -6,43 +6,44 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/ws"
 )
 
 // registerWSBaton adds the ws-broadcast routes to srv: connections are upgraded on the
 // loop and their handler's task reads until the connection ends; each room's broadcast is
-// a background task (Loop.Every) that encodes the frame once (loop.NewPrepared) and
-// hands it to every member (loop.Broadcast). Room membership is a plain slice per room,
+// a background task (Loop.Every) that encodes the frame once (ws.NewPrepared) and
+// hands it to every member (ws.Broadcast). Room membership is a plain slice per room,
 // touched only on the loop.
 func registerWSBaton(srv *loop.Server) {
 	var (
-		members = map[int][]*loop.WSConn{}
+		members = map[int][]*ws.Conn{}
 		stats   WSStats
 		started bool
 	)
-	allowAll := loop.UpgradeOptions{CheckOrigin: func(*loop.Ctx, string) bool { return true }}
+	allowAll := ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }}
 	srv.Handle("GET /ws/{room}", func(c *loop.Ctx) {
 		idx := wsRoomIndex(c.PathValue("room"))
 		if idx < 0 {
 			c.String(404, "unknown room\n")
 			return
 		}
-		ws, err := c.Upgrade(allowAll)
+		conn, err := ws.Upgrade(c, allowAll)
 		if err != nil {
 			return // Upgrade answered
 		}
-		members[idx] = append(members[idx], ws)
+		members[idx] = append(members[idx], conn)
 		stats.Conns++
 		for { // the client sends nothing but control frames, which the loop answers
-			if _, _, err = ws.ReadMessage(); err != nil {
+			if _, _, err = conn.ReadMessage(); err != nil {
 				break
 			}
 		}
-		if errors.Is(err, loop.ErrSlowConsumer) {
+		if errors.Is(err, ws.ErrSlowConsumer) {
 			stats.SlowClosed++
 		}
 		list := members[idx]
 		for i, w := range list {
-			if w == ws {
+			if w == conn {
 				list[i] = list[len(list)-1]
 				list[len(list)-1] = nil
 				members[idx] = list[:len(list)-1]
@@ -80,7 +81,7 @@ func registerWSBaton(srv *loop.Server) {
 				srv.Loop(0).Every("ws-room", WSPeriod, func(*loop.Task) {
 					seq++
 					wsMessage(payload[:], i, seq)
-					sent := loop.Broadcast(loop.NewPrepared(true, payload[:]), members[i])
+					sent := ws.Broadcast(ws.NewPrepared(true, payload[:]), members[i])
 					stats.Broadcasts++
 					stats.Sent += uint64(sent)
 				})

@@ -18,6 +18,7 @@ import (
 	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -186,6 +187,7 @@ func (a *app) routes() {
 	s.Handle("GET /tickets/{id}", a.getTicket)
 	s.Handle("DELETE /tickets/{id}", a.deleteTicket)
 	s.Handle("GET /ws", a.serveWS)
+	_ = s.AddStats(ws.Section) // the websockets page answers before the first upgrade
 	s.Handle("GET /rooms/{id}/state", a.roomState)
 	s.Handle("POST /rooms/{id}/input", a.postInput) // limited per player once authenticated
 	s.Handle("GET /leaderboard", a.leaderboard)

@@ -8,6 +8,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 )
 
 // arena is one match on the loop: a game.Match as a room's state, ticked at 20 Hz. Its
@@ -27,8 +28,8 @@ type arena struct {
 	started     time.Time                      // when the matchmaker formed it
 	seats       map[game.PlayerID]*game.Ticket // each human's ticket: its secret authenticates the player's inputs
 
-	conns   map[game.PlayerID]*loop.WSConn
-	connBuf []*loop.WSConn // conns as a slice for Broadcast; nil when conns changed
+	conns   map[game.PlayerID]*ws.Conn
+	connBuf []*ws.Conn // conns as a slice for Broadcast; nil when conns changed
 
 	snap    []byte     // the latest snapshot (game.Match.AppendSnapshot)
 	msg     []byte     // the same wrapped as a WebSocket message, reused each tick
@@ -44,7 +45,7 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 		return nil, err
 	}
 	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
-		conns: map[game.PlayerID]*loop.WSConn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv.Loop(0))}
+		conns: map[game.PlayerID]*ws.Conn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv.Loop(0))}
 	ar.room, err = room.New(a.srv.Loop(0), room.Config[game.Input]{
 		Name:       "arena-" + id,
 		Period:     tickPeriod,
@@ -120,19 +121,19 @@ func (ar *arena) publish() {
 				ar.connBuf = append(ar.connBuf, c)
 			}
 		}
-		loop.Broadcast(loop.NewPrepared(false, ar.msg), ar.connBuf)
+		ws.Broadcast(ws.NewPrepared(false, ar.msg), ar.connBuf)
 	}
 	ar.changed.Broadcast() // allocates nothing while no long-poll waits
 }
 
 // addConn makes a connected player receive snapshots; removeConn undoes it and marks the
 // player gone from the match.
-func (ar *arena) addConn(id game.PlayerID, c *loop.WSConn) {
+func (ar *arena) addConn(id game.PlayerID, c *ws.Conn) {
 	ar.conns[id] = c
 	ar.connBuf = nil
 }
 
-func (ar *arena) removeConn(id game.PlayerID, c *loop.WSConn) {
+func (ar *arena) removeConn(id game.PlayerID, c *ws.Conn) {
 	if ar.conns[id] == c {
 		delete(ar.conns, id)
 		ar.connBuf = nil

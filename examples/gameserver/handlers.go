@@ -17,6 +17,7 @@ import (
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/ratelimit"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -342,13 +343,13 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 		made = true
 	}
-	ws, err := c.Upgrade(loop.UpgradeOptions{})
+	conn, err := ws.Upgrade(c, ws.Config{})
 	if err != nil {
 		return // Upgrade answered
 	}
 	send := func(m wsMessage) error {
 		b, _ := json.Marshal(m)
-		return ws.WriteText(b)
+		return conn.WriteText(b)
 	}
 	hello := wsMessage{Type: "ticket", Ticket: t, Player: string(player)}
 	if made {
@@ -362,7 +363,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 			if _, err := f.AwaitTimeout(c, a.opts.TicketAge); err != nil {
 				a.mm.Cancel(t.ID, c.Now()) // the client left or waited too long: not matched now
 				_ = send(wsMessage{Type: "error", Error: err.Error()})
-				_ = ws.Close(1013, "no match") // try again later
+				_ = conn.Close(1013, "no match") // try again later
 				return
 			}
 		}
@@ -373,7 +374,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 	ar := a.arenas[t.Match]
 	if t.State != game.TicketAssigned || ar == nil || ar.ended {
 		_ = send(wsMessage{Type: "error", Error: "the match is over"})
-		_ = ws.Close(1000, "match over")
+		_ = conn.Close(1000, "match over")
 		return
 	}
 	asg := assignmentFor(t.ID, t.Match)
@@ -383,10 +384,10 @@ func (a *app) serveWS(c *loop.Ctx) {
 	if ar.room.Attach(&c.Task) != nil {
 		return
 	}
-	ar.addConn(player, ws)
-	defer ar.removeConn(player, ws)
+	ar.addConn(player, conn)
+	defer ar.removeConn(player, conn)
 	for {
-		_, data, err := ws.ReadMessage()
+		_, data, err := conn.ReadMessage()
 		if err != nil {
 			return // the client left, or the room stopped (the match ended)
 		}
@@ -419,19 +420,19 @@ func (a *app) watch(c *loop.Ctx) {
 		c.String(503, "503 Service Unavailable: no match to watch\n")
 		return
 	}
-	ws, err := c.Upgrade(loop.UpgradeOptions{})
+	conn, err := ws.Upgrade(c, ws.Config{})
 	if err != nil {
 		return
 	}
 	b, _ := json.Marshal(wsMessage{Type: "watching", Assignment: &assignment{Match: best.id}})
-	if ws.WriteText(b) != nil || best.room.Attach(&c.Task) != nil {
+	if conn.WriteText(b) != nil || best.room.Attach(&c.Task) != nil {
 		return
 	}
-	key := game.PlayerID("watch-" + strconv.FormatUint(ws.ID(), 10)) // never a player: Leave ignores it
-	best.addConn(key, ws)
-	defer best.removeConn(key, ws)
+	key := game.PlayerID("watch-" + strconv.FormatUint(conn.ID(), 10)) // never a player: Leave ignores it
+	best.addConn(key, conn)
+	defer best.removeConn(key, conn)
 	for {
-		if _, _, err := ws.ReadMessage(); err != nil {
+		if _, _, err := conn.ReadMessage(); err != nil {
 			return // the spectator left, or the match ended
 		}
 	}

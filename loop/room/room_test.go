@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -689,56 +688,6 @@ func TestRoomErrorAnswers(t *testing.T) {
 			assert.NotEmpty(t, resp.Header.Get("Retry-After"), path)
 		}
 	}
-}
-
-// TestRoomWebSocketMember: a WebSocket connection's task (its upgrading handler's) is a
-// member of a room: its messages go into the room's inputs, and stopping the room ends
-// the connection's handler (its deferred functions run).
-func TestRoomWebSocketMember(t *testing.T) {
-	var room atomic.Pointer[Room[string]]
-	handlerDone := make(chan error, 1)
-	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
-		s.Handle("GET /play", func(c *loop.Ctx) {
-			ws, err := c.Upgrade(loop.UpgradeOptions{})
-			if err != nil {
-				return
-			}
-			r := room.Load()
-			if err := r.Attach(&c.Task); err != nil {
-				return
-			}
-			defer func() { handlerDone <- c.Err() }()
-			for {
-				_, msg, err := ws.ReadMessage()
-				if err != nil {
-					return
-				}
-				_ = r.Input(string(msg))
-			}
-		})
-	})
-	got := make(chan string, 10)
-	r := newRoomT(t, s, Config[string]{Name: "ws", Period: 5 * time.Millisecond,
-		Tick: func(r *Room[string], tk *Tick[string]) { tk.DrainInputs(func(m string) { got <- m }) }})
-	room.Store(r)
-	conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play", nil)
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("jump")))
-	select {
-	case m := <-got:
-		assert.Equal(t, "jump", m)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the tick did not get the message")
-	}
-	r.Stop()
-	select {
-	case err := <-handlerDone:
-		assert.ErrorIs(t, err, ErrRoomStopped)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the connection's handler did not end")
-	}
-	<-r.Done()
 }
 
 // TestNewOffTheLoopRefused: room.New from a goroutine that is not its loop's (the test's

@@ -1,7 +1,8 @@
-package loop_test
+package ws
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +40,7 @@ func init() {
 }
 
 func wsRSSTaskHandler(c *loop.Ctx) {
-	w, err := c.Upgrade(loop.UpgradeOptions{})
+	w, err := Upgrade(c, Config{})
 	if err != nil {
 		return
 	}
@@ -57,7 +59,7 @@ func wsRSSChildMain() int {
 	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: log})
 	if os.Getenv(wsRSSChildEnv) == "callback" {
 		s.Handle("GET /ws", func(c *loop.Ctx) {
-			_, _ = c.UpgradeTo(loop.UpgradeOptions{}, loop.WSHandler{OnMessage: func(*loop.WSConn, bool, []byte) {}})
+			_, _ = UpgradeTo(c, Config{}, Handler{OnMessage: func(*Conn, bool, []byte) {}})
 		})
 	} else {
 		s.Handle("GET /ws", wsRSSTaskHandler)
@@ -249,4 +251,36 @@ func wsUpgradeRaw(addr string) (net.Conn, error) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// procStatusKB reads a "Name:   N kB" field of /proc/<pid>/status.
+func procStatusKB(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }

@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import (
 	"bufio"
@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/loop"
+
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,9 +30,9 @@ import (
 
 // wsEcho is a handler that echoes every message with its kind and reports how its read
 // loop ended on done (buffered).
-func wsEcho(done chan<- error) HandlerFunc {
-	return func(c *Ctx) {
-		w, err := c.Upgrade(UpgradeOptions{})
+func wsEcho(done chan<- error) loop.HandlerFunc {
+	return func(c *loop.Ctx) {
+		w, err := Upgrade(c, opts(c, Config{}))
 		if err != nil {
 			return
 		}
@@ -97,26 +99,8 @@ func recvErr(t testing.TB, ch <-chan error) error {
 	}
 }
 
-// onLoop runs fn on s's loop and waits for it.
-func onLoop(t testing.TB, s *Server, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	require.NoError(t, s.Loop(0).Post(func() { fn(); close(done) }))
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the loop did not run the function")
-	}
-}
-
-func wsStats(t testing.TB, s *Server) wsStatsDoc {
-	var doc wsStatsDoc
-	onLoop(t, s, func() { doc = s.wsSnapshot() })
-	return doc
-}
-
 func TestWSEchoSizes(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", wsEcho(nil)) })
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) { s.Handle("GET /ws", wsEcho(nil)) })
 	conn := wsDial(t, addr, "/ws", nil)
 	for _, n := range []int{0, 1, 125, 126, 127, 1000, 65535, 65536, 100_000, 1 << 20} {
 		for _, kind := range []int{websocket.TextMessage, websocket.BinaryMessage} {
@@ -143,7 +127,7 @@ func TestWSEchoSizes(t *testing.T) {
 // TestWSEchoFragmented sends messages in fragments (gorilla's NextWriter writes one frame
 // per write buffer), code points split between them, with pings in between.
 func TestWSEchoFragmented(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", wsEcho(nil)) })
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) { s.Handle("GET /ws", wsEcho(nil)) })
 	conn := wsDial(t, addr, "/ws", &websocket.Dialer{WriteBufferSize: 100, HandshakeTimeout: 10 * time.Second})
 	pongs := make(chan string, 16)
 	conn.SetPongHandler(func(s string) error { pongs <- s; return nil })
@@ -175,8 +159,8 @@ func TestWSEchoFragmented(t *testing.T) {
 // it answers.
 func TestWSServerPings(t *testing.T) {
 	done := make(chan error, 1)
-	_, addr := startServer(t, Config{WebSocket: WSConfig{PingInterval: 20 * time.Millisecond, PongTimeout: 5 * time.Second}},
-		func(s *Server) { s.Handle("GET /ws", wsEcho(done)) })
+	_, addr := startWS(t, loop.Config{}, Config{PingInterval: 20 * time.Millisecond, PongTimeout: 5 * time.Second},
+		func(s *loop.Server) { s.Handle("GET /ws", wsEcho(done)) })
 	conn := wsDial(t, addr, "/ws", nil)
 	pings := make(chan struct{}, 100)
 	conn.SetPingHandler(func(data string) error {
@@ -203,8 +187,8 @@ func TestWSServerPings(t *testing.T) {
 // and the handler learns why.
 func TestWSPingTimeout(t *testing.T) {
 	done := make(chan error, 1)
-	s, addr := startServer(t, Config{WebSocket: WSConfig{PingInterval: 20 * time.Millisecond, PongTimeout: 50 * time.Millisecond}},
-		func(s *Server) { s.Handle("GET /ws", wsEcho(done)) })
+	s, addr := startWS(t, loop.Config{}, Config{PingInterval: 20 * time.Millisecond, PongTimeout: 50 * time.Millisecond},
+		func(s *loop.Server) { s.Handle("GET /ws", wsEcho(done)) })
 	rc := wsRawDial(t, addr, "/ws")
 	require.ErrorIs(t, recvErr(t, done), ErrPingTimeout)
 	// The client sees a ping, then the end of the connection.
@@ -216,7 +200,7 @@ func TestWSPingTimeout(t *testing.T) {
 
 func TestWSCloseByClient(t *testing.T) {
 	done := make(chan error, 2)
-	_, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", wsEcho(done)) })
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) { s.Handle("GET /ws", wsEcho(done)) })
 	for _, code := range []int{1000, 4001} {
 		conn := wsDial(t, addr, "/ws", nil)
 		require.NoError(t, conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, "bye")))
@@ -236,9 +220,9 @@ func TestWSCloseByClient(t *testing.T) {
 
 func TestWSCloseByServer(t *testing.T) {
 	closed := make(chan error, 1)
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /close", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{})
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /close", func(c *loop.Ctx) {
+			w, err := Upgrade(c, opts(c, Config{}))
 			if err != nil {
 				return
 			}
@@ -246,19 +230,19 @@ func TestWSCloseByServer(t *testing.T) {
 			_, _, err = w.ReadMessage()
 			closed <- err
 		})
-		s.Handle("GET /return", func(c *Ctx) {
-			if _, err := c.Upgrade(UpgradeOptions{}); err != nil {
+		s.Handle("GET /return", func(c *loop.Ctx) {
+			if _, err := Upgrade(c, opts(c, Config{})); err != nil {
 				return
 			}
 		})
-		s.Handle("GET /panic", func(c *Ctx) {
-			if _, err := c.Upgrade(UpgradeOptions{}); err != nil {
+		s.Handle("GET /panic", func(c *loop.Ctx) {
+			if _, err := Upgrade(c, opts(c, Config{})); err != nil {
 				return
 			}
 			panic("handler bug")
 		})
-		s.Handle("GET /bad", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{})
+		s.Handle("GET /bad", func(c *loop.Ctx) {
+			w, err := Upgrade(c, opts(c, Config{}))
 			if err != nil {
 				return
 			}
@@ -269,7 +253,7 @@ func TestWSCloseByServer(t *testing.T) {
 	ce := wsExpectClose(t, conn, 4000) // gorilla answers the close frame as it reads it
 	require.Equal(t, "done", ce.Text)
 	require.NoError(t, recvErr(t, closed))
-	require.ErrorIs(t, recvErr(t, closed), ErrWSClosed)
+	require.ErrorIs(t, recvErr(t, closed), ErrClosed)
 
 	wsExpectClose(t, wsDial(t, addr, "/return", nil), 1000)
 	wsExpectClose(t, wsDial(t, addr, "/panic", nil), 1011)
@@ -283,9 +267,9 @@ func TestWSCloseByServer(t *testing.T) {
 // after CloseTimeout.
 func TestWSCloseTimeout(t *testing.T) {
 	closed := make(chan error, 1)
-	_, addr := startServer(t, Config{WebSocket: WSConfig{CloseTimeout: 50 * time.Millisecond}}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{})
+	_, addr := startWS(t, loop.Config{}, Config{CloseTimeout: 50 * time.Millisecond}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			w, err := Upgrade(c, opts(c, Config{}))
 			if err != nil {
 				return
 			}
@@ -294,7 +278,7 @@ func TestWSCloseTimeout(t *testing.T) {
 		})
 	})
 	rc := wsRawDial(t, addr, "/ws") // reads nothing, answers nothing
-	require.ErrorIs(t, recvErr(t, closed), ErrWSClosed)
+	require.ErrorIs(t, recvErr(t, closed), ErrClosed)
 	op, p, _ := rc.readFrame(t)
 	require.Equal(t, httpcodec.WSClose, op)
 	require.Equal(t, []byte{0x03, 0xe8}, p)
@@ -305,8 +289,8 @@ func TestWSCloseTimeout(t *testing.T) {
 func TestWSProtocolErrors(t *testing.T) {
 	done := make(chan error, 1)
 	var deferred atomic.Int32
-	_, addr := startServer(t, Config{WebSocket: WSConfig{MaxMessageBytes: 1000}}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
+	_, addr := startWS(t, loop.Config{}, Config{MaxMessageBytes: 1000}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
 			defer deferred.Add(1)
 			wsEcho(done)(c)
 		})
@@ -356,8 +340,8 @@ func TestWSAbruptDisconnect(t *testing.T) {
 	done := make(chan error, 1)
 	deferred := make(chan struct{})
 	var ctxErr atomic.Value
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
 			defer close(deferred)
 			wsEcho(done)(c)
 			ctxErr.Store(c.Context().Err())
@@ -368,7 +352,7 @@ func TestWSAbruptDisconnect(t *testing.T) {
 	_, _, err := conn.ReadMessage()
 	require.NoError(t, err)
 	require.NoError(t, conn.UnderlyingConn().Close())
-	require.ErrorIs(t, recvErr(t, done), ErrClientGone)
+	require.ErrorIs(t, recvErr(t, done), loop.ErrClientGone)
 	select {
 	case <-deferred:
 	case <-time.After(10 * time.Second):
@@ -382,10 +366,10 @@ func TestWSAbruptDisconnect(t *testing.T) {
 func TestWSSlowConsumerSend(t *testing.T) {
 	done := make(chan error, 1)
 	msg := NewPrepared(true, bytes.Repeat([]byte("s"), 16<<10))
-	s, addr := startServer(t, Config{LingerTimeout: 20 * time.Second, WebSocket: WSConfig{MaxQueuedBytes: 64 << 10, CloseTimeout: 20 * time.Second}},
-		func(s *Server) {
-			s.Handle("GET /ws", func(c *Ctx) {
-				w, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startWS(t, loop.Config{LingerTimeout: 20 * time.Second}, Config{MaxQueuedBytes: 64 << 10, CloseTimeout: 20 * time.Second},
+		func(s *loop.Server) {
+			s.Handle("GET /ws", func(c *loop.Ctx) {
+				w, err := Upgrade(c, opts(c, Config{}))
 				if err != nil {
 					return
 				}
@@ -412,10 +396,10 @@ func TestWSSlowConsumerSend(t *testing.T) {
 // StallTimeout gets ErrSlowConsumer; the connection is dropped and counted.
 func TestWSSlowConsumerStall(t *testing.T) {
 	done := make(chan error, 1)
-	s, addr := startServer(t, Config{WebSocket: WSConfig{MaxQueuedBytes: 64 << 10, StallTimeout: 100 * time.Millisecond}},
-		func(s *Server) {
-			s.Handle("GET /ws", func(c *Ctx) {
-				w, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startWS(t, loop.Config{}, Config{MaxQueuedBytes: 64 << 10, StallTimeout: 100 * time.Millisecond},
+		func(s *loop.Server) {
+			s.Handle("GET /ws", func(c *loop.Ctx) {
+				w, err := Upgrade(c, opts(c, Config{}))
 				if err != nil {
 					return
 				}
@@ -441,7 +425,7 @@ func TestWSSlowConsumerStall(t *testing.T) {
 // answers and reports them.
 func TestWSShutdownSends1001(t *testing.T) {
 	done := make(chan error, 2)
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t), WebSocket: WSConfig{CloseTimeout: 200 * time.Millisecond}})
+	s := newServer(t, loop.Config{}, Config{CloseTimeout: 200 * time.Millisecond})
 	s.Handle("GET /ws", wsEcho(done))
 	errc := serveInBackground(t, s)
 	addr := s.Addr().String()
@@ -459,7 +443,7 @@ func TestWSShutdownSends1001(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
-	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.ErrorIs(t, <-errc, loop.ErrServerClosed)
 	ce := <-got
 	require.NotNil(t, ce)
 	require.Equal(t, 1001, ce.Code)
@@ -467,18 +451,18 @@ func TestWSShutdownSends1001(t *testing.T) {
 	require.Equal(t, httpcodec.WSClose, op)
 	require.Equal(t, uint16(1001), binary.BigEndian.Uint16(p))
 	rep := s.DrainReport()
-	require.Equal(t, 1, rep.WebSocketsClosed)
-	require.Equal(t, 1, rep.WebSocketsForced)
+	require.Equal(t, 1, rep.TakeoversClosed)
+	require.Equal(t, 1, rep.TakeoversForced)
 	require.Equal(t, 2, rep.InFlight)
 	recvErr(t, done)
 	recvErr(t, done)
 }
 
 func TestWSUpgradeRefused(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("/ws", func(c *Ctx) { _, _ = c.Upgrade(UpgradeOptions{}) })
-		s.Handle("GET /only-game", func(c *Ctx) {
-			_, _ = c.Upgrade(UpgradeOptions{CheckOrigin: func(_ *Ctx, o string) bool { return o == "https://game.example" }})
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("/ws", func(c *loop.Ctx) { _, _ = Upgrade(c, opts(c, Config{})) })
+		s.Handle("GET /only-game", func(c *loop.Ctx) {
+			_, _ = Upgrade(c, Config{CheckOrigin: func(_ *loop.Ctx, o string) bool { return o == "https://game.example" }})
 		})
 	})
 	const good = "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: %s\r\n%s\r\n"
@@ -520,9 +504,9 @@ func TestWSUpgradeRefused(t *testing.T) {
 
 func TestWSMultiThreadRefused(t *testing.T) {
 	errs := make(chan error, 1)
-	_, addr := startServer(t, Config{MultiThread: true}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			_, err := c.Upgrade(UpgradeOptions{})
+	_, addr := startServer(t, loop.Config{MultiThread: true}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			_, err := Upgrade(c, opts(c, Config{}))
 			errs <- err
 		})
 	})
@@ -531,14 +515,14 @@ func TestWSMultiThreadRefused(t *testing.T) {
 	require.Equal(t, 501, resp.StatusCode)
 	body, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(body), "Config.MultiThread")
-	require.ErrorIs(t, recvErr(t, errs), ErrWSMultiThread)
+	require.ErrorIs(t, recvErr(t, errs), ErrMultiThread)
 }
 
 func TestWSSubprotocol(t *testing.T) {
 	got := make(chan string, 1)
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{Subprotocols: []string{"game.v2", "game.v1"}})
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			w, err := Upgrade(c, Config{Subprotocols: []string{"game.v2", "game.v1"}})
 			if err != nil {
 				return
 			}
@@ -554,11 +538,11 @@ func TestWSSubprotocol(t *testing.T) {
 // TestWSBroadcast: one prepared message reaches every member of a room; a departed member
 // is skipped.
 func TestWSBroadcast(t *testing.T) {
-	var room []*WSConn
+	var room []*Conn
 	joined := make(chan struct{}, 8)
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			w, err := Upgrade(c, opts(c, Config{}))
 			if err != nil {
 				return
 			}
@@ -600,7 +584,7 @@ func TestWSBroadcast(t *testing.T) {
 // TestWSStatsPage: the page shows the figures as JSON and as text; every JSON field is
 // defined in docs/accounting.md.
 func TestWSStatsPage(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
 		s.HandleStats("/debug/baton")
 		s.Handle("GET /ws", wsEcho(nil))
 	})
@@ -629,7 +613,7 @@ func TestWSStatsPage(t *testing.T) {
 	conns := doc["connections"].([]any)
 	require.Len(t, conns, 1)
 
-	docBytes, err := os.ReadFile("../docs/accounting.md")
+	docBytes, err := os.ReadFile("../../docs/accounting.md")
 	require.NoError(t, err)
 	docFile := string(docBytes)
 	var missing []string
@@ -737,9 +721,9 @@ func (r *wsRaw) expectEnd(t testing.TB) {
 func TestWSInputOverflow(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
-	s, addr := startServer(t, Config{WebSocket: WSConfig{MaxMessageBytes: 1000}}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startWS(t, loop.Config{}, Config{MaxMessageBytes: 1000}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			w, err := Upgrade(c, opts(c, Config{}))
 			if err != nil {
 				return
 			}
@@ -747,7 +731,7 @@ func TestWSInputOverflow(t *testing.T) {
 				done <- err
 				return
 			}
-			ev := NewEvent(s.loopRef)
+			ev := loop.NewEvent(s.Loop(0))
 			go func() { <-release; ev.Set() }()
 			_ = ev.Wait(c) // busy elsewhere: the next message waits
 			_, _, err = w.ReadMessage()
@@ -770,7 +754,7 @@ func TestWSInputOverflow(t *testing.T) {
 
 // TestWSStatsHandler: the admin handler serves the websockets page too.
 func TestWSStatsHandler(t *testing.T) {
-	s, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", wsEcho(nil)) })
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) { s.Handle("GET /ws", wsEcho(nil)) })
 	_ = wsDial(t, addr, "/ws", nil)
 	require.Eventually(t, func() bool { return wsStats(t, s).Open == 1 }, 10*time.Second, time.Millisecond)
 	rec := httptest.NewRecorder()
@@ -788,11 +772,11 @@ func TestWSStatsHandler(t *testing.T) {
 func TestWSUpgradeWhileDraining(t *testing.T) {
 	errs := make(chan error, 1)
 	started := make(chan struct{})
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
-	s.Handle("GET /ws", func(c *Ctx) {
+	s := newServer(t, loop.Config{}, Config{})
+	s.Handle("GET /ws", func(c *loop.Ctx) {
 		close(started)
 		_ = s.Draining().Wait(c)
-		_, err := c.Upgrade(UpgradeOptions{})
+		_, err := Upgrade(c, opts(c, Config{}))
 		errs <- err
 	})
 	errc := serveInBackground(t, s)
@@ -807,7 +791,7 @@ func TestWSUpgradeWhileDraining(t *testing.T) {
 	}()
 	<-started
 	require.NoError(t, s.Shutdown(context.Background()))
-	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.ErrorIs(t, <-errc, loop.ErrServerClosed)
 	require.ErrorContains(t, recvErr(t, errs), "shutting down")
 	r := <-res
 	require.Error(t, r.err)

@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
@@ -32,12 +34,12 @@ func TestWSPingFloodBounded(t *testing.T) {
 	for _, backlog := range []int{0, 16 << 20} {
 		name := map[bool]string{true: "backlog", false: "idle"}[backlog > 0]
 		t.Run(name, func(t *testing.T) {
-			s, addr := startServer(t, Config{WebSocket: WSConfig{MaxQueuedBytes: limit, StallTimeout: -1, PingInterval: -1}},
-				func(s *Server) {
+			s, addr := startWS(t, loop.Config{}, Config{MaxQueuedBytes: limit, StallTimeout: -1, PingInterval: -1},
+				func(s *loop.Server) {
 					s.Handle("GET /echo", wsEcho(nil))
-					s.Handle("GET /hello", func(c *Ctx) { c.String(200, "hello\n") })
-					s.Handle("GET /ws", func(c *Ctx) {
-						w, err := c.Upgrade(UpgradeOptions{})
+					s.Handle("GET /hello", func(c *loop.Ctx) { c.String(200, "hello\n") })
+					s.Handle("GET /ws", func(c *loop.Ctx) {
+						w, err := Upgrade(c, opts(c, Config{}))
 						if err != nil {
 							return
 						}
@@ -134,14 +136,14 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 			release := make(chan struct{})
 			got := make(chan string, 8)
 			done := make(chan error, 1)
-			s, addr := startServer(t, Config{}, func(s *Server) {
-				s.Handle("GET /ws", func(c *Ctx) {
-					ev := NewEvent(s.loopRef)
+			s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+				s.Handle("GET /ws", func(c *loop.Ctx) {
+					ev := loop.NewEvent(s.Loop(0))
 					go func() { <-release; ev.Set() }()
 					if form == "callback" {
-						_, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
-							OnMessage: func(w *WSConn, _ bool, p []byte) { got <- string(p) },
-							OnClose:   func(w *WSConn, err error) { done <- err },
+						_, err := UpgradeTo(c, opts(c, Config{}), Handler{
+							OnMessage: func(w *Conn, _ bool, p []byte) { got <- string(p) },
+							OnClose:   func(w *Conn, err error) { done <- err },
 						})
 						if err != nil {
 							return
@@ -149,7 +151,7 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 						_ = ev.Wait(c) // the handler has not returned: messages wait for it
 						return
 					}
-					w, err := c.Upgrade(UpgradeOptions{})
+					w, err := Upgrade(c, opts(c, Config{}))
 					if err != nil {
 						return
 					}
@@ -225,9 +227,11 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
 	var stop atomic.Bool
 	hogging := make(chan struct{})
-	s, addr := startServer(t, Config{WebSocket: WSConfig{SaturatedLag: 20 * time.Millisecond, SaturatedUtilisation: -1}}, func(s *Server) {
+	wcfg := Config{SaturatedLag: 20 * time.Millisecond, SaturatedUtilisation: -1}
+	lim := limitsOf(&wcfg)
+	s, addr := startWS(t, loop.Config{}, wcfg, func(s *loop.Server) {
 		s.Handle("GET /ws", wsEcho(nil))
-		s.Handle("GET /hog", func(c *Ctx) {
+		s.Handle("GET /hog", func(c *loop.Ctx) {
 			close(hogging)
 			for !stop.Load() {
 				for end := time.Now().Add(150 * time.Millisecond); time.Now().Before(end); {
@@ -250,7 +254,7 @@ func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
 	<-hogging
 	require.Eventually(t, func() bool {
 		var busy string
-		onLoop(t, s, func() { busy = s.wsSaturated() })
+		onLoop(t, s, func() { busy = saturated(s.Loop(0), &lim) })
 		return busy == "loop_lag"
 	}, 10*time.Second, time.Millisecond)
 
@@ -269,7 +273,7 @@ func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
 	// The admin page answers while the loop is saturated, and counts the refusal.
 	page, err := http.Get("http://" + addr + "/debug/websockets")
 	require.NoError(t, err)
-	var doc wsStatsDoc
+	var doc Stats
 	require.NoError(t, json.NewDecoder(page.Body).Decode(&doc))
 	_ = page.Body.Close()
 	require.Equal(t, 200, page.StatusCode)
@@ -279,7 +283,7 @@ func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
 	require.NoError(t, <-hogDone)
 	require.Eventually(t, func() bool {
 		var busy string
-		onLoop(t, s, func() { busy = s.wsSaturated() })
+		onLoop(t, s, func() { busy = saturated(s.Loop(0), &lim) })
 		return busy == ""
 	}, 10*time.Second, time.Millisecond)
 	conn = wsDial(t, addr, "/ws", nil)

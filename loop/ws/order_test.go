@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
@@ -22,13 +24,11 @@ import (
 // once, in sequence, intact.
 func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
 	const size, first, later = 8 << 10, 64, 64
-	var room []*WSConn
+	var room []*Conn
 	joined := make(chan struct{}, 1)
-	cfg := Config{}
-	cfg.WebSocket.MaxQueuedBytes = 64 << 20
-	s, addr := startServer(t, cfg, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			w, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startWS(t, loop.Config{}, Config{MaxQueuedBytes: 64 << 20}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			w, err := Upgrade(c, opts(c, Config{}))
 			if err != nil {
 				return
 			}
@@ -51,7 +51,7 @@ func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
 	conn := wsDial(t, addr, "/ws", d)
 	<-joined
 	onLoop(t, s, func() { // a small send buffer too, so that the socket fills soon
-		require.NoError(t, unix.SetsockoptInt(room[0].cs.gc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10))
+		require.NoError(t, unix.SetsockoptInt(room[0].rc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10))
 	})
 	msg := func(seq int) *PreparedMessage {
 		p := make([]byte, size)
@@ -72,7 +72,7 @@ func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
 	}
 	send(0, first) // 512 KiB queued while the client reads nothing
 	var backlog int
-	onLoop(t, s, func() { backlog = room[0].cs.gc.OutboundBuffered() })
+	onLoop(t, s, func() { backlog = room[0].rc.Queued() })
 	require.Positive(t, backlog, "the socket took everything: the test did not reach gnet's buffer")
 	done := make(chan error, 1)
 	go func() {
@@ -94,6 +94,6 @@ func TestWSWriteOrderAcrossPartialWrites(t *testing.T) {
 	send(first, later) // to the socket while gnet is empty, behind gnet's buffer otherwise
 	require.NoError(t, <-done, "messages lost, duplicated or out of order")
 	var after int
-	onLoop(t, s, func() { after = room[0].cs.gc.OutboundBuffered() })
+	onLoop(t, s, func() { after = room[0].rc.Queued() })
 	assert.Zero(t, after)
 }

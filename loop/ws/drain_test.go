@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
@@ -22,11 +24,11 @@ func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
 		t.Run(fmt.Sprintf("multithread=%v", mt), func(t *testing.T) {
 			const players = 12
 			var mu sync.Mutex
-			var conns []*WSConn // the loop's; read by the hook on the loop
+			var conns []*Conn // the loop's; read by the hook on the loop
 			joined := make(chan struct{}, players)
-			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t), MultiThread: mt})
-			s.Handle("GET /ws", func(c *Ctx) {
-				w, err := c.Upgrade(UpgradeOptions{})
+			s := newServer(t, loop.Config{MultiThread: mt}, Config{})
+			s.Handle("GET /ws", func(c *loop.Ctx) {
+				w, err := Upgrade(c, Config{})
 				if err != nil {
 					return
 				}
@@ -79,7 +81,7 @@ func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
 			}
 			assert.Equal(t, players, saw, "players that saw the final state before the close")
 			require.NoError(t, <-shut)
-			require.ErrorIs(t, <-errc, ErrServerClosed)
+			require.ErrorIs(t, <-errc, loop.ErrServerClosed)
 		})
 	}
 }

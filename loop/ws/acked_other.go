@@ -1,6 +1,6 @@
 //go:build !linux
 
-package loop
+package ws
 
 // bytesAcked reports 0 where the socket's acknowledged bytes cannot be read: the pong
 // timeout then runs from the ping, whatever the client reads meanwhile.

@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import "golang.org/x/sys/unix"
 
@@ -6,6 +6,9 @@ import "golang.org/x/sys/unix"
 // (tcpi_bytes_acked), or 0 if it cannot be read. Only output the client took moves it:
 // bytes the server queues do not. Loop-confined (it reads a connection's fd).
 func bytesAcked(fd int) uint64 {
+	if fd < 0 {
+		return 0
+	}
 	ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 	if err != nil {
 		return 0

@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
+	"golang.org/x/sys/unix"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
@@ -40,15 +43,15 @@ func TestWSPingBehindBacklogSlowReader(t *testing.T) {
 		pong     = 500 * time.Millisecond
 	)
 	wrote := make(chan error, 1)
-	s, addr := startServer(t, Config{WebSocket: WSConfig{
-		PingInterval: 20 * time.Millisecond, PongTimeout: pong, MaxQueuedBytes: 6 << 20}},
-		func(s *Server) {
-			s.Handle("GET /ws", func(c *Ctx) {
-				w, err := c.Upgrade(UpgradeOptions{})
+	s, addr := startWS(t, loop.Config{}, Config{
+		PingInterval: 20 * time.Millisecond, PongTimeout: pong, MaxQueuedBytes: 6 << 20},
+		func(s *loop.Server) {
+			s.Handle("GET /ws", func(c *loop.Ctx) {
+				w, err := Upgrade(c, opts(c, Config{}))
 				if err == nil {
 					// A fixed send buffer: the kernel's autotuning would queue megabytes
 					// ahead of each ping, and the test would take seconds a ping.
-					err = c.conn.gc.SetWriteBuffer(64 << 10)
+					err = unix.SetsockoptInt(w.rc.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 64<<10)
 				}
 				if err == nil {
 					p := make([]byte, msgBytes)
@@ -96,5 +99,5 @@ func TestWSPingBehindBacklogSlowReader(t *testing.T) {
 	require.Zero(t, st.PingTimeouts)
 	require.Equal(t, 1, st.Open)
 	require.NoError(t, conn.Close())
-	require.ErrorIs(t, recvErr(t, wrote), ErrClientGone)
+	require.ErrorIs(t, recvErr(t, wrote), loop.ErrClientGone)
 }

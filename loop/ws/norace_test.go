@@ -1,6 +1,6 @@
 //go:build !race
 
-package loop_test
+package ws
 
 // wsRaceEnabled: memory figures mean nothing under the race detector.
 const wsRaceEnabled = false

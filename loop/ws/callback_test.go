@@ -1,4 +1,4 @@
-package loop
+package ws
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
@@ -17,17 +19,17 @@ import (
 
 // wsCallbackEcho is a handler that upgrades in the callback form, echoes every message
 // and reports OnClose's error on closed (buffered).
-func wsCallbackEcho(closed chan<- error) HandlerFunc {
-	return func(c *Ctx) {
-		_, _ = c.UpgradeTo(UpgradeOptions{}, WSHandler{
-			OnMessage: func(w *WSConn, bin bool, p []byte) {
+func wsCallbackEcho(closed chan<- error) loop.HandlerFunc {
+	return func(c *loop.Ctx) {
+		_, _ = UpgradeTo(c, opts(c, Config{}), Handler{
+			OnMessage: func(w *Conn, bin bool, p []byte) {
 				if bin {
 					_ = w.WriteBinary(p)
 				} else {
 					_ = w.WriteText(p)
 				}
 			},
-			OnClose: func(w *WSConn, err error) {
+			OnClose: func(w *Conn, err error) {
 				if closed != nil {
 					closed <- err
 				}
@@ -41,17 +43,17 @@ func wsCallbackEcho(closed chan<- error) HandlerFunc {
 func TestWSCallbackEcho(t *testing.T) {
 	closed := make(chan error, 1)
 	readErr := make(chan error, 1)
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			w, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
-				OnMessage: func(w *WSConn, bin bool, p []byte) {
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			w, err := UpgradeTo(c, opts(c, Config{}), Handler{
+				OnMessage: func(w *Conn, bin bool, p []byte) {
 					if bin {
 						_ = w.WriteBinary(p)
 					} else {
 						_ = w.WriteText(p)
 					}
 				},
-				OnClose: func(w *WSConn, err error) { closed <- err },
+				OnClose: func(w *Conn, err error) { closed <- err },
 			})
 			require.NoError(t, err)
 			_, _, err = w.ReadMessage()
@@ -59,7 +61,7 @@ func TestWSCallbackEcho(t *testing.T) {
 		})
 	})
 	conn := wsDial(t, addr, "/ws", nil)
-	require.ErrorIs(t, recvErr(t, readErr), ErrWSCallbackForm)
+	require.ErrorIs(t, recvErr(t, readErr), ErrCallbackForm)
 	var sent uint64
 	for _, n := range []int{0, 1, 125, 126, 65535, 65536, 300 << 10} {
 		p := bytes.Repeat([]byte{'a' + byte(n%26)}, n)
@@ -84,9 +86,9 @@ func TestWSCallbackEcho(t *testing.T) {
 	require.Len(t, st.Connections, 1)
 	assert.Equal(t, "callback", st.Connections[0].Form)
 	assert.EqualValues(t, 7, st.Connections[0].MessagesIn)
-	var inflight int
-	onLoop(t, s, func() { inflight = s.inflight })
-	assert.Zero(t, inflight, "the handler returned: no request in flight")
+	snap, err := s.Snapshot(context.Background(), loop.ViewAdmission)
+	require.NoError(t, err)
+	assert.Zero(t, snap.Admission.InFlight, "the handler returned: no request in flight")
 
 	require.NoError(t, conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, "bye")))
 	wsExpectClose(t, conn, 1000)
@@ -102,7 +104,7 @@ func TestWSCallbackEcho(t *testing.T) {
 // the *httpcodec.WSError.
 func TestWSCallbackProtocolErrors(t *testing.T) {
 	closed := make(chan error, 1)
-	_, addr := startServer(t, Config{WebSocket: WSConfig{MaxMessageBytes: 1000}}, func(s *Server) {
+	_, addr := startWS(t, loop.Config{}, Config{MaxMessageBytes: 1000}, func(s *loop.Server) {
 		s.Handle("GET /ws", wsCallbackEcho(closed))
 	})
 	mask := []byte{1, 2, 3, 4}
@@ -131,16 +133,16 @@ func TestWSCallbackProtocolErrors(t *testing.T) {
 	}
 }
 
-// TestWSCallbackAbruptDisconnect: a client that vanishes runs OnClose with ErrClientGone.
+// TestWSCallbackAbruptDisconnect: a client that vanishes runs OnClose with loop.ErrClientGone.
 func TestWSCallbackAbruptDisconnect(t *testing.T) {
 	closed := make(chan error, 1)
-	s, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", wsCallbackEcho(closed)) })
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) { s.Handle("GET /ws", wsCallbackEcho(closed)) })
 	conn := wsDial(t, addr, "/ws", nil)
 	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("x")))
 	_, _, err := conn.ReadMessage()
 	require.NoError(t, err)
 	require.NoError(t, conn.UnderlyingConn().Close())
-	require.ErrorIs(t, recvErr(t, closed), ErrClientGone)
+	require.ErrorIs(t, recvErr(t, closed), loop.ErrClientGone)
 	require.Zero(t, wsStats(t, s).Open)
 }
 
@@ -152,11 +154,11 @@ func TestWSCallbackSlowConsumer(t *testing.T) {
 			closed := make(chan error, 1)
 			got := make(chan error, 1)
 			msg := NewPrepared(true, bytes.Repeat([]byte("s"), 16<<10))
-			s, addr := startServer(t, Config{LingerTimeout: 20 * time.Second, WebSocket: WSConfig{MaxQueuedBytes: 64 << 10, CloseTimeout: 20 * time.Second}},
-				func(s *Server) {
-					s.Handle("GET /ws", func(c *Ctx) {
-						_, _ = c.UpgradeTo(UpgradeOptions{}, WSHandler{
-							OnMessage: func(w *WSConn, _ bool, _ []byte) {
+			s, addr := startWS(t, loop.Config{LingerTimeout: 20 * time.Second}, Config{MaxQueuedBytes: 64 << 10, CloseTimeout: 20 * time.Second},
+				func(s *loop.Server) {
+					s.Handle("GET /ws", func(c *loop.Ctx) {
+						_, _ = UpgradeTo(c, opts(c, Config{}), Handler{
+							OnMessage: func(w *Conn, _ bool, _ []byte) {
 								for i := 0; ; i++ {
 									var err error
 									if how == "send" {
@@ -171,7 +173,7 @@ func TestWSCallbackSlowConsumer(t *testing.T) {
 									require.Less(t, i, 1000, "the queue bound never applied")
 								}
 							},
-							OnClose: func(w *WSConn, err error) { closed <- err },
+							OnClose: func(w *Conn, err error) { closed <- err },
 						})
 					})
 				})
@@ -191,7 +193,7 @@ func TestWSCallbackSlowConsumer(t *testing.T) {
 // waits for the answer, reports it and runs OnClose.
 func TestWSCallbackShutdownSends1001(t *testing.T) {
 	closed := make(chan error, 2)
-	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t), WebSocket: WSConfig{CloseTimeout: 200 * time.Millisecond}})
+	s := newServer(t, loop.Config{}, Config{CloseTimeout: 200 * time.Millisecond})
 	s.Handle("GET /ws", wsCallbackEcho(closed))
 	errc := serveInBackground(t, s)
 	addr := s.Addr().String()
@@ -209,7 +211,7 @@ func TestWSCallbackShutdownSends1001(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
-	require.ErrorIs(t, <-errc, ErrServerClosed)
+	require.ErrorIs(t, <-errc, loop.ErrServerClosed)
 	ce := <-got
 	require.NotNil(t, ce)
 	require.Equal(t, 1001, ce.Code)
@@ -217,8 +219,8 @@ func TestWSCallbackShutdownSends1001(t *testing.T) {
 	require.Equal(t, httpcodec.WSClose, op)
 	require.Equal(t, uint16(1001), binary.BigEndian.Uint16(p))
 	rep := s.DrainReport()
-	require.Equal(t, 1, rep.WebSocketsClosed)
-	require.Equal(t, 1, rep.WebSocketsForced)
+	require.Equal(t, 1, rep.TakeoversClosed)
+	require.Equal(t, 1, rep.TakeoversForced)
 	require.Zero(t, rep.InFlight, "callback-form connections hold no request")
 	require.Error(t, recvErr(t, closed))
 	require.Error(t, recvErr(t, closed))
@@ -228,16 +230,16 @@ func TestWSCallbackShutdownSends1001(t *testing.T) {
 // runs OnClose, and the loop serves on.
 func TestWSCallbackPanic(t *testing.T) {
 	closed := make(chan error, 2)
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /ws", func(c *Ctx) {
-			_, _ = c.UpgradeTo(UpgradeOptions{}, WSHandler{
-				OnMessage: func(w *WSConn, _ bool, p []byte) {
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /ws", func(c *loop.Ctx) {
+			_, _ = UpgradeTo(c, opts(c, Config{}), Handler{
+				OnMessage: func(w *Conn, _ bool, p []byte) {
 					if string(p) == "boom" {
 						panic("boom")
 					}
 					_ = w.WriteText(p)
 				},
-				OnClose: func(w *WSConn, err error) { closed <- err },
+				OnClose: func(w *Conn, err error) { closed <- err },
 			})
 		})
 	})
@@ -254,23 +256,20 @@ func TestWSCallbackPanic(t *testing.T) {
 	require.Equal(t, "still here", string(p))
 	st := wsStats(t, s)
 	require.Equal(t, uint64(1), st.CallbackPanics)
-	var panics uint64
-	onLoop(t, s, func() { panics = s.panics })
-	require.Equal(t, uint64(1), panics)
 }
 
 // TestWSCallbackMessagesWaitForHandler: a message that arrives while the handler still runs
 // after UpgradeTo waits for it to return, then runs OnMessage with no further input.
 func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
-	var release *Event
+	var release *loop.Event
 	got := make(chan string, 1)
 	handlerReturned := false
-	s, addr := startServer(t, Config{}, func(s *Server) {
-		release = NewEvent(s.loopRef)
-		s.Handle("GET /ws", func(c *Ctx) {
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		release = loop.NewEvent(s.Loop(0))
+		s.Handle("GET /ws", func(c *loop.Ctx) {
 			defer func() { handlerReturned = true }()
-			_, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
-				OnMessage: func(w *WSConn, _ bool, p []byte) {
+			_, err := UpgradeTo(c, opts(c, Config{}), Handler{
+				OnMessage: func(w *Conn, _ bool, p []byte) {
 					if !handlerReturned {
 						got <- "before the handler returned"
 						return
@@ -289,10 +288,8 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var n int
 		onLoop(t, s, func() {
-			for _, cs := range s.conns.all {
-				if cs.ws != nil {
-					n = cs.gc.InboundBuffered() + len(cs.ws.queue) - cs.ws.queueOff
-				}
+			for _, w := range stateOf(s.Loop(0)).conns {
+				n = len(w.queue) - w.queueOff
 			}
 		})
 		return n > 0
@@ -311,18 +308,18 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 	}
 }
 
-// TestWSCallbackRoom: callback-form members in one []*WSConn: a member's message is
+// TestWSCallbackRoom: callback-form members in one []*Conn: a member's message is
 // broadcast from OnMessage; members leave in OnClose (never inside the Broadcast), and a
 // slow member closed by the Broadcast leaves the room without disturbing it.
 func TestWSCallbackRoom(t *testing.T) {
 	const members = 5
-	var room []*WSConn
+	var room []*Conn
 	inBroadcast := false
 	left := make(chan error, members+1)
-	s, addr := startServer(t, Config{LingerTimeout: 20 * time.Second, WebSocket: WSConfig{MaxQueuedBytes: 64 << 10}}, func(s *Server) {
-		s.Handle("GET /room", func(c *Ctx) {
-			w, err := c.UpgradeTo(UpgradeOptions{}, WSHandler{
-				OnMessage: func(w *WSConn, _ bool, p []byte) {
+	s, addr := startWS(t, loop.Config{LingerTimeout: 20 * time.Second}, Config{MaxQueuedBytes: 64 << 10}, func(s *loop.Server) {
+		s.Handle("GET /room", func(c *loop.Ctx) {
+			w, err := UpgradeTo(c, opts(c, Config{}), Handler{
+				OnMessage: func(w *Conn, _ bool, p []byte) {
 					inBroadcast = true
 					m := NewPrepared(false, p)
 					n := 1
@@ -334,7 +331,7 @@ func TestWSCallbackRoom(t *testing.T) {
 					}
 					inBroadcast = false
 				},
-				OnClose: func(w *WSConn, err error) {
+				OnClose: func(w *Conn, err error) {
 					if inBroadcast {
 						left <- errors.New("OnClose ran inside the Broadcast")
 						return
@@ -376,33 +373,28 @@ func TestWSCallbackRoom(t *testing.T) {
 	require.EqualValues(t, members, wsStats(t, s).SlowConsumerCloses)
 }
 
-// TestWSIdleReleasesBuffers: once a connection has been idle for wsIdleRelease, the sweep
-// gives back its output buffer and (task form) its message buffer, in both forms.
+// TestWSIdleReleasesBuffers: once a connection has been idle for idleRelease, the sweep
+// gives back its message buffer (the engine gives back the output buffer of every taken
+// connection: TestTakeoverReleasesIdleOutput).
 func TestWSIdleReleasesBuffers(t *testing.T) {
-	for _, form := range []string{"task", "callback"} {
+	for _, form := range []string{"task"} { // the callback form holds no message buffer
 		t.Run(form, func(t *testing.T) {
 			h := wsEcho(nil)
-			if form == "callback" {
-				h = wsCallbackEcho(nil)
-			}
-			s, addr := startServer(t, Config{}, func(s *Server) { s.Handle("GET /ws", h) })
+			s, addr := startServer(t, loop.Config{}, func(s *loop.Server) { s.Handle("GET /ws", h) })
 			conn := wsDial(t, addr, "/ws", nil)
 			require.NoError(t, conn.WriteMessage(websocket.BinaryMessage, make([]byte, 4000)))
 			_, _, err := conn.ReadMessage()
 			require.NoError(t, err)
-			held := func() (out, buf int) {
+			held := func() (buf int) {
 				onLoop(t, s, func() {
-					for _, cs := range s.conns.all {
-						if cs.ws != nil {
-							out, buf = cap(cs.out), cap(cs.ws.buf)
-						}
+					for _, w := range stateOf(s.Loop(0)).conns {
+						buf = cap(w.buf)
 					}
 				})
-				return out, buf
+				return buf
 			}
-			out, buf := held()
-			require.Positive(t, out+buf, "the echo left no buffer to give back")
-			require.Eventually(t, func() bool { out, buf := held(); return out == 0 && buf == 0 }, 10*time.Second, 5*time.Millisecond)
+			require.Positive(t, held(), "the echo left no buffer to give back")
+			require.Eventually(t, func() bool { return held() == 0 }, 10*time.Second, 5*time.Millisecond)
 			// And the connection still works.
 			require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("again")))
 			_, p, err := conn.ReadMessage()
