@@ -74,7 +74,7 @@ type Server struct {
 	done      chan struct{}          // closed when ListenAndServe has returned, or at a stop before start
 	dateBytes atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
 	mtWG      sync.WaitGroup         // multi-thread handler goroutines and net/http adapter goroutines
-	eco       ecosystem              // the net/http adapter's gate, the request record (nethttp.go, accesslog.go)
+	doneRec   RequestRecord          // loop-owned: the record handed to Config.OnRequestDone, reused (accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
 	statsReg  *statsRegistry  // AddStats's sections, shared by every shard (statsections.go)

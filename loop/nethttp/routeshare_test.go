@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"context"
@@ -11,12 +11,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/offload"
 )
 
 // httpGateStats returns the stats of the offload gate named name, and whether it exists.
-func httpGateStats(s *Server, name string) (offload.GateStats, bool) {
-	for _, g := range s.snapshotOffload().Gates {
+func httpGateStats(s *loop.Server, name string) (offload.GateStats, bool) {
+	snap, err := s.Snapshot(context.Background(), loop.ViewOffload)
+	if err != nil {
+		return offload.GateStats{}, false
+	}
+	for _, g := range snap.Offload.Gates {
 		if g.Name == name {
 			return g, true
 		}
@@ -33,15 +38,16 @@ func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var stuck atomic.Int32
-	s, addr := startServer(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxConcurrent: 4, MaxQueue: 4, AbandonAfter: 200 * time.Millisecond}}, func(s *Server) {
-		s.HandleHTTP("GET /bad", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		mount(t, s, Config{MaxConcurrent: 4, MaxQueue: 4, AbandonAfter: 200 * time.Millisecond})
+		handle(t, s, "GET /bad", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			stuck.Add(1)
 			<-release // ignores r.Context()
 		}))
-		s.HandleHTTP("GET /good", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handle(t, s, "GET /good", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "good\n")
 		}))
-		s.HandleHTTP("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+		handle(t, s, "GET /debug/pprof/", http.HandlerFunc(pprof.Index))
 	})
 	get := func(path string) (int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -98,8 +104,8 @@ func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
 
 func TestHTTPAdapterConfigRouteShare(t *testing.T) {
 	for _, v := range []float64{-0.1, 1.5} {
-		err := Config{HTTPAdapter: HTTPAdapterConfig{MaxRouteShare: v}}.Validate()
-		require.ErrorContains(t, err, "Config.HTTPAdapter.MaxRouteShare")
+		err := Config{MaxRouteShare: v}.Validate()
+		require.ErrorContains(t, err, "nethttp: Config.MaxRouteShare")
 	}
-	require.NoError(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxRouteShare: 1, AbandonAfter: -1}}.Validate())
+	require.NoError(t, Config{MaxRouteShare: 1, AbandonAfter: -1}.Validate())
 }
