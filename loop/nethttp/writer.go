@@ -27,8 +27,8 @@ type writer struct {
 	written  int64
 	buf      []byte
 	head     *head // built when the head is committed
-	flushed  bool      // something was handed to the task before the end
-	err      error     // sticky: what writes return
+	flushed  bool  // something was handed to the task before the end
+	err      error // sticky: what writes return
 }
 
 var (
