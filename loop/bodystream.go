@@ -185,14 +185,6 @@ func (p *bodyPipe) fail(err error) {
 	p.wake()
 }
 
-// streamedBody returns c's streamed body, or nil when its route does not stream bodies or
-// the request has none.
-func (c *Ctx) streamedBody() io.ReadCloser {
-	if c.stream == nil {
-		return nil
-	}
-	return c.stream
-}
 
 // postStream runs fn on the loop for p's connection if p is still its streamed body.
 func (s *Server) postStream(p *bodyPipe, fn func(*Server, *conn)) {

@@ -76,7 +76,7 @@ func (r *chainRig) pumpUntil(t *testing.T, n int) []*http.Response {
 		}
 		require.False(t, time.Now().After(deadline), "timed out waiting for %d responses; got %q", n, r.fc.out.String())
 		_ = r.s.runDoor()
-		time.Sleep(time.Millisecond) // a goroutine's work (HandleHTTP) finishes meanwhile
+		time.Sleep(time.Millisecond) // a goroutine's work (a multi-thread handler) finishes meanwhile
 	}
 }
 

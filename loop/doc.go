@@ -74,13 +74,13 @@
 //
 // # Ecosystem
 //
-// Server.HandleHTTP mounts net/http handlers (run off the loop); Config.OnRequestDone and
+// Package loop/nethttp mounts net/http handlers (run off the loop); Config.OnRequestDone and
 // package loop/accesslog give an access log; Server.Snapshot returns the stats pages' figures as
 // structs, which the promexport module exports to Prometheus; HandleStats and StatsHandler
 // also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
 // ExampleLoop_Every (a stoppable tick), ExampleServer_Shutdown (a drain),
-// ExampleCtx_Upgrade and ExampleCtx_UpgradeTo (WebSocket in both forms),
-// and ExampleServer_HandleHTTP.
+// and ExampleCtx_Upgrade and ExampleCtx_UpgradeTo (WebSocket in both forms); each
+// feature package has its own.
 package loop

@@ -134,7 +134,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	if cs.ws != nil {
 		return s.wsTraffic(cs)
 	}
-	if cs.stream != nil { // a net/http handler's body is streaming (nethttp_body.go)
+	if cs.stream != nil { // a streamed request body (StreamBody; bodystream.go)
 		s.streamTraffic(cs)
 	}
 	if cs.busy() || cs.blocked {

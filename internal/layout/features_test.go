@@ -13,6 +13,11 @@ import (
 // the accounting recorders are the engine's own parts, not an API.
 var engineOnly = []string{module + "/internal/scheduler", module + "/internal/recorder"}
 
+// featurePackages are the feature packages split off loop so far: each must exist and is
+// held to TestFeaturePackagesUseTheEngineAPI's rules (as is any other package under loop/
+// but looptest).
+var featurePackages = []string{"loop/accesslog", "loop/health", "loop/nethttp", "loop/ratelimit", "loop/room", "loop/sse"}
+
 // TestFeaturePackagesUseTheEngineAPI checks the split of loop (docs/design.md, "loop and its
 // feature packages"): a feature package under loop/ is a client of loop's exported API and
 // reaches no other feature package except through loop; loop (the engine) imports no
@@ -26,6 +31,7 @@ func TestFeaturePackagesUseTheEngineAPI(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} | {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"/...").Output()
 	require.NoError(t, err, "go list: %s", stderrOf(err))
 	features := 0
+	found := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
@@ -36,6 +42,7 @@ func TestFeaturePackagesUseTheEngineAPI(t *testing.T) {
 		feature := strings.HasPrefix(pkg, module+"/loop/") && pkg != module+"/loop/looptest"
 		if feature {
 			features++
+			found[strings.TrimPrefix(pkg, module+"/")] = true
 		}
 		for _, imp := range imps {
 			if imp == "|" {
@@ -56,4 +63,7 @@ func TestFeaturePackagesUseTheEngineAPI(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, features, 3, "the feature packages under loop/ were not found")
+	for _, want := range featurePackages {
+		assert.True(t, found[want], "feature package %s not found under loop/ (it is checked as one)", want)
+	}
 }
