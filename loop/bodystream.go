@@ -185,7 +185,6 @@ func (p *bodyPipe) fail(err error) {
 	p.wake()
 }
 
-
 // postStream runs fn on the loop for p's connection if p is still its streamed body.
 func (s *Server) postStream(p *bodyPipe, fn func(*Server, *conn)) {
 	_ = s.post(func() {
