@@ -83,13 +83,13 @@ type Ctx struct {
 	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
 	noBody    bool // a streamed response whose status allows no body (204, 304): writes are refused
-	sized     bool // a StreamLength body: remain bytes are still owed (responseframing.go)
-	remain    int64
-	trailer   []byte // trailer lines added with Stream.Trailer, sent after a chunked body
-	aborted   bool   // a panic cut a streamed body short: the connection must close
-	isHead    bool   // HEAD request: no body is sent
-	closeConn bool   // the response says Connection: close
-	mustClose bool   // decided at dispatch: the connection closes after this response
+	sized     bool // a StreamLength body (responseframing.go)
+	owed      bool // a StreamLength body with bytes still to write: a short body
+	trailers  bool // hdrArena holds trailer lines (Stream.Trailer), no longer the head's headers
+	aborted   bool // a panic cut a streamed body short: the connection must close
+	isHead    bool // HEAD request: no body is sent
+	closeConn bool // the response says Connection: close
+	mustClose bool // decided at dispatch: the connection closes after this response
 
 	// Loop-owned bookkeeping.
 	acceptedAt int64 // loop nanotime when the head was parsed
@@ -148,7 +148,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
-	c.noBody, c.sized, c.remain, c.trailer = false, false, 0, c.trailer[:0]
+	c.noBody, c.sized, c.owed, c.trailers = false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
@@ -488,7 +488,10 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 // single-thread mode a Write that brings the bytes written in one slice to 32 KiB yields,
 // so many streams share the loop. Use it only from the handler that created it, before the
 // handler returns.
-type Stream struct{ c *Ctx }
+type Stream struct {
+	c      *Ctx
+	remain int64 // a StreamLength body's bytes still to write
+}
 
 // Write appends p to the response and hands it to the connection (see Stream). It returns
 // ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
@@ -505,7 +508,7 @@ func (w *Stream) Write(p []byte) (int, error) {
 		return 0, ErrClientGone
 	}
 	if c.sized {
-		if err := c.sizedWrite(p); err != nil {
+		if err := w.sizedWrite(p); err != nil {
 			return 0, err
 		}
 	}

@@ -196,7 +196,7 @@ func (s *Server) finishRequest(c *Ctx) {
 	case headHandler:
 		if c.chunked && !c.aborted && !c.isHead {
 			c.appendBodyEnd() // responseframing.go
-		} else if c.sized && c.remain > 0 && !c.isHead {
+		} else if c.owed && !c.isHead {
 			c.aborted = true // a body shorter than its Content-Length: only a close tells the client
 		}
 	}

@@ -33,9 +33,9 @@ func (c *Ctx) StreamLength(status int, contentType string, length int64) *Stream
 	}
 	if c.writeHead(status, contentType, cl, false) {
 		c.streaming, c.noBody = true, noBody
-		c.sized, c.remain = !noBody, length
+		c.sized, c.owed = !noBody, !noBody && length > 0
 	}
-	return &Stream{c: c}
+	return &Stream{c: c, remain: length}
 }
 
 // CloseConnection makes the connection close after this response: a response head
@@ -57,30 +57,36 @@ func (w *Stream) Trailer(name, value string) {
 		panic("loop: trailer " + name + " is set by the server")
 	}
 	c := w.c
-	c.trailer = append(c.trailer, name...)
-	c.trailer = append(c.trailer, ": "...)
-	c.trailer = append(c.trailer, value...)
-	c.trailer = append(c.trailer, "\r\n"...)
+	if !c.trailers {
+		// The head is written (a Stream exists): its headers' bytes are no longer read, so
+		// the arena holds the trailer lines now, and Ctx stays within its size class.
+		c.hdrs, c.hdrArena, c.trailers = c.hdrs[:0], c.hdrArena[:0], true
+	}
+	c.hdrArena = append(c.hdrArena, name...)
+	c.hdrArena = append(c.hdrArena, ": "...)
+	c.hdrArena = append(c.hdrArena, value...)
+	c.hdrArena = append(c.hdrArena, "\r\n"...)
 }
 
 // sizedWrite counts p against a StreamLength body and reports http.ErrContentLength past
 // it. From the handler's task.
-func (c *Ctx) sizedWrite(p []byte) error {
-	if int64(len(p)) > c.remain {
+func (w *Stream) sizedWrite(p []byte) error {
+	if int64(len(p)) > w.remain {
 		return http.ErrContentLength
 	}
-	c.remain -= int64(len(p))
+	w.remain -= int64(len(p))
+	w.c.owed = w.remain > 0
 	return nil
 }
 
 // appendBodyEnd ends a chunked body: the last chunk, then the trailers if the handler
 // added any.
 func (c *Ctx) appendBodyEnd() {
-	if len(c.trailer) == 0 {
+	if !c.trailers {
 		c.out = httpcodec.AppendFinalChunk(c.out)
 		return
 	}
 	c.out = append(c.out, "0\r\n"...)
-	c.out = append(c.out, c.trailer...)
+	c.out = append(c.out, c.hdrArena...)
 	c.out = append(c.out, "\r\n"...)
 }

@@ -68,13 +68,17 @@ func (x *exchange) serve(c *loop.Ctx) {
 			}
 			continue
 		}
-		// Copied under mu: once the writer's wait for the ack ends (its context done), it
-		// reuses its buffer.
-		x.scratch = append(x.scratch[:0], x.data...)
+		// A flush's bytes are copied under mu: once the writer's wait for the ack ends (its
+		// context done) it reuses its buffer. A final message's are not: the writer is done.
+		data := x.data
+		if msg == msgFlush {
+			x.scratch = append(x.scratch[:0], data...)
+			data = x.scratch
+		}
 		h := x.head
 		x.msg, x.data = msgNone, nil
 		x.mu.Unlock()
-		err := x.apply(c, h, x.scratch, msg)
+		err := x.apply(c, h, data, msg)
 		if msg == msgFinal {
 			x.end(c)
 			return

@@ -275,7 +275,11 @@ func (a *Adapter) request(c *loop.Ctx) (*http.Request, io.ReadCloser, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	hdr := make(http.Header, 8)
+	n := 0
+	for range c.Headers() {
+		n++
+	}
+	hdr := make(http.Header, n)
 	var host string
 	hasClose, hasKeepAlive := false, false
 	for name, v := range c.Headers() {
