@@ -109,3 +109,30 @@ func TestHTTPAdapterConfigRouteShare(t *testing.T) {
 	}
 	require.NoError(t, Config{MaxRouteShare: 1, AbandonAfter: -1}.Validate())
 }
+
+// TestAdapterOnShards: with two loops, one Adapter serves the requests of both through its
+// one gate (the process's: MaxConcurrent bounds every loop's handlers together).
+func TestAdapterOnShards(t *testing.T) {
+	var loops [2]atomic.Int32
+	s, addr := startServer(t, loop.Config{Shards: 2}, func(s *loop.Server) {
+		s.Use(func(next loop.HandlerFunc) loop.HandlerFunc {
+			return func(c *loop.Ctx) {
+				loops[c.Loop().Index()].Add(1)
+				next(c)
+			}
+		})
+		mount(t, s, Config{MaxConcurrent: 3})
+		handle(t, s, "GET /where", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "ok")
+		}))
+	})
+	require.Eventually(t, func() bool {
+		resp, body := dial(t, addr).get("/where") // a new connection each time: the kernel spreads them
+		mustStatus(t, resp, 200)
+		require.Equal(t, "ok", body)
+		return loops[0].Load() > 0 && loops[1].Load() > 0
+	}, 10*time.Second, time.Millisecond, "both loops serve the adapter's route")
+	g, ok := httpGateStats(s, "net/http")
+	require.True(t, ok)
+	require.Equal(t, 3, g.Size, "one gate for the process")
+}
