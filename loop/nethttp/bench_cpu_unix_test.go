@@ -32,7 +32,7 @@ func BenchmarkHTTPAdapterCPU(b *testing.B) {
 			b.ResetTimer()
 			c.roundTrips(b, b.N)
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU(b) - before).Nanoseconds())/float64(b.N), "cpu-ns/req")
+			b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/float64(b.N), "cpu-ns/req")
 		})
 	}
 }
