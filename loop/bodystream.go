@@ -33,8 +33,9 @@ var errBodyCut = errors.New("loop: request body cut: the client sent more than C
 
 // StreamBody makes a route's handler start as soon as the request head is routed, before
 // its body has arrived, and read the body as it arrives: Ctx.Body is then empty and
-// Ctx.BodyReader returns the streamed body, an io.ReadCloser safe for use by one goroutine
-// at a time, from the handler's task or from any goroutine the handler hands it to.
+// Ctx.BodyReader returns the streamed body, an io.ReadCloser for one reader at a time: the
+// handler's own task, or a goroutine off the loop the handler hands it to (never another
+// task of the loop: a Read on the loop parks the request's task).
 //
 // Read waits until bytes arrive: on the loop (a single-thread handler) it parks the task,
 // elsewhere it blocks its goroutine. It returns io.EOF after the last byte,
