@@ -45,14 +45,15 @@ var errBodyCut = errors.New("loop: request body cut: the client sent more than C
 // reader (then the connection closes after the response). A Read with an empty buffer
 // never waits: it returns (0, nil) while the body is going well, and the error the body
 // ended with once its bytes are read (and *http.MaxBytesError at once): a handler that
-// did not read the body asks it why. "Expect: 100-continue" is answered at the first Read with a non-empty buffer,
-// unless the response head went out first. Close makes later Reads fail; the rest of the
-// body is dropped and the connection closes after the response. The loop holds at most
-// 64 KiB of decoded body per request plus Config.MaxBufferedInput of input. A body the
-// handler leaves unread when it returns is dropped and its connection closed.
+// did not read the body asks it why. "Expect: 100-continue" is answered at the first
+// Read with a non-empty buffer, unless the response head went out first. Close makes
+// later Reads fail; the rest of the body is dropped and the connection closes after the
+// response. The loop holds at most 64 KiB of decoded body per request plus
+// Config.MaxBufferedInput of input. A body the handler leaves unread when it returns is
+// dropped and its connection closed.
 //
 // loop/nethttp mounts net/http handlers with it (their Request.Body); a native handler
-// that consumes an upload as it arrives uses it too.
+// that consumes an upload as it arrives uses it too. Any goroutine.
 func StreamBody() RouteOption {
 	return RouteOption{apply: func(r *route) { r.streamBody = true }}
 }

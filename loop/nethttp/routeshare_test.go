@@ -30,7 +30,7 @@ func httpGateStats(s *loop.Server, name string) (offload.GateStats, bool) {
 }
 
 // TestHTTPRouteCannotShutOutOthers: one net/http route whose handlers ignore their
-// context and never return does not shut out the other HandleHTTP routes, pprof included.
+// context and never return does not shut out the Adapter's other routes, pprof included.
 // Its requests hold at most its share of the shared gate while its clients wait, and once
 // they left, its handlers stop counting against the gate after the grace period, so the
 // gate is free again although their goroutines still run.
@@ -81,7 +81,7 @@ func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
 	t.Logf("bad clients waiting: %d bad handlers running, shared gate %d/%d in use, %d waiting", stuck.Load(), g.InUse, g.Size, g.Waiting)
 
 	code, err := get("/good")
-	require.NoError(t, err, "another HandleHTTP route answers while the bad route's clients wait")
+	require.NoError(t, err, "another route of the Adapter answers while the bad route's clients wait")
 	require.Equal(t, 200, code)
 	code, err = get("/debug/pprof/")
 	require.NoError(t, err, "pprof answers while the bad route's clients wait")
