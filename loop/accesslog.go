@@ -28,7 +28,7 @@ type RequestRecord struct {
 // requestDone fills a record for c, which finished at now (loop clock), and calls the
 // hook. Loop-confined.
 func (s *Server) requestDone(c *Ctx, now int64) {
-	r := &s.eco.rec // reused: the record is valid only during the call
+	r := &s.doneRec // reused: the record is valid only during the call
 	*r = RequestRecord{
 		Method: c.Method(), Route: c.pattern, Path: unsafeString(c.req.Path), Status: c.status,
 		Bytes: c.bytesOut, Remote: c.remote, TaskID: c.Task.idOrZero(),

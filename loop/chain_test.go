@@ -76,7 +76,7 @@ func (r *chainRig) pumpUntil(t *testing.T, n int) []*http.Response {
 		}
 		require.False(t, time.Now().After(deadline), "timed out waiting for %d responses; got %q", n, r.fc.out.String())
 		_ = r.s.runDoor()
-		time.Sleep(time.Millisecond) // a goroutine's work (HandleHTTP) finishes meanwhile
+		time.Sleep(time.Millisecond) // a goroutine's work (a multi-thread handler) finishes meanwhile
 	}
 }
 
@@ -229,16 +229,16 @@ func TestChainHandlerPanicsMidBatch(t *testing.T) {
 }
 
 // TestChainStopsAtWhatNeedsServe: inline answers (404) are given inside a chain, and a
-// request with a body, a head split across reads and a HandleHTTP route (whose task a
+// request with a body, a head split across reads and a StreamBody route (whose task a
 // chain queues rather than runs) stop it; everything is answered in order.
 func TestChainStopsAtWhatNeedsServe(t *testing.T) {
 	r := newChainRig(t, Config{}, func(s *Server) {
 		echoRoutes(s)
 		s.Handle("POST /echo", func(c *Ctx) { c.String(200, "echo:"+string(c.Body())) })
-		s.HandleHTTP("POST /http", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			b, _ := io.ReadAll(req.Body)
-			_, _ = io.WriteString(w, "http:"+string(b))
-		}))
+		s.Handle("POST /http", func(c *Ctx) {
+			b, _ := io.ReadAll(c.BodyReader())
+			c.String(200, "http:"+string(b))
+		}, StreamBody())
 	})
 	post := func(path, body string) string {
 		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body

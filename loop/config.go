@@ -180,10 +180,6 @@ type Config struct {
 	// LockOSThread, New logs a warning and CPU time is not measured.
 	CPUClock bool
 
-	// HTTPAdapter bounds the net/http handlers mounted with HandleHTTP or HTTPHandler
-	// (how many run at once, how many wait). Its zero value gives the defaults.
-	HTTPAdapter HTTPAdapterConfig
-
 	// OnRequestDone, if set, is called on the loop when a request finishes (its response
 	// complete, its figures final), with its record: see RequestRecord and
 	// package loop/accesslog. It must not block or park. Default nil: nothing is called (the
@@ -299,9 +295,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueueLength > 0 && c.RequestConcurrency == 0 {
 		return fmt.Errorf("loop: Config.MaxQueueLength (%d) needs Config.RequestConcurrency: without a limit nothing ever queues", c.MaxQueueLength)
-	}
-	if err := c.HTTPAdapter.Validate(); err != nil {
-		return err
 	}
 	if err := c.Offload.Validate(); err != nil {
 		var ce *offload.ConfigError

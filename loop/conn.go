@@ -77,8 +77,8 @@ type conn struct {
 	// running, parked or queued for admission. At most one of them is set.
 	pending *Ctx
 	ctx     *Ctx
-	// stream is the body pipe of ctx while the loop feeds it (HandleHTTP routes;
-	// nethttp_body.go); nil otherwise.
+	// stream is the body pipe of ctx while the loop feeds it (StreamBody routes;
+	// bodystream.go); nil otherwise.
 	stream *bodyPipe
 
 	out []byte // output gathered for one write
@@ -400,7 +400,7 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 			_, _ = cs.gc.Discard(-1)
 			return nil, false
 		}
-		if c.route.streamBody { // HandleHTTP: the handler reads the body as it arrives
+		if c.route.streamBody { // StreamBody: the handler reads the body as it arrives
 			s.startStream(cs, c)
 			return nil, false
 		}

@@ -69,7 +69,7 @@ type Ctx struct {
 	req     httpcodec.Request // views into arena, or into gnet's read buffer while headInBuf
 	arena   []byte
 	body    []byte
-	stream  *bodyPipe // the streamed body (HandleHTTP routes), nil otherwise
+	stream  *bodyPipe // the streamed body (StreamBody routes; bodystream.go), nil otherwise
 	reader  bytes.Reader
 	params  router.Params
 	pattern string
@@ -83,6 +83,9 @@ type Ctx struct {
 	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
 	noBody    bool // a streamed response whose status allows no body (204, 304): writes are refused
+	sized     bool // a StreamLength body (responseframing.go)
+	owed      bool // a StreamLength body with bytes still to write: a short body
+	trailers  bool // hdrArena holds trailer lines (Stream.Trailer), no longer the head's headers
 	aborted   bool // a panic cut a streamed body short: the connection must close
 	isHead    bool // HEAD request: no body is sent
 	closeConn bool // the response says Connection: close
@@ -145,7 +148,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
-	c.noBody = false
+	c.noBody, c.sized, c.owed, c.trailers = false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
@@ -177,6 +180,19 @@ var commonMethods = [...]string{"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH",
 
 // Path returns the request path as sent (not unescaped), without the query.
 func (c *Ctx) Path() string { return string(c.req.Path) }
+
+// RequestURI returns the request-target as sent in the request line: "/p?q" usually,
+// "http://host/p?q" from a client talking to a proxy, "*" for "OPTIONS *" (what net/http
+// calls Request.RequestURI).
+func (c *Ctx) RequestURI() string { return string(c.req.Target) }
+
+// Proto returns the request's protocol version, "HTTP/1.1" or "HTTP/1.0".
+func (c *Ctx) Proto() string {
+	if c.req.ProtoMinor == 0 {
+		return "HTTP/1.0"
+	}
+	return "HTTP/1.1"
+}
 
 // RawQuery returns the query string without the '?', as sent.
 func (c *Ctx) RawQuery() string { return string(c.req.RawQuery) }
@@ -266,8 +282,13 @@ func (c *Ctx) Value(key any) any {
 // is valid until the handler returns; copy what you keep.
 func (c *Ctx) Body() []byte { return c.body }
 
-// BodyReader returns the request body as an io.Reader, valid until the handler returns.
+// BodyReader returns the request body as an io.Reader, valid until the handler returns. On
+// a route registered with StreamBody, a request with a body gets its streamed body: an
+// io.ReadCloser that reads the body as it arrives (see StreamBody).
 func (c *Ctx) BodyReader() io.Reader {
+	if c.stream != nil {
+		return c.stream
+	}
 	c.reader.Reset(c.body)
 	return &c.reader
 }
@@ -467,7 +488,10 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 // single-thread mode a Write that brings the bytes written in one slice to 32 KiB yields,
 // so many streams share the loop. Use it only from the handler that created it, before the
 // handler returns.
-type Stream struct{ c *Ctx }
+type Stream struct {
+	c      *Ctx
+	remain int64 // a StreamLength body's bytes still to write
+}
 
 // Write appends p to the response and hands it to the connection (see Stream). It returns
 // ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
@@ -482,6 +506,11 @@ func (w *Stream) Write(p []byte) (int, error) {
 	}
 	if err := c.Err(); errors.Is(err, context.Canceled) {
 		return 0, ErrClientGone
+	}
+	if c.sized {
+		if err := w.sizedWrite(p); err != nil {
+			return 0, err
+		}
 	}
 	if len(p) == 0 || c.isHead {
 		return len(p), nil

@@ -18,13 +18,14 @@ type route struct {
 	pattern string
 	exempt  bool // not subject to admission control (RequestConcurrency)
 	// streamBody: the request is admitted once its head is routed and its body is streamed
-	// to the handler (HandleHTTP; nethttp_body.go).
+	// to the handler (StreamBody; bodystream.go).
 	streamBody bool
 	acct       *recorder.Route
 	labels     context.Context // pprof labels of the route (Config.ProfileLabels), made once
 }
 
-// RouteOption changes how a route registered with Handle is served. Build one with Exempt.
+// RouteOption changes how a route registered with Handle is served. Build one with Exempt
+// or StreamBody.
 type RouteOption struct{ apply func(*route) }
 
 // Exempt exempts a route from the request concurrency limit and its queue, so that health,
@@ -194,14 +195,16 @@ func (s *Server) finishRequest(c *Ctx) {
 		c.respond(200, "", nil)
 	case headHandler:
 		if c.chunked && !c.aborted && !c.isHead {
-			c.out = httpcodec.AppendFinalChunk(c.out)
+			c.appendBodyEnd() // responseframing.go
+		} else if c.owed && !c.isHead {
+			c.aborted = true // a body shorter than its Content-Length: only a close tells the client
 		}
 	}
 	s.deliver(c)
 	if cs.stream != nil { // the handler returned before its body was read
 		s.endStream(cs, true)
 	}
-	if cs.raw == nil && (c.closeConn || c.aborted || (c.streaming && !c.chunked && !c.noBody)) {
+	if cs.raw == nil && (c.closeConn || c.aborted || c.mustClose || (c.streaming && !c.chunked && !c.noBody && !c.sized)) {
 		cs.closeAfterResponse() // a taken connection is its protocol's to close
 	}
 	cs.ctx = nil

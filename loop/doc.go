@@ -76,12 +76,12 @@
 //
 // # Ecosystem
 //
-// Server.HandleHTTP mounts net/http handlers (run off the loop); Config.OnRequestDone and
+// Package loop/nethttp mounts net/http handlers (run off the loop); Config.OnRequestDone and
 // package loop/accesslog give an access log; Server.Snapshot returns the stats pages' figures as
 // structs, which the promexport module exports to Prometheus; HandleStats and StatsHandler
 // also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
-// ExampleLoop_Every (a stoppable tick), ExampleServer_Shutdown (a drain),
-// and ExampleServer_HandleHTTP; package loop/ws has its own (WebSocket in both forms).
+// ExampleLoop_Every (a stoppable tick) and ExampleServer_Shutdown (a drain); each feature
+// package has its own (loop/ws: WebSocket in both forms; loop/nethttp: net/http handlers).
 package loop

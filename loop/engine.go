@@ -135,7 +135,7 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 		s.rawTraffic(cs)
 		return gnet.None
 	}
-	if cs.stream != nil { // a net/http handler's body is streaming (nethttp_body.go)
+	if cs.stream != nil { // a streamed request body (StreamBody; bodystream.go)
 		s.streamTraffic(cs)
 	}
 	if cs.busy() || cs.blocked {

@@ -30,6 +30,17 @@ func TestMain(m *testing.M) {
 // goleakOptions ignores gnet's package-level worker pool (see leakcheck.GnetPool).
 var goleakOptions = leakcheck.GnetPool()
 
+// bothModes runs f in single-thread and multi-thread mode.
+func bothModes(t *testing.T, f func(t *testing.T, multi bool)) {
+	for _, multi := range []bool{false, true} {
+		name := "single"
+		if multi {
+			name = "multi"
+		}
+		t.Run(name, func(t *testing.T) { f(t, multi) })
+	}
+}
+
 // quietLogger drops logs below Error unless -v is given.
 func quietLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {

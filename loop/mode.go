@@ -211,3 +211,28 @@ func (goroutineMode) offLoop(_ *Ctx, fn func()) { fn() }
 // reuseCtx is false: a goroutine may still hold a finished Ctx (a late write after the
 // handler deadline answered for it).
 func (goroutineMode) reuseCtx() bool { return false }
+
+// MayBlock reports whether the task may block its thread: true for a multi-thread
+// request handler (Config.MultiThread: a goroutine of its own), false for a task on the
+// loop, which must park instead (its Sleep, Await and offloaded calls do). It is the one
+// fact of the mode a feature may read: loop/nethttp runs a net/http handler (which blocks)
+// right on a task that may block, and on a goroutine of its own, parking the task, on one
+// that may not. From the task.
+func (t *Task) MayBlock() bool { return t.g != nil }
+
+// RunOffLoop runs fn on a goroutine of its own, off the loops, counted with the handler
+// goroutines of multi-thread mode: once the loops have stopped, ListenAndServe waits for
+// it until the Shutdown context ends, then logs it and abandons it (a goroutine cannot be
+// killed). For a feature whose handlers block (loop/nethttp runs net/http handlers so);
+// fn must end once the request it serves has ended (its context is cancelled then). Any
+// goroutine.
+func (s *Server) RunOffLoop(fn func()) {
+	s.mtWG.Add(1)
+	go s.runOffLoop(fn) // a method, not a closure: no allocation of its own
+}
+
+// runOffLoop is the body of a RunOffLoop goroutine.
+func (s *Server) runOffLoop(fn func()) {
+	defer s.mtWG.Done()
+	fn()
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"net/http"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -49,15 +48,20 @@ func TestProfileLabelsSplitCPUByRoute(t *testing.T) {
 	bothModes(t, func(t *testing.T, multi bool) {
 		_, addr := startServer(t, Config{MultiThread: multi, ProfileLabels: true}, func(s *Server) {
 			s.Handle("GET /spin", spin)
-			s.HandleHTTP("GET /nethttp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				burnSink.Add(int64(burn(spinWork)))
-				_, _ = w.Write([]byte("spun"))
-			}))
+			s.Handle("GET /offloop", func(c *Ctx) { // what loop/nethttp does for a net/http handler
+				ev := NewEvent(c.Loop())
+				s.RunOffLoop(func() {
+					burnSink.Add(int64(burn(spinWork)))
+					ev.Set()
+				})
+				_ = ev.Wait(c)
+				c.String(200, "spun")
+			})
 		})
 		var prof bytes.Buffer
 		require.NoError(t, pprof.StartCPUProfile(&prof))
 		var wg sync.WaitGroup
-		for _, path := range []string{"/spin", "/nethttp"} {
+		for _, path := range []string{"/spin", "/offloop"} {
 			c := dial(t, addr)
 			c.send("GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n")
 			wg.Add(1)
@@ -76,7 +80,7 @@ func TestProfileLabelsSplitCPUByRoute(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("samples by route label: %v", byLabel)
 		assert.Positive(t, byLabel["GET /spin"], "no CPU sample labelled with the spinning route")
-		assert.Positive(t, byLabel["GET /nethttp"], "the net/http handler's goroutine inherits the route's label")
+		assert.Positive(t, byLabel["GET /offloop"], "a RunOffLoop goroutine inherits the route's label")
 	})
 }
 

@@ -74,8 +74,8 @@ type Server struct {
 	ready     chan struct{}          // closed when the loop is reachable (or it never will be)
 	done      chan struct{}          // closed when ListenAndServe has returned, or at a stop before start
 	dateBytes atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
-	mtWG      sync.WaitGroup         // multi-thread handler goroutines and net/http adapter goroutines
-	eco       ecosystem              // the net/http adapter's gate, the request record (nethttp.go, accesslog.go)
+	mtWG      sync.WaitGroup         // multi-thread handler goroutines and RunOffLoop goroutines (loop/nethttp)
+	doneRec   RequestRecord          // loop-owned: the record handed to Config.OnRequestDone, reused (accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
 	statsReg  *statsRegistry  // AddStats's sections, shared by every shard (statsections.go)
@@ -428,7 +428,7 @@ func (s *Server) waitHandlerGoroutines() {
 		select {
 		case <-done: // they returned as the context ended
 		default:
-			s.log.Warn("loop: handler goroutines (Config.MultiThread or net/http adapter) still running at the shutdown deadline: abandoned; they ignore their request's context",
+			s.log.Warn("loop: handler goroutines (Config.MultiThread or Server.RunOffLoop) still running at the shutdown deadline: abandoned; they ignore their request's context",
 				"err", ctx.Err())
 		}
 	}

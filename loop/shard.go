@@ -26,7 +26,7 @@ const shardFailDrain = 10 * time.Second
 // engine, door, scheduler, connections, admission, accounting, rooms and WebSocket table),
 // built from the same Config by New. The one New returns is shard 0 and also the face of
 // the whole: ListenAndServe, Shutdown, Ready, Done, Addr, DrainReport, Snapshot and the
-// stats pages cover every shard, and Handle, HandleHTTP, Use, Group and HandleStats
+// stats pages cover every shard, and Handle, Use, Group and HandleStats
 // register on every shard. Every other method (Post, Go,
 // Every, OnDrain, HoldDrain, Draining, NewGate, NewFuture and the other constructors that
 // take a Server) is about that Server's own shard. Nothing of a shard's loop-owned state is

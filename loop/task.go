@@ -229,7 +229,9 @@ func (t *Task) offloadKey() string {
 // OffloadHook lends the task to the offload package: offload.Do, offload.Copy and
 // offload.Gate.Enter take a *Task or a *Ctx and park it through this hook (the server's
 // pool, the route or task name as the lane key, and the task's park). Part of
-// offload.Caller; not for other use.
+// offload.Caller; besides the offload package, a feature that parks its task until another
+// goroutine resumes it uses the hook's Suspend (loop/nethttp does, while a net/http
+// handler runs). From the task.
 func (t *Task) OffloadHook() offload.Hook {
 	if t.suspendFn == nil {
 		t.suspendFn = t.suspend

@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonrt/baton/loop"
 )
 
 // BenchmarkHTTPAdapter compares one keep-alive client's round trips, interleaved in one
@@ -21,11 +23,11 @@ func BenchmarkHTTPAdapter(b *testing.B) {
 	})
 	ref := httptest.NewServer(hello)
 	b.Cleanup(ref.Close)
-	_, native := startServer(b, Config{}, func(s *Server) {
-		s.Handle("GET /", func(c *Ctx) { c.Bytes(200, "text/plain", []byte("Hello, World!")) })
+	_, native := startServer(b, loop.Config{}, func(s *loop.Server) {
+		s.Handle("GET /", func(c *loop.Ctx) { c.Bytes(200, "text/plain", []byte("Hello, World!")) })
 	})
-	_, single := startServer(b, Config{}, func(s *Server) { s.HandleHTTP("/", hello) })
-	_, multi := startServer(b, Config{MultiThread: true}, func(s *Server) { s.HandleHTTP("/", hello) })
+	_, single := startServer(b, loop.Config{}, func(s *loop.Server) { handle(b, s, "/", hello) })
+	_, multi := startServer(b, loop.Config{MultiThread: true}, func(s *loop.Server) { handle(b, s, "/", hello) })
 	targets := []struct{ name, addr string }{
 		{"native", native}, {"adapter-single", single}, {"adapter-multi", multi},
 		{"net/http", strings.TrimPrefix(ref.URL, "http://")},

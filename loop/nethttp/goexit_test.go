@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,17 +19,17 @@ func TestHTTPAdapterGoexit(t *testing.T) {
 	for _, multi := range []bool{false, true} {
 		name := map[bool]string{false: "loop", true: "multithread"}[multi]
 		t.Run(name, func(t *testing.T) {
-			_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) {
-				s.HandleHTTP("GET /exit", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) {
+				handle(t, s, "GET /exit", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					runtime.Goexit()
 				}))
-				s.HandleHTTP("GET /exit-after-head", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				handle(t, s, "GET /exit-after-head", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					w.Header().Set("Content-Length", "100")
 					_, _ = io.WriteString(w, "part")
 					w.(http.Flusher).Flush()
 					runtime.Goexit()
 				}))
-				s.HandleHTTP("GET /ok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				handle(t, s, "GET /ok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					_, _ = io.WriteString(w, "ok\n")
 				}))
 			})
@@ -60,4 +61,26 @@ func TestHTTPAdapterGoexit(t *testing.T) {
 			require.Equal(t, "ok\n", string(body))
 		})
 	}
+}
+
+// TestWriteHeader101Refused: a net/http handler's WriteHeader(101) panics (the adapter has
+// no http.Hijacker, so no protocol switch could follow): the client gets 500 and the
+// pipelined request behind it is answered. Both modes.
+func TestWriteHeader101Refused(t *testing.T) {
+	bothModes(t, func(t *testing.T, multi bool) {
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) {
+			handle(t, s, "GET /http101", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(101)
+				_, _ = w.Write([]byte("x"))
+			}))
+			s.Handle("GET /next", func(c *loop.Ctx) { c.String(200, "next") })
+		})
+		c := dial(t, addr)
+		c.send("GET /http101 HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, _ := c.read("GET")
+		require.Equal(t, 500, resp.StatusCode)
+		resp, body := c.read("GET")
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, "next", body)
+	})
 }

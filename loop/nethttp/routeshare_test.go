@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"context"
@@ -11,12 +11,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/offload"
 )
 
 // httpGateStats returns the stats of the offload gate named name, and whether it exists.
-func httpGateStats(s *Server, name string) (offload.GateStats, bool) {
-	for _, g := range s.snapshotOffload().Gates {
+func httpGateStats(s *loop.Server, name string) (offload.GateStats, bool) {
+	snap, err := s.Snapshot(context.Background(), loop.ViewOffload)
+	if err != nil {
+		return offload.GateStats{}, false
+	}
+	for _, g := range snap.Offload.Gates {
 		if g.Name == name {
 			return g, true
 		}
@@ -25,7 +30,7 @@ func httpGateStats(s *Server, name string) (offload.GateStats, bool) {
 }
 
 // TestHTTPRouteCannotShutOutOthers: one net/http route whose handlers ignore their
-// context and never return does not shut out the other HandleHTTP routes, pprof included.
+// context and never return does not shut out the Adapter's other routes, pprof included.
 // Its requests hold at most its share of the shared gate while its clients wait, and once
 // they left, its handlers stop counting against the gate after the grace period, so the
 // gate is free again although their goroutines still run.
@@ -33,15 +38,16 @@ func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var stuck atomic.Int32
-	s, addr := startServer(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxConcurrent: 4, MaxQueue: 4, AbandonAfter: 200 * time.Millisecond}}, func(s *Server) {
-		s.HandleHTTP("GET /bad", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		mount(t, s, Config{MaxConcurrent: 4, MaxQueue: 4, AbandonAfter: 200 * time.Millisecond})
+		handle(t, s, "GET /bad", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			stuck.Add(1)
 			<-release // ignores r.Context()
 		}))
-		s.HandleHTTP("GET /good", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handle(t, s, "GET /good", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "good\n")
 		}))
-		s.HandleHTTP("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+		handle(t, s, "GET /debug/pprof/", http.HandlerFunc(pprof.Index))
 	})
 	get := func(path string) (int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -75,7 +81,7 @@ func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
 	t.Logf("bad clients waiting: %d bad handlers running, shared gate %d/%d in use, %d waiting", stuck.Load(), g.InUse, g.Size, g.Waiting)
 
 	code, err := get("/good")
-	require.NoError(t, err, "another HandleHTTP route answers while the bad route's clients wait")
+	require.NoError(t, err, "another route of the Adapter answers while the bad route's clients wait")
 	require.Equal(t, 200, code)
 	code, err = get("/debug/pprof/")
 	require.NoError(t, err, "pprof answers while the bad route's clients wait")
@@ -98,8 +104,35 @@ func TestHTTPRouteCannotShutOutOthers(t *testing.T) {
 
 func TestHTTPAdapterConfigRouteShare(t *testing.T) {
 	for _, v := range []float64{-0.1, 1.5} {
-		err := Config{HTTPAdapter: HTTPAdapterConfig{MaxRouteShare: v}}.Validate()
-		require.ErrorContains(t, err, "Config.HTTPAdapter.MaxRouteShare")
+		err := Config{MaxRouteShare: v}.Validate()
+		require.ErrorContains(t, err, "nethttp: Config.MaxRouteShare")
 	}
-	require.NoError(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxRouteShare: 1, AbandonAfter: -1}}.Validate())
+	require.NoError(t, Config{MaxRouteShare: 1, AbandonAfter: -1}.Validate())
+}
+
+// TestAdapterOnShards: with two loops, one Adapter serves the requests of both through its
+// one gate (the process's: MaxConcurrent bounds every loop's handlers together).
+func TestAdapterOnShards(t *testing.T) {
+	var loops [2]atomic.Int32
+	s, addr := startServer(t, loop.Config{Shards: 2}, func(s *loop.Server) {
+		s.Use(func(next loop.HandlerFunc) loop.HandlerFunc {
+			return func(c *loop.Ctx) {
+				loops[c.Loop().Index()].Add(1)
+				next(c)
+			}
+		})
+		mount(t, s, Config{MaxConcurrent: 3})
+		handle(t, s, "GET /where", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "ok")
+		}))
+	})
+	require.Eventually(t, func() bool {
+		resp, body := dial(t, addr).get("/where") // a new connection each time: the kernel spreads them
+		mustStatus(t, resp, 200)
+		require.Equal(t, "ok", body)
+		return loops[0].Load() > 0 && loops[1].Load() > 0
+	}, 10*time.Second, time.Millisecond, "both loops serve the adapter's route")
+	g, ok := httpGateStats(s, "net/http")
+	require.True(t, ok)
+	require.Equal(t, 3, g.Size, "one gate for the process")
 }

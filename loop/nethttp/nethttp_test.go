@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"bufio"
@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -184,7 +185,7 @@ func TestHTTPAdapterParity(t *testing.T) {
 		mux := parityMux(t)
 		ref := httptest.NewServer(mux)
 		t.Cleanup(ref.Close)
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("/", mux) })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) { handle(t, s, "/", mux) })
 		refClient, batonClient := httpClient(t), httpClient(t)
 		for _, pr := range parityRequests {
 			t.Run(pr.method+" "+pr.path, func(t *testing.T) {
@@ -262,7 +263,7 @@ func TestHTTPAdapterRequestBody(t *testing.T) {
 			// The body streams: a read may return less than the buffer (a chunk's end).
 			fmt.Fprintf(w, "%d %d %v %v %s", r.ContentLength, n, reads >= n/4096, r.TransferEncoding, hex.EncodeToString(sum.Sum(nil)))
 		})
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("POST /upload", h) })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) { handle(t, s, "POST /upload", h) })
 		payload := make([]byte, size)
 		_, _ = rand.Read(payload)
 		sum := sha256.Sum256(payload)
@@ -312,7 +313,7 @@ func TestHTTPAdapterStreamedResponse(t *testing.T) {
 				}
 			}
 		})
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("GET /events", h) })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) { handle(t, s, "GET /events", h) })
 		resp, err := httpClient(t).Get("http://" + addr + "/events")
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -348,9 +349,9 @@ func TestHTTPAdapterSlowClientBlocksHandler(t *testing.T) {
 				written.Add(int64(len(chunk)))
 			}
 		})
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) {
-			s.HandleHTTP("GET /flood", h)
-			s.Handle("GET /ping", func(c *Ctx) { c.String(200, "pong") })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) {
+			handle(t, s, "GET /flood", h)
+			s.Handle("GET /ping", func(c *loop.Ctx) { c.String(200, "pong") })
 		})
 		slow := dial(t, addr)
 		slow.send("GET /flood HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -393,7 +394,7 @@ func TestHTTPAdapterDisconnectCancels(t *testing.T) {
 			<-r.Context().Done()
 			causes <- context.Cause(r.Context())
 		})
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("GET /wait", h) })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) { handle(t, s, "GET /wait", h) })
 		c := dial(t, addr)
 		c.send("GET /wait HTTP/1.1\r\nHost: t\r\n\r\n")
 		waitRecv(t, started)
@@ -416,8 +417,8 @@ func TestHTTPAdapterShutdownDeadlineCancels(t *testing.T) {
 			<-r.Context().Done()
 			close(ended)
 		})
-		s := New(Config{Addr: "127.0.0.1:0", MultiThread: multi, Logger: quietLogger(t)})
-		s.HandleHTTP("GET /wait", h)
+		s := loop.New(loop.Config{Addr: "127.0.0.1:0", MultiThread: multi, Logger: quietLogger(t)})
+		handle(t, s, "GET /wait", h)
 		errc := serveInBackground(t, s)
 		c := dial(t, s.Addr().String())
 		c.send("GET /wait HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -426,7 +427,7 @@ func TestHTTPAdapterShutdownDeadlineCancels(t *testing.T) {
 		cancel() // the deadline has passed already
 		assert.ErrorIs(t, s.Shutdown(ctx), context.Canceled)
 		waitRecv(t, ended)
-		assert.ErrorIs(t, <-errc, ErrServerClosed)
+		assert.ErrorIs(t, <-errc, loop.ErrServerClosed)
 	})
 }
 
@@ -434,17 +435,17 @@ func TestHTTPAdapterShutdownDeadlineCancels(t *testing.T) {
 // response short; the server goes on serving.
 func TestHTTPAdapterPanic(t *testing.T) {
 	bothModes(t, func(t *testing.T, multi bool) {
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) {
-			s.HandleHTTP("GET /boom", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) {
+			handle(t, s, "GET /boom", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("X-Never", "sent")
 				panic("boom")
 			}))
-			s.HandleHTTP("GET /half", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handle(t, s, "GET /half", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.WriteString(w, "half")
 				w.(http.Flusher).Flush()
 				panic(http.ErrAbortHandler)
 			}))
-			s.HandleHTTP("GET /ok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handle(t, s, "GET /ok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.WriteString(w, "ok")
 			}))
 		})
@@ -472,9 +473,9 @@ func TestHTTPAdapterPanic(t *testing.T) {
 func TestHTTPAdapterGateFull(t *testing.T) {
 	bothModes(t, func(t *testing.T, multi bool) {
 		started, release := make(chan struct{}, 1), make(chan struct{})
-		cfg := Config{MultiThread: multi, HTTPAdapter: HTTPAdapterConfig{MaxConcurrent: 1, MaxQueue: -1}}
-		_, addr := startServer(t, cfg, func(s *Server) {
-			s.HandleHTTP("GET /hold", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) {
+			mount(t, s, Config{MaxConcurrent: 1, MaxQueue: -1})
+			handle(t, s, "GET /hold", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				started <- struct{}{}
 				<-release
 			}))
@@ -492,9 +493,11 @@ func TestHTTPAdapterGateFull(t *testing.T) {
 }
 
 func TestHTTPAdapterConfigValidate(t *testing.T) {
-	err := Config{HTTPAdapter: HTTPAdapterConfig{MaxConcurrent: -1}}.Validate()
-	require.EqualError(t, err, "loop: Config.HTTPAdapter.MaxConcurrent must not be negative, got -1")
-	require.NoError(t, Config{HTTPAdapter: HTTPAdapterConfig{MaxQueue: -1}}.Validate())
+	err := Config{MaxConcurrent: -1}.Validate()
+	require.EqualError(t, err, "nethttp: Config.MaxConcurrent must not be negative, got -1")
+	require.NoError(t, Config{MaxQueue: -1}.Validate())
+	_, err = New(loop.New(loop.Config{}), Config{MaxConcurrent: -1})
+	require.EqualError(t, err, "nethttp: Config.MaxConcurrent must not be negative, got -1", "New returns Validate's error")
 }
 
 func waitRecv(t testing.TB, ch <-chan struct{}) {
@@ -518,7 +521,7 @@ func TestHTTPAdapterResponseController(t *testing.T) {
 				hijacker, errors.Is(hijackErr, http.ErrNotSupported), rc.SetReadDeadline(time.Now()),
 				errors.Is(rc.SetWriteDeadline(time.Now()), http.ErrNotSupported), rc.EnableFullDuplex(), rc.Flush())
 		})
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("GET /rc", h) })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) { handle(t, s, "GET /rc", h) })
 		resp, body := dial(t, addr).get("/rc")
 		mustStatus(t, resp, 200)
 		assert.Equal(t, "hijacker=false hijack=true read=<nil> write=true duplex=<nil> flush=<nil>", body)
@@ -541,7 +544,7 @@ func TestHTTPAdapterBlockedWriterReleasedOnDisconnect(t *testing.T) {
 				written.Add(int64(len(chunk)))
 			}
 		})
-		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) { s.HandleHTTP("GET /flood", h) })
+		_, addr := startServer(t, loop.Config{MultiThread: multi}, func(s *loop.Server) { handle(t, s, "GET /flood", h) })
 		c := dial(t, addr)
 		c.send("GET /flood HTTP/1.1\r\nHost: t\r\n\r\n")
 		last, still := int64(-1), 0

@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,15 +25,15 @@ func TestShutdownDeadlineAbandonsStuckHandlers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{})
 			var running atomic.Int32
-			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t), MultiThread: tc.multi})
+			s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quietLogger(t), MultiThread: tc.multi})
 			if tc.multi {
-				s.Handle("GET /stuck", func(c *Ctx) {
+				s.Handle("GET /stuck", func(c *loop.Ctx) {
 					running.Add(1)
 					<-release // ignores c.Context()
 					c.String(200, "late\n")
 				})
 			} else {
-				s.HandleHTTP("GET /stuck", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				handle(t, s, "GET /stuck", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					running.Add(1)
 					<-release // ignores r.Context()
 					_, _ = w.Write([]byte("late\n"))
@@ -70,7 +71,7 @@ func TestShutdownDeadlineAbandonsStuckHandlers(t *testing.T) {
 			}
 			select {
 			case err := <-errc:
-				require.ErrorIs(t, err, ErrServerClosed)
+				require.ErrorIs(t, err, loop.ErrServerClosed)
 			case <-time.After(20 * time.Second):
 				t.Fatal("ListenAndServe had not returned 20 s after Shutdown")
 			}

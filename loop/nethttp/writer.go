@@ -1,4 +1,4 @@
-package loop
+package nethttp
 
 import (
 	"context"
@@ -7,14 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/batonrt/baton/internal/httpcodec"
+	"github.com/batonrt/baton/loop"
 )
 
-// httpWriter is the http.ResponseWriter of a net/http handler. Its methods run on the
+// writer is the http.ResponseWriter of a net/http handler. Its methods run on the
 // handler's goroutine (net/http's rule: one goroutine at a time).
-type httpWriter struct {
-	x        *httpExchange
+type writer struct {
+	x        *exchange
 	ctx      context.Context
 	header   http.Header
 	isHead   bool
@@ -24,31 +26,31 @@ type httpWriter struct {
 	declared int64       // the handler's Content-Length, -1 when none
 	written  int64
 	buf      []byte
-	head     *httpHead // built when the head is committed
-	flushed  bool      // something was handed to the task before the end
-	err      error     // sticky: what writes return
+	head     *head // built when the head is committed
+	flushed  bool  // something was handed to the task before the end
+	err      error // sticky: what writes return
 }
 
 var (
-	_ http.ResponseWriter = (*httpWriter)(nil)
-	_ http.Flusher        = (*httpWriter)(nil)
+	_ http.ResponseWriter = (*writer)(nil)
+	_ http.Flusher        = (*writer)(nil)
 )
 
 // Header returns the response header map; changes after WriteHeader have no effect
 // (except trailers), as in net/http.
-func (w *httpWriter) Header() http.Header { return w.header }
+func (w *writer) Header() http.Header { return w.header }
 
 // WriteHeader sends the status code with the header (at the first flush or when the
 // handler returns). A second call is ignored; 1xx codes other than 101 are dropped (not
 // supported). It panics on a code outside 100-999, as net/http does, and on 101: the
 // adapter is no http.Hijacker, so the switch a 101 announces could never follow (the
-// handler's panic is answered with 500; Ctx.Upgrade on a Handle route switches).
-func (w *httpWriter) WriteHeader(code int) {
+// handler's panic is answered with 500; a native handler upgrades).
+func (w *writer) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic("invalid WriteHeader code " + strconv.Itoa(code))
 	}
 	if code == 101 && w.status == 0 {
-		panic("loop: WriteHeader(101) in a HandleHTTP handler: no protocol switch can follow (no http.Hijacker); upgrade with Ctx.Upgrade on a Handle route")
+		panic("nethttp: WriteHeader(101) in a net/http handler: no protocol switch can follow (no http.Hijacker); upgrade with a native handler")
 	}
 	if w.status != 0 || code < 200 {
 		return
@@ -74,7 +76,7 @@ func bodyAllowed(status int) bool {
 // pieces of up to 32 KiB, waiting while the client is far behind. It returns
 // http.ErrBodyNotAllowed for a status without a body, http.ErrContentLength past a
 // declared length, ErrClientGone once the client has gone.
-func (w *httpWriter) Write(p []byte) (int, error) {
+func (w *writer) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(200)
 	}
@@ -90,15 +92,15 @@ func (w *httpWriter) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
-		limit := httpChunkBytes
+		limit := chunkBytes
 		if w.head == nil {
-			if len(w.buf)+len(p) <= httpBufferBeforeCommit {
+			if len(w.buf)+len(p) <= bufferBeforeCommit {
 				w.buf = append(w.buf, p...)
 				return n + len(p), nil
 			}
 			sniff := w.buf // what net/http's buffer would hold when it spills
-			if len(sniff) < httpBufferBeforeCommit {
-				sniff = append(slices.Clip(sniff), p[:min(len(p), httpBufferBeforeCommit-len(sniff))]...)
+			if len(sniff) < bufferBeforeCommit {
+				sniff = append(slices.Clip(sniff), p[:min(len(p), bufferBeforeCommit-len(sniff))]...)
 			}
 			w.commit(false, sniff) // past the threshold: stream it
 		}
@@ -106,7 +108,7 @@ func (w *httpWriter) Write(p []byte) (int, error) {
 		w.buf = append(w.buf, p[:k]...)
 		p, n = p[k:], n+k
 		if len(w.buf) >= limit {
-			if err := w.handoff(httpMsgFlush); err != nil {
+			if err := w.handoff(msgFlush); err != nil {
 				return n, err
 			}
 		}
@@ -115,14 +117,14 @@ func (w *httpWriter) Write(p []byte) (int, error) {
 }
 
 // WriteString is Write for a string (io.StringWriter).
-func (w *httpWriter) WriteString(s string) (int, error) { return w.Write(unsafeBytes(s)) }
+func (w *writer) WriteString(s string) (int, error) { return w.Write(unsafeBytes(s)) }
 
 // Flush sends the head and what was written so far; it blocks while the client is more
 // than 256 KiB behind.
-func (w *httpWriter) Flush() { _ = w.FlushError() }
+func (w *writer) Flush() { _ = w.FlushError() }
 
 // FlushError is Flush returning the error (used by http.ResponseController.Flush).
-func (w *httpWriter) FlushError() error {
+func (w *writer) FlushError() error {
 	if w.status == 0 {
 		w.WriteHeader(200)
 	}
@@ -132,25 +134,25 @@ func (w *httpWriter) FlushError() error {
 	if w.head == nil {
 		w.commit(false, w.buf)
 	}
-	return w.handoff(httpMsgFlush)
+	return w.handoff(msgFlush)
 }
 
 // SetReadDeadline does nothing and returns nil (http.ResponseController): a streamed body
-// is bounded by Config.HandlerTimeout, a buffered one was read before the handler started.
-func (w *httpWriter) SetReadDeadline(time.Time) error { return nil }
+// is bounded by loop.Config.HandlerTimeout, a buffered one was read before the handler started.
+func (w *writer) SetReadDeadline(time.Time) error { return nil }
 
 // EnableFullDuplex returns nil: the handler may read the body and write the response in
 // any order (http.ResponseController).
-func (w *httpWriter) EnableFullDuplex() error { return nil }
+func (w *writer) EnableFullDuplex() error { return nil }
 
 // commit builds the response head from the header snapshot. final says the handler has
 // returned, so a body not yet flushed gets a Content-Length; sniff is the start of the
 // body, for the Content-Type when the handler set none.
-func (w *httpWriter) commit(final bool, sniff []byte) {
+func (w *writer) commit(final bool, sniff []byte) {
 	if w.status == 0 {
 		w.WriteHeader(200)
 	}
-	h := &httpHead{status: w.status, cl: -1, noBody: !bodyAllowed(w.status)}
+	h := &head{status: w.status, cl: -1, noBody: !bodyAllowed(w.status)}
 	trailers, hasTE := false, false
 	for k, vv := range w.snap {
 		switch {
@@ -168,7 +170,7 @@ func (w *httpWriter) commit(final bool, sniff []byte) {
 	}
 	for _, k := range sortedKeys(w.snap) {
 		if strings.HasPrefix(k, http.TrailerPrefix) || k == "Transfer-Encoding" || k == "Connection" ||
-			k == "Content-Length" || k == "Date" || !validHTTPField(k) {
+			k == "Content-Length" || k == "Date" || !validField(k) {
 			continue
 		}
 		for _, v := range w.snap[k] {
@@ -189,38 +191,36 @@ func (w *httpWriter) commit(final bool, sniff []byte) {
 	case final && w.isHead:
 		h.cl = 0
 	default:
-		h.chunked = !w.http10
+		h.chunked = !w.http10 // the loop's Stream frames it so
 	}
 	w.head = h
 }
 
 // handoff gives the task (or, in multi-thread mode, the Ctx directly) the buffered bytes
-// and, with httpMsgFlush, waits until they are written. On the handler's goroutine.
-func (w *httpWriter) handoff(msg httpMsg) error {
+// and, with msgFlush, waits until they are written. On the handler's goroutine.
+func (w *writer) handoff(msg msgKind) error {
 	x := w.x
-	if msg == httpMsgFlush {
+	if msg == msgFlush {
 		w.flushed = true
 	}
 	if c := x.direct; c != nil { // multi-thread mode: this goroutine owns c
-		x.head, x.msg, x.data = w.head, msg, w.buf
-		x.take(c)
+		err := x.apply(c, w.head, w.buf, msg)
 		w.buf = w.buf[:0]
-		if msg == httpMsgFinal {
+		if msg == msgFinal {
 			x.end(c)
 			return nil
 		}
-		if err := c.srv.mode.flush(c); err != nil {
+		if err != nil {
 			w.err = err
-			return err
 		}
-		return nil
+		return err
 	}
 	x.mu.Lock()
 	if x.gone {
 		w.err = x.err
 		x.mu.Unlock()
 		if w.err == nil {
-			w.err = ErrClientGone
+			w.err = loop.ErrClientGone
 		}
 		return w.err
 	}
@@ -231,7 +231,7 @@ func (w *httpWriter) handoff(msg httpMsg) error {
 	if resume != nil {
 		resume()
 	}
-	if msg == httpMsgFinal {
+	if msg == msgFinal {
 		return nil
 	}
 	select {
@@ -239,8 +239,8 @@ func (w *httpWriter) handoff(msg httpMsg) error {
 	case <-w.ctx.Done():
 	}
 	x.mu.Lock()
-	if x.msg != httpMsgNone { // the task never took it (it is gone): withdraw it
-		x.msg, x.data = httpMsgNone, nil
+	if x.msg != msgNone { // the task never took it (it is gone): withdraw it
+		x.msg, x.data = msgNone, nil
 		x.gone = true
 		if x.err == nil {
 			x.err = context.Cause(w.ctx)
@@ -256,7 +256,7 @@ func (w *httpWriter) handoff(msg httpMsg) error {
 }
 
 // finish ends the response when the handler has returned (or panicked: pv and its stack).
-func (w *httpWriter) finish(pv any, stack []byte) {
+func (w *writer) finish(pv any, stack []byte) {
 	if pv != nil {
 		w.x.mu.Lock()
 		w.x.panicV, w.x.stack = pv, stack
@@ -275,13 +275,13 @@ func (w *httpWriter) finish(pv any, stack []byte) {
 			w.x.mu.Unlock()
 		}
 	}
-	_ = w.handoff(httpMsgFinal)
+	_ = w.handoff(msgFinal)
 }
 
 // trailers collects the trailer values: the keys declared in the "Trailer" header and
 // the keys set with http.TrailerPrefix, read from the header map now that the handler has
 // returned. Only a chunked body carries them.
-func (w *httpWriter) trailers() http.Header {
+func (w *writer) trailers() http.Header {
 	if w.head == nil || !w.head.chunked {
 		return nil
 	}
@@ -318,9 +318,19 @@ func sortedKeys(h http.Header) []string {
 	return keys
 }
 
-// validHTTPField reports whether k may be written as a header name; net/http drops the
+// validField reports whether k may be written as a header name; net/http drops the
 // others silently, and so does the adapter.
-func validHTTPField(k string) bool { return httpcodec.ValidHeaderName(unsafeBytes(k)) }
+func validField(k string) bool { return httpcodec.ValidHeaderName(unsafeBytes(k)) }
+
+// reserved reports the header names the server writes itself (loop.Ctx.AddHeader refuses
+// them).
+func reserved(k string) bool {
+	return strings.EqualFold(k, "Content-Length") || strings.EqualFold(k, "Transfer-Encoding") ||
+		strings.EqualFold(k, "Connection") || strings.EqualFold(k, "Date")
+}
+
+// unsafeBytes views s as bytes for read-only use.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // sanitizeValue replaces the bytes a header value must not hold (CR, LF, NUL and other
 // controls but tab) with spaces, as net/http does for newlines.
