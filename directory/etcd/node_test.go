@@ -1,0 +1,473 @@
+package etcd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/batonrt/baton/directory"
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/room"
+)
+
+// The cluster tests run baton nodes as child processes: this test binary, re-executed
+// with BATON_CLUSTER_CHILD set, runs childMain instead of the tests. Each child is a baton
+// server on loopback that is a node of the directory on the test's etcd, with routes
+// /join/{room} (room.Join), /play/{room} (room.Admit, making a room whose every tick is
+// logged), and /local (the rooms it runs).
+
+// seatKey is the key the test's nodes share for seat tokens.
+var seatKey = []byte("baton cluster test seat key, 32+ bytes long")
+
+// childEnv are the child's settings, from the environment.
+const (
+	envChild   = "BATON_CLUSTER_CHILD" // the node's ID
+	envEtcd    = "BATON_CLUSTER_ETCD"  // etcd endpoints, comma-separated
+	envPrefix  = "BATON_CLUSTER_PREFIX"
+	envTTL     = "BATON_CLUSTER_TTL"
+	envTickLog = "BATON_CLUSTER_TICKLOG" // the file each tick is logged to
+	envPublish = "BATON_CLUSTER_PUBLISH" // NodeConfig.PublishEvery
+)
+
+// monotonic returns CLOCK_MONOTONIC in nanoseconds: one clock for every process of the
+// machine (Go's monotonic readings are per process).
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// childMain runs a node until SIGTERM; it prints "ADDR host:port" once it serves.
+func childMain() int {
+	id := os.Getenv(envChild)
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child", id+":", err); return 1 }
+	cli, err := Connect(strings.Split(os.Getenv(envEtcd), ","))
+	if err != nil {
+		return fail(err)
+	}
+	defer cli.Close()
+	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
+	publish, _ := time.ParseDuration(os.Getenv(envPublish))
+	tickLog, err := os.OpenFile(os.Getenv(envTickLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer tickLog.Close()
+	seats, err := directory.NewSeatSigner(directory.SeatConfig{Key: seatKey})
+	if err != nil {
+		return fail(err)
+	}
+	srv := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	err = room.UseDirectory(srv, New(cli, os.Getenv(envPrefix)), room.NodeConfig{
+		Directory:    directory.Config{Node: id, TTL: ttl, RequestTimeout: 500 * time.Millisecond},
+		Seats:        seats,
+		PublishEvery: publish,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	local := map[string]*room.Room[int]{} // loop-confined: one loop
+	srv.Handle("GET /join/{room}", func(c *loop.Ctx) { room.Join(c, c.PathValue("room"), c.Query("player")) })
+	srv.Handle("GET /play/{room}", func(c *loop.Ctx) {
+		name := c.PathValue("room")
+		burn, _ := time.ParseDuration(c.Query("burn"))
+		r, seat, ok := room.Admit(c, name, func(l *loop.Loop) (*room.Room[int], error) {
+			var line []byte
+			r, err := room.New(l, room.Config[int]{Name: name, Period: 50 * time.Millisecond,
+				Tick: func(r *room.Room[int], t *room.Tick[int]) {
+					start := monotonic()
+					if burn > 0 {
+						for end := time.Now().Add(burn); time.Now().Before(end); {
+						}
+					}
+					line = fmt.Appendf(line[:0], "%s %s %d %d %d\n", id, name, r.Token(), start, monotonic())
+					_, _ = tickLog.Write(line)
+				}})
+			if err == nil {
+				local[name] = r
+				go func() { <-r.Done(); _ = l.Post(func() { delete(local, name) }) }()
+			}
+			return r, err
+		})
+		if !ok {
+			return
+		}
+		c.JSON(200, map[string]any{"node": id, "room": name, "token": r.Token(), "player": seat.Player})
+	})
+	srv.Handle("GET /local", func(c *loop.Ctx) {
+		names := make([]string, 0, len(local))
+		for n := range local {
+			names = append(names, n)
+		}
+		c.JSON(200, names)
+	})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case <-srv.Ready():
+	case err := <-errc:
+		return fail(err)
+	}
+	fmt.Printf("ADDR %s\n", srv.Addr())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	return 0
+}
+
+// child is one node process.
+type child struct {
+	id, addr string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	stderr   *os.File
+}
+
+// nodeOpts configure the children.
+type nodeOpts struct {
+	bin     string        // the binary to run; "" is this test binary
+	prefix  string        // etcd key prefix
+	ttl     time.Duration // lease TTL
+	publish time.Duration // load publication period
+	tickLog string        // the shared tick log
+}
+
+// startNodes starts n nodes named <prefix>n0.. on the cluster's etcd and waits until each
+// serves and holds a lease; they are killed at the end of the test.
+func startNodes(t testing.TB, c *cluster, n int, o nodeOpts) []*child {
+	t.Helper()
+	if o.bin == "" {
+		o.bin = os.Args[0]
+	}
+	if o.publish == 0 {
+		o.publish = 200 * time.Millisecond
+	}
+	dir := t.TempDir()
+	nodes := make([]*child, n)
+	for i := range nodes {
+		id := fmt.Sprintf("n%d", i)
+		cmd := exec.Command(o.bin, "-test.run=^$")
+		cmd.Env = append(os.Environ(), envChild+"="+id, envEtcd+"="+strings.Join(c.endpoints(), ","),
+			envPrefix+"="+o.prefix, envTTL+"="+o.ttl.String(), envTickLog+"="+o.tickLog, envPublish+"="+o.publish.String())
+		errf, err := os.Create(filepath.Join(dir, id+".stderr"))
+		require.NoError(t, err)
+		cmd.Stderr = errf
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.SysProcAttr = childAttr()
+		require.NoError(t, cmd.Start())
+		nd := &child{id: id, cmd: cmd, exited: make(chan struct{}), stderr: errf}
+		nodes[i] = nd
+		addrc := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
+					addrc <- a
+				}
+			}
+			_ = cmd.Wait()
+			close(nd.exited)
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			<-nd.exited
+			errf.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(errf.Name())
+				t.Logf("node %s stderr (last 2000 bytes):\n%s", id, tail(b, 2000))
+			}
+		})
+		select {
+		case nd.addr = <-addrc:
+		case <-nd.exited:
+			b, _ := os.ReadFile(errf.Name())
+			t.Fatalf("node %s exited before serving: %s", id, tail(b, 2000))
+		case <-time.After(20 * time.Second):
+			t.Fatalf("node %s not serving after 20 s", id)
+		}
+	}
+	cli := c.client(t)
+	require.Eventually(t, func() bool {
+		resp, err := cli.Get(context.Background(), prefixOf(o.prefix)+"nodes/", clientv3.WithPrefix())
+		return err == nil && len(resp.Kvs) == n
+	}, 10*time.Second, 20*time.Millisecond, "the nodes did not all publish their records")
+	return nodes
+}
+
+func prefixOf(p string) string {
+	if p == "" {
+		return DefaultPrefix
+	}
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
+}
+
+// httpc is the tests' client: short timeouts (a paused node does not answer), no
+// redirects followed.
+var httpc = &http.Client{Timeout: 300 * time.Millisecond, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// getJSON gets url and decodes a 200 answer into v; it returns the status code.
+func getJSON(url string, v any) (int, string, error) {
+	resp, err := httpc.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 && v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			return resp.StatusCode, string(b), err
+		}
+	}
+	if resp.StatusCode == 307 {
+		return resp.StatusCode, resp.Header.Get("Location"), nil
+	}
+	return resp.StatusCode, string(b), nil
+}
+
+// seated is /play's answer.
+type seated struct {
+	Node   string          `json:"node"`
+	Room   string          `json:"room"`
+	Token  directory.Token `json:"token"`
+	Player string          `json:"player"`
+}
+
+// joinVia asks node via for the room, goes where it says (following one redirect) and
+// returns where the player was seated.
+func joinVia(via *child, roomName, player string) (seated, error) {
+	var a room.JoinAnswer
+	code, body, err := getJSON("http://"+via.addr+"/join/"+roomName+"?player="+player, &a)
+	if err != nil || code != 200 {
+		return seated{}, fmt.Errorf("join via %s: %d %s %v", via.id, code, body, err)
+	}
+	url := "http://" + a.Addr + "/play/" + roomName + "?seat=" + a.Seat
+	for range 2 {
+		var s seated
+		code, body, err = getJSON(url, &s)
+		switch {
+		case err != nil:
+			return seated{}, fmt.Errorf("play at %s (%s): %w", a.Node, a.Addr, err)
+		case code == 200:
+			return s, nil
+		case code == 307:
+			url = body
+			continue
+		}
+		return seated{}, fmt.Errorf("play at %s: %d %s", a.Node, code, body)
+	}
+	return seated{}, fmt.Errorf("play: redirected twice")
+}
+
+// tick is one logged tick.
+type tick struct {
+	node, room string
+	token      int64
+	start, end int64 // CLOCK_MONOTONIC ns
+}
+
+func readTicks(t testing.TB, path string) []tick {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []tick
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 5 {
+			continue // a line cut by a SIGKILL
+		}
+		tk := tick{node: fs[0], room: fs[1]}
+		tk.token, _ = strconv.ParseInt(fs[2], 10, 64)
+		tk.start, _ = strconv.ParseInt(fs[3], 10, 64)
+		tk.end, _ = strconv.ParseInt(fs[4], 10, 64)
+		out = append(out, tk)
+	}
+	return out
+}
+
+// window is the span of a room's ticks by one owner under one token.
+type window struct {
+	node       string
+	token      int64
+	start, end int64
+	ticks      int
+}
+
+// twins returns the overlapping ownership windows found in ticks: two owners (node and
+// token) of one room whose first-to-last tick spans overlap.
+func twins(ticks []tick) []string {
+	byRoom := map[string]map[string]*window{}
+	for _, tk := range ticks {
+		ws := byRoom[tk.room]
+		if ws == nil {
+			ws = map[string]*window{}
+			byRoom[tk.room] = ws
+		}
+		k := tk.node + "/" + strconv.FormatInt(tk.token, 10)
+		w := ws[k]
+		if w == nil {
+			w = &window{node: tk.node, token: tk.token, start: tk.start, end: tk.end}
+			ws[k] = w
+		}
+		w.start, w.end, w.ticks = min(w.start, tk.start), max(w.end, tk.end), w.ticks+1
+	}
+	var out []string
+	for r, ws := range byRoom {
+		list := make([]*window, 0, len(ws))
+		for _, w := range ws {
+			list = append(list, w)
+		}
+		for i := range list {
+			for j := i + 1; j < len(list); j++ {
+				a, b := list[i], list[j]
+				if a.start < b.end && b.start < a.end {
+					out = append(out, fmt.Sprintf("room %s: %s token %d ticked %.3f-%.3f s (%d ticks), %s token %d ticked %.3f-%.3f s (%d ticks)",
+						r, a.node, a.token, float64(a.start)/1e9, float64(a.end)/1e9, a.ticks, b.node, b.token, float64(b.start)/1e9, float64(b.end)/1e9, b.ticks))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// noTwinsRuns is how many times the no-twins test pauses an owner: BATON_NOTWINS_RUNS, or 3.
+func noTwinsRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("BATON_NOTWINS_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}
+
+// pauseOwners runs the no-twins scenario runs times on nodes and returns the re-homing
+// times: a room is made through a random node, its owner is paused (SIGSTOP) for its
+// lease's TTL + 1.5 s while players keep joining through the other nodes every 100 ms,
+// then resumed (SIGCONT); players then join through every node, the old owner included.
+func pauseOwners(t *testing.T, nodes []*child, ttl time.Duration, runs int) []time.Duration {
+	byID := map[string]*child{}
+	for _, n := range nodes {
+		byID[n.id] = n
+	}
+	var rehome []time.Duration
+	player := 0
+	join := func(via []*child, name string) (seated, error) {
+		player++
+		return joinVia(via[rand.IntN(len(via))], name, "p"+strconv.Itoa(player))
+	}
+	for run := range runs {
+		name := fmt.Sprintf("twin-%d", run)
+		var first seated
+		require.Eventually(t, func() bool {
+			var err error
+			first, err = join(nodes, name)
+			return err == nil
+		}, 5*time.Second, 50*time.Millisecond, "run %d: the room was not made", run)
+		owner := byID[first.Node]
+		time.Sleep(150 * time.Millisecond) // let it tick a few times
+		var others []*child
+		for _, n := range nodes {
+			if n != owner {
+				others = append(others, n)
+			}
+		}
+		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGSTOP))
+		stopped := time.Now()
+		var moved time.Duration
+		for time.Since(stopped) < ttl+1500*time.Millisecond {
+			s, err := join(others, name)
+			if err == nil && s.Node != owner.id && moved == 0 {
+				moved = time.Since(stopped)
+				require.Greater(t, s.Token, first.Token, "run %d: the new owner's token", run)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGCONT))
+		require.NotZero(t, moved, "run %d: room %s was not re-homed while %s was paused for %v", run, name, owner.id, ttl+1500*time.Millisecond)
+		rehome = append(rehome, moved)
+		// After the resume every node, the old owner too, seats players on the new owner.
+		deadline := time.Now().Add(3 * time.Second)
+		for _, n := range nodes {
+			for {
+				s, err := joinVia(n, name, "late")
+				if err == nil {
+					require.NotEqual(t, owner.id, s.Node, "run %d: joined through %s after the resume", run, n.id)
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "run %d: joins through %s fail after the resume: %v", run, n.id, err)
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	return rehome
+}
+
+// TestNoTwinRooms pauses a room's owner past its lease while players keep joining through
+// the other nodes, resumes it, and checks the ticks every node logged (node, room, token,
+// CLOCK_MONOTONIC at the tick's start and end): no two owners of a room ever tick in
+// overlapping windows, and the room is re-homed within TTL + 1 s of the pause.
+// BATON_NOTWINS_RUNS sets the number of pauses (3 by default).
+func TestNoTwinRooms(t *testing.T) {
+	c := startCluster(t, 1)
+	ttl := time.Second
+	tickLog := filepath.Join(t.TempDir(), "ticks.log")
+	nodes := startNodes(t, c, 3, nodeOpts{ttl: ttl, tickLog: tickLog})
+	runs := noTwinsRuns()
+	rehome := pauseOwners(t, nodes, ttl, runs)
+	ticks := readTicks(t, tickLog)
+	found := twins(ticks)
+	require.Empty(t, found, "twin rooms: %s", strings.Join(found, "\n"))
+	worst := time.Duration(0)
+	for _, d := range rehome {
+		worst = max(worst, d)
+	}
+	t.Logf("%d pauses, %d ticks logged, 0 twins; re-homed %v (worst %v) after the pause (TTL %v)", runs, len(ticks), rehome, worst, ttl)
+	require.LessOrEqual(t, worst, ttl+time.Second, "re-homing took longer than TTL + 1 s")
+}
+
+// TestNoTwinRoomsCatchesUnfencedBuild runs the no-twins scenario once with nodes built
+// with fencing off (the tag baton_nofencing: rooms tick without checking their lease) and
+// checks that the checker finds twins: the test above can fail.
+func TestNoTwinRoomsCatchesUnfencedBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a second test binary")
+	}
+	c := startCluster(t, 1)
+	bin := filepath.Join(t.TempDir(), "unfenced.test")
+	build := exec.Command("go", "test", "-c", "-tags", "baton_nofencing", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the unfenced test binary: %v\n%s", err, out)
+	}
+	ttl := time.Second
+	tickLog := filepath.Join(t.TempDir(), "ticks.log")
+	nodes := startNodes(t, c, 3, nodeOpts{bin: bin, ttl: ttl, tickLog: tickLog})
+	pauseOwners(t, nodes, ttl, 1)
+	time.Sleep(300 * time.Millisecond) // the resumed owner ticks its old room beside the new owner
+	found := twins(readTicks(t, tickLog))
+	require.NotEmpty(t, found, "an unfenced build made no twins: the checker cannot fail")
+	t.Logf("unfenced build: %s", strings.Join(found, "\n"))
+}
