@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,8 +233,10 @@ func prefixOf(p string) string {
 var httpc = &http.Client{Timeout: 300 * time.Millisecond, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // getJSON gets url and decodes a 200 answer into v; it returns the status code.
-func getJSON(url string, v any) (int, string, error) {
-	resp, err := httpc.Get(url)
+func getJSON(url string, v any) (int, string, error) { return getJSONWith(httpc, url, v) }
+
+func getJSONWith(cl *http.Client, url string, v any) (int, string, error) {
+	resp, err := cl.Get(url)
 	if err != nil {
 		return 0, "", err
 	}
@@ -261,15 +264,19 @@ type seated struct {
 // joinVia asks node via for the room, goes where it says (following one redirect) and
 // returns where the player was seated.
 func joinVia(via *child, roomName, player string) (seated, error) {
+	return joinWith(httpc, via, roomName, player)
+}
+
+func joinWith(cl *http.Client, via *child, roomName, player string) (seated, error) {
 	var a room.JoinAnswer
-	code, body, err := getJSON("http://"+via.addr+"/join/"+roomName+"?player="+player, &a)
+	code, body, err := getJSONWith(cl, "http://"+via.addr+"/join/"+roomName+"?player="+player, &a)
 	if err != nil || code != 200 {
 		return seated{}, fmt.Errorf("join via %s: %d %s %v", via.id, code, body, err)
 	}
 	url := "http://" + a.Addr + "/play/" + roomName + "?seat=" + a.Seat
 	for range 2 {
 		var s seated
-		code, body, err = getJSON(url, &s)
+		code, body, err = getJSONWith(cl, url, &s)
 		switch {
 		case err != nil:
 			return seated{}, fmt.Errorf("play at %s (%s): %w", a.Node, a.Addr, err)
@@ -470,4 +477,208 @@ func TestNoTwinRoomsCatchesUnfencedBuild(t *testing.T) {
 	found := twins(readTicks(t, tickLog))
 	require.NotEmpty(t, found, "an unfenced build made no twins: the checker cannot fail")
 	t.Logf("unfenced build: %s", strings.Join(found, "\n"))
+}
+
+// listed reads the claims under prefix straight from etcd: room -> owner.
+func listed(ctx context.Context, cli *clientv3.Client, prefix string) (map[string]string, error) {
+	p := prefixOf(prefix) + "rooms/"
+	resp, err := cli.Get(ctx, p, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		cl, err := decodeClaim(strings.TrimPrefix(string(kv.Key), p), kv.Key, kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		out[cl.Room] = cl.Node
+	}
+	return out, nil
+}
+
+// TestNoLies kills a node (SIGKILL) holding rooms and checks the directory every 100 ms
+// over the test: every room listed for a live node is run by that node (its /local, read
+// after the directory), and the killed node's rooms are listed no longer than its lease's
+// TTL + 1 s after the kill.
+func TestNoLies(t *testing.T) {
+	c := startCluster(t, 1)
+	ttl := time.Second
+	nodes := startNodes(t, c, 3, nodeOpts{prefix: "/nolies/", ttl: ttl, tickLog: filepath.Join(t.TempDir(), "ticks.log")})
+	cli := c.client(t)
+	ctx := context.Background()
+	for i := range 30 {
+		_, err := joinVia(nodes[i%3], fmt.Sprintf("r%d", i), "p")
+		require.NoError(t, err)
+	}
+	byID := map[string]*child{}
+	for _, n := range nodes {
+		byID[n.id] = n
+	}
+	all, err := listed(ctx, cli, "/nolies/")
+	require.NoError(t, err)
+	require.Len(t, all, 30)
+	victim := byID[all["r0"]]
+	var killedAt time.Time
+	var goneAfter time.Duration
+	checks := 0
+	start := time.Now()
+	for time.Since(start) < ttl+3*time.Second {
+		if killedAt.IsZero() && time.Since(start) > 500*time.Millisecond {
+			require.NoError(t, victim.cmd.Process.Kill())
+			killedAt = time.Now()
+		}
+		got, err := listed(ctx, cli, "/nolies/")
+		require.NoError(t, err)
+		checks++
+		runs := map[string]map[string]bool{}
+		victimRooms := 0
+		for r, owner := range got {
+			if owner == victim.id && !killedAt.IsZero() {
+				victimRooms++
+				require.Less(t, time.Since(killedAt), ttl+time.Second, "room %s of the killed node still listed", r)
+				continue
+			}
+			if runs[owner] == nil {
+				var names []string
+				code, body, err := getJSON("http://"+byID[owner].addr+"/local", &names)
+				require.NoError(t, err)
+				require.Equal(t, 200, code, body)
+				runs[owner] = map[string]bool{}
+				for _, n := range names {
+					runs[owner][n] = true
+				}
+			}
+			require.True(t, runs[owner][r], "room %s is listed for node %s, which does not run it", r, owner)
+		}
+		if !killedAt.IsZero() && victimRooms == 0 && goneAfter == 0 {
+			goneAfter = time.Since(killedAt)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NotZero(t, goneAfter, "the killed node's rooms were never unlisted")
+	t.Logf("%d checks 100 ms apart; the killed node's rooms unlisted %v after the SIGKILL (TTL %v)", checks, goneAfter.Round(time.Millisecond), ttl)
+}
+
+// nodeLoads reads the nodes' published records.
+func nodeLoads(ctx context.Context, cli *clientv3.Client, prefix string) (map[string]directory.NodeInfo, error) {
+	p := prefixOf(prefix) + "nodes/"
+	resp, err := cli.Get(ctx, p, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]directory.NodeInfo{}
+	for _, kv := range resp.Kvs {
+		n, err := decodeNode(string(kv.Key), kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		out[n.ID] = n
+	}
+	return out, nil
+}
+
+// TestPlacementByCost: with one node running a room that burns 30 ms of each 50 ms tick,
+// none of the next 20 rooms joined through random nodes goes to it; on three idle nodes,
+// 30 rooms spread within one room of even.
+func TestPlacementByCost(t *testing.T) {
+	c := startCluster(t, 1)
+	cli := c.client(t)
+	ctx := context.Background()
+	seats, err := directory.NewSeatSigner(directory.SeatConfig{Key: seatKey})
+	require.NoError(t, err)
+
+	t.Run("busy node gets none", func(t *testing.T) {
+		nodes := startNodes(t, c, 3, nodeOpts{prefix: "/busy/", ttl: time.Second, tickLog: filepath.Join(t.TempDir(), "ticks.log")})
+		hog := nodes[0]
+		seat, err := seats.Sign("hog", "p")
+		require.NoError(t, err)
+		var s seated
+		code, body, err := getJSON("http://"+hog.addr+"/play/hog?burn=30ms&seat="+seat, &s)
+		require.NoError(t, err)
+		require.Equal(t, 200, code, body)
+		require.Eventually(t, func() bool {
+			loads, err := nodeLoads(ctx, cli, "/busy/")
+			return err == nil && loads[hog.id].Load.Utilisation > 0.4
+		}, 5*time.Second, 50*time.Millisecond, "the busy node did not publish its load")
+		count := map[string]int{}
+		for i := range 20 {
+			s, err := joinVia(nodes[rand.IntN(3)], fmt.Sprintf("new-%d", i), "p")
+			require.NoError(t, err)
+			count[s.Node]++
+		}
+		loads, err := nodeLoads(ctx, cli, "/busy/")
+		require.NoError(t, err)
+		t.Logf("rooms placed: %v; utilisation published: %s %.2f (room share %.2f), %s %.3f, %s %.3f", count,
+			nodes[0].id, loads[nodes[0].id].Load.Utilisation, loads[nodes[0].id].Load.RoomShare,
+			nodes[1].id, loads[nodes[1].id].Load.Utilisation, nodes[2].id, loads[nodes[2].id].Load.Utilisation)
+		require.Zero(t, count[hog.id], "the node with the 30 ms room got new rooms")
+	})
+
+	t.Run("equal nodes spread", func(t *testing.T) {
+		nodes := startNodes(t, c, 3, nodeOpts{prefix: "/even/", ttl: time.Second, tickLog: filepath.Join(t.TempDir(), "ticks.log")})
+		count := map[string]int{}
+		for i := range 30 {
+			s, err := joinVia(nodes[rand.IntN(3)], fmt.Sprintf("even-%d", i), "p")
+			require.NoError(t, err)
+			count[s.Node]++
+		}
+		lo, hi := 30, 0
+		for _, n := range nodes {
+			lo, hi = min(lo, count[n.id]), max(hi, count[n.id])
+		}
+		t.Logf("30 rooms on three equal nodes: %v", count)
+		require.LessOrEqual(t, hi-lo, 1, "rooms not spread within one of even: %v", count)
+	})
+}
+
+// BenchmarkClusterJoins: 1,000 players join 250 rooms through random nodes of three (16
+// at a time): each asks a random node (Join), goes to the address it names, and takes a
+// seat there (Admit; a redirect is followed). Every player must be seated on the room's
+// owner, with no error. It reports the join latency's p50 and p99 (ms), first join of a
+// room (placement and claim) and later joins together.
+func BenchmarkClusterJoins(b *testing.B) {
+	c := startCluster(b, 1)
+	cli := c.client(b)
+	nodes := startNodes(b, c, 3, nodeOpts{prefix: "/joins/", ttl: 5 * time.Second, publish: time.Second, tickLog: filepath.Join(b.TempDir(), "ticks.log")})
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: httpc.CheckRedirect,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	const players, rooms, workers = 1000, 250, 16
+	for it := 0; b.Loop(); it++ {
+		lat := make([]time.Duration, players)
+		seatedOn := make([]seated, players)
+		errs := make([]error, players)
+		next := make(chan int, players)
+		for i := range players {
+			next <- i
+		}
+		close(next)
+		done := make(chan struct{})
+		for range workers {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for i := range next {
+					name := fmt.Sprintf("it%d-room%d", it, i%rooms)
+					t0 := time.Now()
+					seatedOn[i], errs[i] = joinWith(hc, nodes[rand.IntN(len(nodes))], name, "p"+strconv.Itoa(i))
+					lat[i] = time.Since(t0)
+				}
+			}()
+		}
+		for range workers {
+			<-done
+		}
+		b.StopTimer()
+		owners, err := listed(context.Background(), cli, "/joins/")
+		require.NoError(b, err)
+		for i := range players {
+			require.NoError(b, errs[i], "player %d", i)
+			require.Equal(b, owners[seatedOn[i].Room], seatedOn[i].Node, "player %d seated off the owner of %s", i, seatedOn[i].Room)
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[players/2].Microseconds())/1e3, "p50-ms")
+		b.ReportMetric(float64(lat[players*99/100].Microseconds())/1e3, "p99-ms")
+		b.ReportMetric(float64(lat[players-1].Microseconds())/1e3, "max-ms")
+		b.StartTimer()
+	}
 }
