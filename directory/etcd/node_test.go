@@ -253,6 +253,15 @@ func getJSONWith(cl *http.Client, url string, v any) (int, string, error) {
 	return resp.StatusCode, string(b), nil
 }
 
+// joinAnswer is room.Join's answer.
+type joinAnswer struct {
+	Room  string          `json:"room"`
+	Node  string          `json:"node"`
+	Addr  string          `json:"addr"`
+	Token directory.Token `json:"token"`
+	Seat  string          `json:"seat"`
+}
+
 // seated is /play's answer.
 type seated struct {
 	Node   string          `json:"node"`
@@ -268,7 +277,7 @@ func joinVia(via *child, roomName, player string) (seated, error) {
 }
 
 func joinWith(cl *http.Client, via *child, roomName, player string) (seated, error) {
-	var a room.JoinAnswer
+	var a joinAnswer
 	code, body, err := getJSONWith(cl, "http://"+via.addr+"/join/"+roomName+"?player="+player, &a)
 	if err != nil || code != 200 {
 		return seated{}, fmt.Errorf("join via %s: %d %s %v", via.id, code, body, err)

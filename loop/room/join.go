@@ -10,8 +10,9 @@ import (
 	"github.com/batonrt/baton/offload"
 )
 
-// JoinAnswer is Join's answer (JSON): where the player goes to take a seat in the room.
-type JoinAnswer struct {
+// joinAnswer is Join's answer (JSON: room, node, addr, token, seat): where the player goes
+// to take a seat in the room.
+type joinAnswer struct {
 	Room string `json:"room"`
 	// Node and Addr are the room's owner (its ID and public address), or the node placement
 	// chose for a room nobody owns yet (Token 0): that node claims the room when the player
@@ -25,10 +26,11 @@ type JoinAnswer struct {
 }
 
 // Join answers c, a request to create or find the room named room for player, on any node
-// of the cluster: 200 with a JoinAnswer naming the room's owner, or, for a room nobody owns,
-// the node placement chooses (the live node with the most headroom by load, never a
-// draining one, directory.Choose; the choice's figures go to the stats section
-// "cluster"), and a seat token for the player. 400 for an invalid room name, 503 with
+// of the cluster: 200 with a JSON object {"room", "node", "addr", "token", "seat"} naming
+// the room's owner (its ID, public address and the room's token) or, for a room nobody
+// owns (no token), the node placement chooses (the live node with the most headroom by
+// load, never a draining one, directory.Choose; the choice's figures go to the stats
+// section "cluster"), and a seat token for the player to present there (Admit). 400 for an invalid room name, 503 with
 // Retry-After when the directory cannot be reached or no node can take the room. It parks
 // c's task for the directory's round trips. The handler's task only.
 func Join(c *loop.Ctx, room, player string) {
@@ -42,20 +44,20 @@ func Join(c *loop.Ctx, room, player string) {
 		unavailable(c, "this node holds no directory lease")
 		return
 	}
-	a, err := offload.Do(c, func(ctx context.Context) (JoinAnswer, error) {
+	a, err := offload.Do(c, func(ctx context.Context) (joinAnswer, error) {
 		cl, err := d.Lookup(ctx, room)
 		if err == nil {
-			return JoinAnswer{Room: room, Node: cl.Node, Addr: cl.PublicAddr, Token: cl.Token}, nil
+			return joinAnswer{Room: room, Node: cl.Node, Addr: cl.PublicAddr, Token: cl.Token}, nil
 		}
 		if !errors.Is(err, directory.ErrNotClaimed) {
-			return JoinAnswer{}, err
+			return joinAnswer{}, err
 		}
 		p, err := d.Place(ctx)
 		if err != nil {
-			return JoinAnswer{}, err
+			return joinAnswer{}, err
 		}
 		n.placement.Store(&p)
-		return JoinAnswer{Room: room, Node: p.Node.ID, Addr: p.Node.PublicAddr}, nil
+		return joinAnswer{Room: room, Node: p.Node.ID, Addr: p.Node.PublicAddr}, nil
 	})
 	if err != nil {
 		n.fail("join", err)

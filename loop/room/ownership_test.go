@@ -197,10 +197,10 @@ func TestJoinRoutesToTheOwner(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), resp.Header
 	}
-	join := func(addr, player string) JoinAnswer {
+	join := func(addr, player string) joinAnswer {
 		code, body, _ := get("http://" + addr + "/join/m1?player=" + player)
 		require.Equal(t, 200, code, body)
-		var a JoinAnswer
+		var a joinAnswer
 		require.NoError(t, json.Unmarshal([]byte(body), &a))
 		return a
 	}
