@@ -173,6 +173,7 @@ func TestJoinRoutesToTheOwner(t *testing.T) {
 	require.NoError(t, err)
 	var made atomic.Int32
 	setup := func(s *loop.Server) {
+		s.HandleStats("/debug/baton")
 		s.Handle("GET /join/{room}", func(c *loop.Ctx) { Join(c, c.PathValue("room"), c.Query("player")) })
 		s.Handle("GET /play/{room}", func(c *loop.Ctx) {
 			name := c.PathValue("room")
@@ -232,4 +233,77 @@ func TestJoinRoutesToTheOwner(t *testing.T) {
 	assert.Equal(t, 401, code, "a forged seat")
 	code, _, _ = get("http://" + addrA + "/join/bad%00name?player=p")
 	assert.Equal(t, 400, code)
+
+	// The node that placed the room shows the choice and every candidate's figures.
+	code, body, _ = get("http://" + addrA + "/debug/baton/cluster")
+	require.Equal(t, 200, code, body)
+	var fig struct {
+		Node      string `json:"node"`
+		Open      bool   `json:"open"`
+		Valid     bool   `json:"valid"`
+		Placement struct {
+			Node       directory.NodeInfo
+			Candidates []directory.Candidate
+		} `json:"last_placement"`
+		Published *directory.Status `json:"published"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &fig), body)
+	assert.Equal(t, "a", fig.Node)
+	assert.True(t, fig.Open && fig.Valid)
+	assert.Equal(t, a1.Node, fig.Placement.Node.ID)
+	assert.Len(t, fig.Placement.Candidates, 2)
+}
+
+// TestDrainingNodeLeaves: a node that drains publishes Draining (placement skips it) and,
+// once its rooms have ended, gives its lease back: its record and claims are gone at once,
+// not a TTL later.
+func TestDrainingNodeLeaves(t *testing.T) {
+	emb := directory.NewEmbedded()
+	obs, err := emb.Open(context.Background(), directory.Config{Node: "observer", TTL: time.Minute})
+	require.NoError(t, err)
+	release := make(chan struct{})
+	var saved atomic.Bool
+	s := loop.New(looptest.Config(t, loop.Config{}))
+	require.NoError(t, UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: "a", TTL: time.Minute}}))
+	errc := serveInBackground(t, s)
+	waitFor(t, 5*time.Second, "the node did not open", func() bool { return nodeOf(s).handle() != nil })
+	r := newRoomT(t, s, Config[int]{Name: "saving", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {},
+		OnDrain: func(r *Room[int], _ time.Time) {
+			r.Go("save", func(tk *loop.Task) {
+				<-release // the test says when the save is done
+				saved.Store(true)
+				r.Stop()
+			})
+		}})
+	waitFor(t, 2*time.Second, "not claimed", func() bool { return r.Token() > 0 })
+	go func() { _ = s.Shutdown(context.Background()) }()
+	waitFor(t, 5*time.Second, "the draining node did not say so", func() bool {
+		ns, err := obs.Nodes(context.Background())
+		require.NoError(t, err)
+		for _, n := range ns {
+			if n.ID == "a" {
+				return n.Draining
+			}
+		}
+		return false
+	})
+	p, err := obs.Place(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "observer", p.Node.ID, "a draining node is never chosen")
+	cl, err := obs.Lookup(context.Background(), "saving")
+	require.NoError(t, err, "the room is still owned while it saves")
+	assert.Equal(t, "a", cl.Node)
+	close(release)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, loop.ErrServerClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop")
+	}
+	assert.True(t, saved.Load())
+	_, err = obs.Lookup(context.Background(), "saving")
+	require.ErrorIs(t, err, directory.ErrNotClaimed)
+	ns, err := obs.Nodes(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ns, 1, "the node's record went with its lease")
 }
