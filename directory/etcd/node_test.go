@@ -691,3 +691,112 @@ func BenchmarkClusterJoins(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// etcdFigures reads member m's CPU time (from /proc, Linux) and the gRPC messages it has
+// received (its /metrics, grpc_server_msg_received_total summed over methods).
+func etcdFigures(t testing.TB, m *member) (cpu time.Duration, msgs float64) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	fs := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(fs[11], 10, 64) // utime and stime, fields 14 and 15, in clock ticks (100 Hz)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	cpu = time.Duration(ut+st) * 10 * time.Millisecond
+	resp, err := http.Get(m.clientURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "grpc_server_msg_received_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		require.NoError(t, err)
+		msgs += v
+	}
+	return cpu, msgs
+}
+
+// BenchmarkEtcdLoad measures what three nodes holding 1,000 rooms cost etcd at the
+// defaults (TTL 5 s: a keep-alive every 1.67 s; load published every second), idle
+// rooms: the messages etcd receives per second per node and etcd's CPU, over 10 s.
+func BenchmarkEtcdLoad(b *testing.B) {
+	c := startCluster(b, 1)
+	nodes := startNodes(b, c, 3, nodeOpts{prefix: "/load/", ttl: 5 * time.Second, publish: time.Second, tickLog: os.DevNull})
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: httpc.CheckRedirect}
+	for i := range 1000 {
+		_, err := joinWith(hc, nodes[i%3], fmt.Sprintf("load-%d", i), "p")
+		require.NoError(b, err)
+	}
+	const window = 10 * time.Second
+	for b.Loop() {
+		cpu0, msgs0 := etcdFigures(b, c.members[0])
+		time.Sleep(window)
+		cpu1, msgs1 := etcdFigures(b, c.members[0])
+		b.ReportMetric((msgs1-msgs0)/window.Seconds()/3, "etcd-msgs/s/node")
+		b.ReportMetric(100*float64(cpu1-cpu0)/float64(window), "etcd-cpu-%")
+	}
+}
+
+// TestEtcdOutage stops the only etcd member for 3 s under three nodes with rooms: joins
+// are refused (503) within the request timeout, the rooms stop ticking by their lease's
+// local check (no tick later than TTL after the outage began), and once etcd is back
+// joins succeed again and the rooms are made anew with greater tokens.
+func TestEtcdOutage(t *testing.T) {
+	c := startCluster(t, 1)
+	ttl := time.Second
+	tickLog := filepath.Join(t.TempDir(), "ticks.log")
+	nodes := startNodes(t, c, 3, nodeOpts{prefix: "/outage/", ttl: ttl, tickLog: tickLog})
+	before := map[string]directory.Token{}
+	for i := range 6 {
+		s, err := joinVia(nodes[i%3], fmt.Sprintf("o%d", i), "p")
+		require.NoError(t, err)
+		before[s.Room] = s.Token
+	}
+	time.Sleep(200 * time.Millisecond)
+	m := c.members[0]
+	killed := monotonic()
+	c.kill(m)
+	hc := &http.Client{Timeout: 3 * time.Second, CheckRedirect: httpc.CheckRedirect}
+	var refused time.Duration
+	for refused == 0 {
+		var a joinAnswer
+		code, _, err := getJSONWith(hc, "http://"+nodes[0].addr+"/join/o0?player=p", &a)
+		if err == nil && code == 503 {
+			refused = time.Duration(monotonic() - killed)
+		}
+		require.Less(t, time.Duration(monotonic()-killed), 5*time.Second, "joins not refused 5 s into the outage")
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(3*time.Second - time.Duration(monotonic()-killed))
+	var lastTick int64
+	for _, tk := range readTicks(t, tickLog) {
+		lastTick = max(lastTick, tk.end)
+	}
+	stoppedAfter := time.Duration(lastTick - killed)
+	require.Less(t, stoppedAfter, ttl, "a room ticked %v into the outage, past its lease's TTL", stoppedAfter)
+
+	require.NoError(t, c.start(m))
+	restarted := monotonic()
+	var recovered time.Duration
+	for recovered == 0 {
+		s, err := joinWith(hc, nodes[rand.IntN(3)], "o0", "p")
+		if err == nil {
+			recovered = time.Duration(monotonic() - restarted)
+			require.Greater(t, s.Token, before["o0"])
+		}
+		require.Less(t, time.Duration(monotonic()-restarted), 10*time.Second, "joins still fail 10 s after etcd came back: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 6 {
+		require.Eventually(t, func() bool {
+			_, err := joinVia(nodes[i%3], fmt.Sprintf("o%d", i), "p")
+			return err == nil
+		}, 5*time.Second, 50*time.Millisecond)
+	}
+	t.Logf("etcd down 3 s (TTL %v, request timeout 500 ms): joins refused %v after the kill; last tick %v after it; first join %v after the restart",
+		ttl, refused.Round(time.Millisecond), stoppedAfter.Round(time.Millisecond), recovered.Round(time.Millisecond))
+}

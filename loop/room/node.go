@@ -44,6 +44,50 @@ type node struct {
 	placement atomic.Pointer[directory.Placement]
 	lastErr   atomic.Pointer[string] // the last directory error the node met, for the stats page
 	opened    atomic.Int64           // handles opened (the first, and after each lapse)
+
+	orphanMu sync.Mutex
+	orphans  []orphan // guarded by orphanMu
+}
+
+// orphan is a claim whose room has ended but whose release failed (the directory was out
+// of reach): if the lease revives (etcd restores leases when it comes back), the claim
+// would list a room no node runs, so the lease task releases it after its next renewal.
+type orphan struct {
+	d    directory.Directory
+	room string
+	tok  directory.Token
+}
+
+// keepOrphan records a release to retry. Any goroutine.
+func (n *node) keepOrphan(o orphan) {
+	n.orphanMu.Lock()
+	n.orphans = append(n.orphans, o)
+	n.orphanMu.Unlock()
+}
+
+// releaseOrphans retries the failed releases of handle d (those of other handles went
+// with their lease). The task's own.
+func (n *node) releaseOrphans(t *loop.Task, d directory.Directory) {
+	n.orphanMu.Lock()
+	os := n.orphans
+	n.orphans = nil
+	n.orphanMu.Unlock()
+	for _, o := range os {
+		if o.d != d {
+			continue
+		}
+		_, err := offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, o.d.Release(ctx, o.room, o.tok) })
+		if retryRelease(err) {
+			n.keepOrphan(o)
+		}
+	}
+}
+
+// retryRelease reports whether a release that failed with err should be tried again: the
+// directory did not answer. A stale token, a lapsed lease or a closed handle mean the
+// claim is gone already.
+func retryRelease(err error) bool {
+	return err != nil && !errors.Is(err, directory.ErrNotOwner) && !errors.Is(err, directory.ErrLeaseExpired) && !errors.Is(err, directory.ErrClosed)
 }
 
 // handle is one open directory handle (one lease).
@@ -231,6 +275,7 @@ func (n *node) renew(t *loop.Task, srv *loop.Server) {
 	_, err := offload.Do(t, func(ctx context.Context) (time.Time, error) { return d.KeepAlive(ctx) })
 	switch {
 	case err == nil:
+		n.releaseOrphans(t, d)
 	case errors.Is(err, directory.ErrLeaseExpired):
 		// The node's rooms are gone from the directory; its rooms here stop at their next
 		// tick (Valid is false for good). A new handle serves new rooms.
@@ -417,7 +462,10 @@ func (c *core) unclaim() {
 		return
 	}
 	c.tbl.l.Start("room:release", func(t *loop.Task) {
-		_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, name, tok) })
+		_, err := offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, name, tok) })
+		if retryRelease(err) {
+			n.keepOrphan(orphan{d, name, tok})
+		}
 	})
 }
 
