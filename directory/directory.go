@@ -171,7 +171,7 @@ type Config struct {
 	// backend over a TTL. 0 means TTL/5. It must be less than TTL.
 	Margin time.Duration
 	// RequestTimeout bounds each backend round trip whose context has no earlier deadline;
-	// past it the call fails with ErrUnavailable. 0 means defaultRequestTimeout.
+	// past it the call fails with ErrUnavailable. 0 means 2 s.
 	RequestTimeout time.Duration
 	// Placement tunes Place (see Choose).
 	Placement PlaceConfig

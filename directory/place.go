@@ -10,8 +10,8 @@ import (
 type PlaceConfig struct {
 	// RoomCost is the load, in loops, that a room claimed since its node last published
 	// its load is assumed to add until the node publishes again: a new room's cost is not
-	// known before it runs. 0 means defaultRoomCost. It keeps rooms placed in a burst from
-	// all going to the same node.
+	// known before it runs. 0 means 0.01 (a hundredth of a loop). It keeps rooms placed
+	// in a burst from all going to the same node.
 	RoomCost float64
 }
 

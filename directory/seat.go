@@ -26,7 +26,7 @@ type SeatConfig struct {
 	// OldKeys also verify tokens (not sign them): a key being rotated out stays here until
 	// the tokens it signed have expired. Each at least MinSeatKeyLen bytes.
 	OldKeys [][]byte
-	// TTL is how long a token stays valid after Sign. 0 means defaultSeatTTL.
+	// TTL is how long a token stays valid after Sign. 0 means 30 s.
 	TTL time.Duration
 	// Skew is how long after its expiry a token is still accepted, for the difference
 	// between the signing and the verifying node's wall clocks. 0 means none.

@@ -152,6 +152,9 @@ func TestRoomStopsWhenOwnershipLapses(t *testing.T) {
 	assert.ErrorIs(t, r.Input(1), ErrRoomStopped)
 	t.Logf("lease valid until %v after the start; last tick %v; stopped at %v", validUntil.Sub(origin), last.Sub(origin), time.Duration(movedAt.Load()))
 
+	// Unblocked once the directory has surely dropped the lease (an earlier renewal would
+	// revive it: TestEtcdOutage in directory/etcd covers that), the node opens a new one.
+	time.Sleep(time.Until(d.Lease().Deadline.Add(100 * time.Millisecond)))
 	g.blocked.Store(false)
 	waitFor(t, 5*time.Second, "the node did not open a new lease", func() bool {
 		h := n.handle()
