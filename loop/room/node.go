@@ -36,9 +36,11 @@ type node struct {
 	dir      atomic.Pointer[handle] // the open handle; nil before open and after its lease lapsed
 	draining atomic.Bool
 
-	// Figures, kept by the rooms on their loops and read by the publisher on loop 0.
-	rooms, players atomic.Int64
-	roomNanos      atomic.Int64 // loop time charged to rooms, in total
+	tablesMu sync.Mutex
+	// tables are every loop's rooms' figures, which the publisher sums; guarded by
+	// tablesMu. Not the tables themselves: a node must not hold its server (nodes holds
+	// the node until the server is collected).
+	tables []*tableFigures
 
 	published atomic.Pointer[directory.Status] // what was published last
 	placement atomic.Pointer[directory.Placement]
@@ -176,6 +178,34 @@ func nodeOf(srv *loop.Server) *node {
 	return v.(*node)
 }
 
+// tableFigures are a loop's rooms' figures for its node's publisher: kept by the loop's
+// rooms, read from loop 0. Each loop's in its own table, so rooms on different loops never
+// share a cache line.
+type tableFigures struct {
+	rooms, players atomic.Int64
+	roomNanos      atomic.Int64 // loop time charged to the loop's rooms, in total
+}
+
+// addTable registers a loop's rooms' figures. Any goroutine.
+func (n *node) addTable(f *tableFigures) {
+	n.tablesMu.Lock()
+	n.tables = append(n.tables, f)
+	n.tablesMu.Unlock()
+}
+
+// counts sums the loops' rooms, players and loop time charged to rooms (ns). Any
+// goroutine.
+func (n *node) counts() (rooms, players, nanos int64) {
+	n.tablesMu.Lock()
+	defer n.tablesMu.Unlock()
+	for _, f := range n.tables {
+		rooms += f.rooms.Load()
+		players += f.players.Load()
+		nanos += f.roomNanos.Load()
+	}
+	return rooms, players, nanos
+}
+
 // handle returns the open handle, or nil.
 func (n *node) handle() directory.Directory {
 	if h := n.dir.Load(); h != nil {
@@ -213,7 +243,7 @@ func (n *node) start(l *loop.Loop) {
 	last.at = time.Now()
 	l.Every("room:directory-publish", n.every, func(t *loop.Task) {
 		now := time.Now()
-		nanos := n.roomNanos.Load()
+		_, _, nanos := n.counts()
 		share := float64(nanos-last.nanos) / float64(now.Sub(last.at)) / float64(max(1, n.cfg.Loops))
 		last.at, last.nanos = now, nanos
 		n.publish(t, srv, share)
@@ -226,7 +256,7 @@ func (n *node) start(l *loop.Loop) {
 			n.publish(t, srv, -1)
 			// The lease goes once the rooms have ended: revoking it earlier would free rooms
 			// that still tick (their OnDrain saving the game).
-			for n.rooms.Load() > 0 {
+			for rooms, _, _ := n.counts(); rooms > 0; rooms, _, _ = n.counts() {
 				if t.Sleep(20*time.Millisecond) != nil {
 					return
 				}
@@ -316,10 +346,11 @@ func (n *node) publish(t *loop.Task, srv *loop.Server, share float64) {
 		}
 	}
 	util /= float64(max(1, len(loops)))
+	rooms, players, _ := n.counts()
 	st := directory.Status{
 		Draining: n.draining.Load() || loops[0].Phase() != "serving",
 		Load: directory.Load{Utilisation: max(util, share), RoomShare: share,
-			Rooms: int(n.rooms.Load()), Players: int(n.players.Load())},
+			Rooms: int(rooms), Players: int(players)},
 	}
 	_, err := offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Publish(ctx, st) })
 	if err != nil {
@@ -473,5 +504,5 @@ func (c *core) unclaim() {
 // figures.
 func (c *core) charge(now int64, d time.Duration) {
 	c.rec.LoopTime(now, d)
-	c.tbl.node.roomNanos.Add(int64(d))
+	c.tbl.figs.roomNanos.Add(int64(d))
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -309,4 +311,30 @@ func TestDrainingNodeLeaves(t *testing.T) {
 	ns, err := obs.Nodes(context.Background())
 	require.NoError(t, err)
 	require.Len(t, ns, 1, "the node's record went with its lease")
+}
+
+// TestNodeGoesWithItsServer: the server-to-node map holds servers weakly, so a server that
+// is dropped takes its node with it.
+func TestNodeGoesWithItsServer(t *testing.T) {
+	var keys []weak.Pointer[loop.Server]
+	func() {
+		s := loop.New(looptest.Config(t, loop.Config{}))
+		require.NoError(t, UseDirectory(s, directory.NewEmbedded(), NodeConfig{Directory: directory.Config{Node: "gone"}}))
+		s2 := loop.New(looptest.Config(t, loop.Config{}))
+		_ = nodeOf(s2) // a default node
+		keys = append(keys, weak.Make(s), weak.Make(s2))
+	}()
+	for _, k := range keys {
+		_, ok := nodes.Load(k)
+		require.True(t, ok)
+	}
+	waitFor(t, 5*time.Second, "the dropped servers' nodes are still mapped", func() bool {
+		runtime.GC()
+		for _, k := range keys {
+			if _, ok := nodes.Load(k); ok {
+				return false
+			}
+		}
+		return true
+	})
 }

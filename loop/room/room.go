@@ -657,7 +657,7 @@ func (c *core) attach(t *loop.Task) error {
 	}
 	c.tbl.owner[t] = c
 	c.members = append(c.members, member{t: t, cancel: cancel, last: last})
-	c.tbl.node.players.Add(1)
+	c.tbl.figs.players.Add(1)
 	if c.stopping {
 		t.Cancel(ErrRoomStopped)
 	}
@@ -696,7 +696,7 @@ func (c *core) remove(i int) {
 		c.charge(c.tbl.now(), on-m.last)
 	}
 	delete(c.tbl.owner, m.t)
-	c.tbl.node.players.Add(-1)
+	c.tbl.figs.players.Add(-1)
 	last := len(c.members) - 1
 	c.members[i] = c.members[last]
 	c.members[last] = member{}
