@@ -338,3 +338,46 @@ func TestNodeGoesWithItsServer(t *testing.T) {
 		return true
 	})
 }
+
+// TestStalledLoopStopsRenewal: on a server of two loops, while loop 1 does not turn (a
+// function holds it), the node stops renewing its lease, so its rooms lapse (here the
+// room on loop 0) and can be re-homed by other nodes; the node renews again once loop 1
+// turns.
+func TestStalledLoopStopsRenewal(t *testing.T) {
+	emb := directory.NewEmbedded()
+	s := loop.New(looptest.Config(t, loop.Config{Shards: 2}))
+	const ttl, margin = 900 * time.Millisecond, 150 * time.Millisecond
+	require.NoError(t, UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: "a", TTL: ttl, Margin: margin}}))
+	looptest.Start(t, s)
+	n := nodeOf(s)
+	waitFor(t, 5*time.Second, "the node did not open", func() bool { return n.handle() != nil })
+	var r *Room[int]
+	looptest.OnLoop(t, s.Loop(0), func() {
+		var err error
+		r, err = New(s.Loop(0), Config[int]{Name: "on-0", Period: 10 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {}})
+		require.NoError(t, err)
+	})
+	waitFor(t, 2*time.Second, "not claimed", func() bool { return r.Token() > 0 })
+	release := make(chan struct{})
+	require.NoError(t, s.Loop(1).Post(func() { <-release })) // loop 1 stops turning
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	select {
+	case <-r.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the room on loop 0 still runs 5 s after loop 1 stopped turning")
+	}
+	e := n.lastErr.Load()
+	require.NotNil(t, e)
+	assert.Contains(t, *e, "loop 1 has not turned")
+	close(release)
+	waitFor(t, 5*time.Second, "the node did not hold a valid lease again", func() bool {
+		h := n.handle()
+		return h != nil && h.Valid()
+	})
+}
