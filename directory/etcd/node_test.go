@@ -625,7 +625,11 @@ func TestPlacementByCost(t *testing.T) {
 	})
 
 	t.Run("equal nodes spread", func(t *testing.T) {
-		nodes := startNodes(t, c, 3, nodeOpts{prefix: "/even/", ttl: time.Second, tickLog: filepath.Join(t.TempDir(), "ticks.log")})
+		// Equal nodes: their published loads stay equal (no publication after the first
+		// record during the test), so placement goes by the rooms each claimed since.
+		// Measured loads differ by each room's real cost, and placement follows them
+		// (the busy node above).
+		nodes := startNodes(t, c, 3, nodeOpts{prefix: "/even/", ttl: time.Second, publish: time.Minute, tickLog: filepath.Join(t.TempDir(), "ticks.log")})
 		count := map[string]int{}
 		for i := range 30 {
 			s, err := joinVia(nodes[rand.IntN(3)], fmt.Sprintf("even-%d", i), "p")
