@@ -425,13 +425,14 @@ func pauseOwners(t *testing.T, nodes []*child, ttl time.Duration, runs int) []ti
 		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGCONT))
 		require.NotZero(t, moved, "run %d: room %s was not re-homed while %s was paused for %v", run, name, owner.id, ttl+1500*time.Millisecond)
 		rehome = append(rehome, moved)
-		// After the resume every node, the old owner too, seats players on the new owner.
+		// After the resume every node, the old owner too, seats players in the room under a
+		// newer token (on the new owner; or anywhere, if a loaded machine made it lapse too).
 		deadline := time.Now().Add(3 * time.Second)
 		for _, n := range nodes {
 			for {
 				s, err := joinVia(n, name, "late")
 				if err == nil {
-					require.NotEqual(t, owner.id, s.Node, "run %d: joined through %s after the resume", run, n.id)
+					require.Greater(t, s.Token, first.Token, "run %d: joined through %s after the resume: seated under the old token", run, n.id)
 					break
 				}
 				require.True(t, time.Now().Before(deadline), "run %d: joins through %s fail after the resume: %v", run, n.id, err)
@@ -512,7 +513,7 @@ func listed(ctx context.Context, cli *clientv3.Client, prefix string) (map[strin
 // TTL + 1 s after the kill.
 func TestNoLies(t *testing.T) {
 	c := startCluster(t, 1)
-	ttl := time.Second
+	ttl := 2 * time.Second // 1 s lapses now and then on a loaded machine, which would spoil the count of rooms made
 	nodes := startNodes(t, c, 3, nodeOpts{prefix: "/nolies/", ttl: ttl, tickLog: filepath.Join(t.TempDir(), "ticks.log")})
 	cli := c.client(t)
 	ctx := context.Background()
