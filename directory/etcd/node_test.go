@@ -228,9 +228,15 @@ func prefixOf(p string) string {
 	return p
 }
 
-// httpc is the tests' client: short timeouts (a paused node does not answer), no
-// redirects followed.
-var httpc = &http.Client{Timeout: 300 * time.Millisecond, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// httpc is the tests' client: no redirects followed, and patient (a loaded machine under
+// -race answers a join in a second now and then); quick is for the joins while a node is
+// paused, which must give up on the paused node soon.
+var (
+	httpc = &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirect}
+	quick = &http.Client{Timeout: 300 * time.Millisecond, CheckRedirect: noRedirect}
+)
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // getJSON gets url and decodes a 200 answer into v; it returns the status code.
 func getJSON(url string, v any) (int, string, error) { return getJSONWith(httpc, url, v) }
@@ -393,7 +399,7 @@ func pauseOwners(t *testing.T, nodes []*child, ttl time.Duration, runs int) []ti
 	player := 0
 	join := func(via []*child, name string) (seated, error) {
 		player++
-		return joinVia(via[rand.IntN(len(via))], name, "p"+strconv.Itoa(player))
+		return joinWith(quick, via[rand.IntN(len(via))], name, "p"+strconv.Itoa(player))
 	}
 	for run := range runs {
 		name := fmt.Sprintf("twin-%d", run)

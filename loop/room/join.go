@@ -122,6 +122,9 @@ func Admit[I any](c *loop.Ctx, name string, open func(l *loop.Loop) (*Room[I], e
 	_, err := r.Claimed(c)
 	var owned *directory.OwnedError
 	switch {
+	case err == nil && fencing && r.core.dir != nil && !r.core.owned():
+		// Its lease lapsed: the room stops at its next tick, and the player asks again.
+		unavailable(c, "room "+name+": this node's ownership lapsed")
 	case err == nil:
 		return r, seat, true
 	case errors.As(err, &owned) && owned.Owner.Node != n.cfg.Node:
