@@ -390,7 +390,10 @@ func noTwinsRuns() int {
 // times: a room is made through a random node, its owner is paused (SIGSTOP) for its
 // lease's TTL + 1.5 s while players keep joining through the other nodes every 100 ms,
 // then resumed (SIGCONT); players then join through every node, the old owner included.
-func pauseOwners(t *testing.T, nodes []*child, ttl time.Duration, runs int) []time.Duration {
+//
+// A room is re-homed when the directory names another owner: the test reads the room's
+// claim from etcd every 10 ms while the owner is paused.
+func pauseOwners(t *testing.T, cli *clientv3.Client, nodes []*child, ttl time.Duration, runs int) []time.Duration {
 	byID := map[string]*child{}
 	for _, n := range nodes {
 		byID[n.id] = n
@@ -419,17 +422,32 @@ func pauseOwners(t *testing.T, nodes []*child, ttl time.Duration, runs int) []ti
 		}
 		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGSTOP))
 		stopped := time.Now()
-		var moved time.Duration
+		movedc := make(chan time.Duration, 1)
+		watchCtx, stopWatch := context.WithCancel(context.Background())
+		go func() { // when the directory first names another owner
+			defer close(movedc)
+			for watchCtx.Err() == nil {
+				got, err := listed(watchCtx, cli, "")
+				if err == nil && got[name] != "" && got[name] != owner.id {
+					movedc <- time.Since(stopped)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		seatedElsewhere := false
 		for time.Since(stopped) < ttl+1500*time.Millisecond {
 			s, err := join(others, name)
-			if err == nil && s.Node != owner.id && moved == 0 {
-				moved = time.Since(stopped)
+			if err == nil && s.Node != owner.id {
+				seatedElsewhere = true
 				require.Greater(t, s.Token, first.Token, "run %d: the new owner's token", run)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		stopWatch()
+		moved := <-movedc
 		require.NoError(t, owner.cmd.Process.Signal(syscall.SIGCONT))
-		require.NotZero(t, moved, "run %d: room %s was not re-homed while %s was paused for %v", run, name, owner.id, ttl+1500*time.Millisecond)
+		require.True(t, seatedElsewhere && moved > 0, "run %d: room %s was not re-homed while %s was paused for %v", run, name, owner.id, ttl+1500*time.Millisecond)
 		rehome = append(rehome, moved)
 		// After the resume every node, the old owner too, seats players in the room under a
 		// newer token (on the new owner; or anywhere, if a loaded machine made it lapse too).
@@ -452,7 +470,8 @@ func pauseOwners(t *testing.T, nodes []*child, ttl time.Duration, runs int) []ti
 // TestNoTwinRooms pauses a room's owner past its lease while players keep joining through
 // the other nodes, resumes it, and checks the ticks every node logged (node, room, token,
 // CLOCK_MONOTONIC at the tick's start and end): no two owners of a room ever tick in
-// overlapping windows, and the room is re-homed within TTL + 1 s of the pause.
+// overlapping windows, and the room is re-homed (the directory names a new owner) within
+// TTL + 1 s of the pause.
 // BATON_NOTWINS_RUNS sets the number of pauses (3 by default).
 func TestNoTwinRooms(t *testing.T) {
 	c := startCluster(t, 1)
@@ -460,7 +479,7 @@ func TestNoTwinRooms(t *testing.T) {
 	tickLog := filepath.Join(t.TempDir(), "ticks.log")
 	nodes := startNodes(t, c, 3, nodeOpts{ttl: ttl, tickLog: tickLog})
 	runs := noTwinsRuns()
-	rehome := pauseOwners(t, nodes, ttl, runs)
+	rehome := pauseOwners(t, c.client(t), nodes, ttl, runs)
 	ticks := readTicks(t, tickLog)
 	found := twins(ticks)
 	require.Empty(t, found, "twin rooms: %s", strings.Join(found, "\n"))
@@ -488,7 +507,7 @@ func TestNoTwinRoomsCatchesUnfencedBuild(t *testing.T) {
 	ttl := time.Second
 	tickLog := filepath.Join(t.TempDir(), "ticks.log")
 	nodes := startNodes(t, c, 3, nodeOpts{bin: bin, ttl: ttl, tickLog: tickLog})
-	pauseOwners(t, nodes, ttl, 1)
+	pauseOwners(t, c.client(t), nodes, ttl, 1)
 	time.Sleep(300 * time.Millisecond) // the resumed owner ticks its old room beside the new owner
 	found := twins(readTicks(t, tickLog))
 	require.NotEmpty(t, found, "an unfenced build made no twins: the checker cannot fail")
