@@ -291,11 +291,12 @@ func (n *node) open(t *loop.Task, tries int) {
 // (a loop that has not turned for longer than the margin would let its rooms tick past
 // their lease), and opens a new handle once the lease is gone. The task's own.
 func (n *node) renew(t *loop.Task, srv *loop.Server) {
-	d := n.handle()
-	if d == nil {
+	h := n.dir.Load()
+	if h == nil {
 		n.open(t, 1)
 		return
 	}
+	d := h.d
 	for _, l := range srv.Loops() {
 		if v := l.Vitals(); v.Overdue > n.cfg.Margin {
 			n.fail("keep-alive", fmt.Errorf("loop %d has not turned for %v: not renewing", l.Index(), v.Overdue))
@@ -311,7 +312,7 @@ func (n *node) renew(t *loop.Task, srv *loop.Server) {
 		// tick (Valid is false for good). A new handle serves new rooms.
 		n.fail("keep-alive", err)
 		n.log.Warn("room: directory lease lapsed; opening a new one", "node", n.cfg.Node, "err", err)
-		n.dir.CompareAndSwap(n.dir.Load(), nil)
+		n.dir.CompareAndSwap(h, nil)
 		_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Close(ctx) })
 		n.open(t, 1)
 	default:

@@ -10,7 +10,13 @@
 // when called off its loop instead of racing. The package is a client of package loop's exported API only: tasks
 // (Loop.Start, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
 // (Loop.OnDrain, Loop.HoldDrain) and the stats registry (Server.AddStats).
-// docs/rooms.md describes rooms in full.
+//
+// Every room claims its name in a room directory (package directory): on its own a server
+// is its own node on an in-memory directory; UseDirectory makes it a node of a shared one
+// (etcd), whose lease it renews from a loop task, and then a room checks the lease before
+// each tick and stops for good once it lapsed, Room.Token is its fencing token, and Join
+// and Admit route players to the node that owns their room. docs/rooms.md describes rooms
+// in full, docs/cluster.md the directory.
 package room
 
 import (
