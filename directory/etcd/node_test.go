@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -152,6 +154,8 @@ type nodeOpts struct {
 	ttl     time.Duration // lease TTL
 	publish time.Duration // load publication period
 	tickLog string        // the shared tick log
+	// etcd, if set, gives node i's etcd endpoints (a proxy that the test can cut).
+	etcd func(i int) []string
 }
 
 // startNodes starts n nodes named <prefix>n0.. on the cluster's etcd and waits until each
@@ -169,7 +173,11 @@ func startNodes(t testing.TB, c *cluster, n int, o nodeOpts) []*child {
 	for i := range nodes {
 		id := fmt.Sprintf("n%d", i)
 		cmd := exec.Command(o.bin, "-test.run=^$")
-		cmd.Env = append(os.Environ(), envChild+"="+id, envEtcd+"="+strings.Join(c.endpoints(), ","),
+		endpoints := c.endpoints()
+		if o.etcd != nil {
+			endpoints = o.etcd(i)
+		}
+		cmd.Env = append(os.Environ(), envChild+"="+id, envEtcd+"="+strings.Join(endpoints, ","),
 			envPrefix+"="+o.prefix, envTTL+"="+o.ttl.String(), envTickLog+"="+o.tickLog, envPublish+"="+o.publish.String())
 		errf, err := os.Create(filepath.Join(dir, id+".stderr"))
 		require.NoError(t, err)
@@ -829,4 +837,150 @@ func TestEtcdOutage(t *testing.T) {
 	}
 	t.Logf("etcd down 3 s (TTL %v, request timeout 500 ms): joins refused %v after the kill; last tick %v after it; first join %v after the restart",
 		ttl, refused.Round(time.Millisecond), stoppedAfter.Round(time.Millisecond), recovered.Round(time.Millisecond))
+}
+
+// cutProxy forwards TCP connections to an address until cut: then it closes every
+// connection it carries and those that arrive, until healed. A node cut off from etcd.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+}
+
+func newCutProxy(t testing.TB, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.setCut(true)
+	})
+	return p
+}
+
+func (p *cutProxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *cutProxy) serve(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if !p.track(c, up) {
+		c.Close()
+		up.Close()
+		return
+	}
+	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	_, _ = io.Copy(c, up)
+	c.Close()
+}
+
+// setCut cuts (closing every connection) or heals the proxy.
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// TestPartitionFromEtcd cuts one node's connections to etcd (through a proxy) for 3 s while
+// the node owns a room: the node's room stops by its local check, the room is re-homed on
+// another node once etcd drops the node's lease, the node's ticks and the new owner's do not
+// overlap, and once the network heals the node takes a new lease and routes joins to the new
+// owner.
+func TestPartitionFromEtcd(t *testing.T) {
+	c := startCluster(t, 1)
+	ttl := time.Second
+	tickLog := filepath.Join(t.TempDir(), "ticks.log")
+	proxy := newCutProxy(t, strings.TrimPrefix(c.members[0].clientURL, "http://"))
+	nodes := startNodes(t, c, 3, nodeOpts{prefix: "/partition/", ttl: ttl, tickLog: tickLog, etcd: func(i int) []string {
+		if i == 0 {
+			return []string{"http://" + proxy.ln.Addr().String()}
+		}
+		return c.endpoints()
+	}})
+	cli := c.client(t)
+	ctx := context.Background()
+	seats, err := directory.NewSeatSigner(directory.SeatConfig{Key: seatKey})
+	require.NoError(t, err)
+	seat, err := seats.Sign("cut", "p")
+	require.NoError(t, err)
+	var first seated
+	code, body, err := getJSON("http://"+nodes[0].addr+"/play/cut?seat="+seat, &first)
+	require.NoError(t, err)
+	require.Equal(t, 200, code, body)
+	time.Sleep(200 * time.Millisecond)
+
+	proxy.setCut(true)
+	cutAt := monotonic()
+	var rehomed time.Duration
+	for rehomed == 0 {
+		got, err := listed(ctx, cli, "/partition/")
+		require.NoError(t, err)
+		if owner := got["cut"]; owner != "" && owner != nodes[0].id {
+			rehomed = time.Duration(monotonic() - cutAt)
+			break
+		}
+		if got["cut"] == "" {
+			_, _ = joinWith(quick, nodes[1+rand.IntN(2)], "cut", "p")
+		}
+		require.Less(t, time.Duration(monotonic()-cutAt), 5*time.Second, "not re-homed 5 s into the partition")
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3*time.Second - time.Duration(monotonic()-cutAt))
+	var lastOld int64
+	for _, tk := range readTicks(t, tickLog) {
+		if tk.node == nodes[0].id && tk.room == "cut" {
+			lastOld = max(lastOld, tk.end)
+		}
+	}
+	proxy.setCut(false)
+	healedAt := monotonic()
+	var back time.Duration
+	for back == 0 {
+		loads, err := nodeLoads(ctx, cli, "/partition/")
+		require.NoError(t, err)
+		if _, ok := loads[nodes[0].id]; ok {
+			back = time.Duration(monotonic() - healedAt)
+		}
+		require.Less(t, time.Duration(monotonic()-healedAt), 10*time.Second, "the node did not come back 10 s after the network healed")
+		time.Sleep(10 * time.Millisecond)
+	}
+	s, err := joinVia(nodes[0], "cut", "late")
+	require.NoError(t, err)
+	require.Greater(t, s.Token, first.Token)
+	found := twins(readTicks(t, tickLog))
+	require.Empty(t, found, "twin rooms: %s", strings.Join(found, "\n"))
+	t.Logf("partition of %s from etcd for 3 s (TTL %v): its last tick %v after the cut, room re-homed %v after it; node back in the directory %v after the heal",
+		nodes[0].id, ttl, time.Duration(lastOld-cutAt).Round(time.Millisecond), rehomed.Round(time.Millisecond), back.Round(time.Millisecond))
 }
