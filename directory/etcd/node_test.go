@@ -506,6 +506,9 @@ func TestNoTwinRoomsCatchesUnfencedBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a second test binary")
 	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command to build the unfenced test binary")
+	}
 	c := startCluster(t, 1)
 	bin := filepath.Join(t.TempDir(), "unfenced.test")
 	build := exec.Command("go", "test", "-c", "-tags", "baton_nofencing", "-o", bin, ".")
