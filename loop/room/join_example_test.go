@@ -44,7 +44,7 @@ func ExampleAdmit() {
 
 	type answer struct{ Node, Addr, Seat string }
 	join := func(url, player string) (a answer) {
-		for range 100 { // a node answers 503 until it holds its lease (just after it starts)
+		for range 500 { // a node answers 503 until it holds its lease (just after it starts)
 			resp, err := http.Get(url + "/join/m1?player=" + player)
 			if err == nil && resp.StatusCode == 200 {
 				_ = json.NewDecoder(resp.Body).Decode(&a)

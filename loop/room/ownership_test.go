@@ -111,7 +111,7 @@ func TestRoomStopsWhenOwnershipLapses(t *testing.T) {
 	s, _ := nodeServer(t, g, NodeConfig{Directory: directory.Config{Node: "a", TTL: ttl, Margin: margin}}, nil)
 	n := nodeOf(s)
 
-	var lastTick atomic.Int64 // unix nanoseconds of the last tick's start, by the monotonic clock below
+	var lastTick atomic.Int64 // when the last tick ended, since origin (monotonic)
 	origin := time.Now()
 	var movedAt atomic.Int64
 	var memberCause atomic.Pointer[error]
@@ -146,13 +146,17 @@ func TestRoomStopsWhenOwnershipLapses(t *testing.T) {
 		t.Fatal("the room still runs 5 s after its node stopped renewing")
 	}
 	validUntil := d.Lease().ValidUntil() // the last renewal's, whenever it came
+	// The guarantee: every tick began while the lease was valid by the local check, so it
+	// ended before the lease's deadline (the margin covers a tick); the directory frees the
+	// room no earlier than that deadline.
 	last := origin.Add(time.Duration(lastTick.Load()))
-	assert.True(t, last.Before(validUntil), "a tick began at %v, after the lease's validity ended (%v)", last.Sub(origin), validUntil.Sub(origin))
+	deadline := d.Lease().Deadline
+	assert.True(t, last.Before(deadline), "a tick ended at %v, after the lease's deadline (%v)", last.Sub(origin), deadline.Sub(origin))
 	assert.NotZero(t, movedAt.Load(), "OnMoved did not run")
 	require.NotNil(t, memberCause.Load())
 	assert.ErrorIs(t, *memberCause.Load(), ErrMoved)
 	assert.ErrorIs(t, r.Input(1), ErrRoomStopped)
-	t.Logf("lease valid until %v after the start; last tick %v; stopped at %v", validUntil.Sub(origin), last.Sub(origin), time.Duration(movedAt.Load()))
+	t.Logf("lease valid until %v after the start, deadline %v; last tick ended %v; stopped at %v", validUntil.Sub(origin), deadline.Sub(origin), last.Sub(origin), time.Duration(movedAt.Load()))
 
 	// Unblocked once the directory has surely dropped the lease (an earlier renewal would
 	// revive it: TestEtcdOutage in directory/etcd covers that), the node opens a new one.
