@@ -28,7 +28,7 @@ type Directory interface {
 	Lease() Lease
 
 	// Valid reports whether the lease is still valid by the local monotonic clock: now is
-	// before the lease's deadline minus the safety margin (Lease.ValidAt). A room asks it
+	// before the lease's deadline minus the safety margin (Lease.ValidUntil). A room asks it
 	// before each tick; it turns false before the backend can free the node's rooms. Never
 	// blocks; cheap enough to call on every tick.
 	Valid() bool
@@ -171,7 +171,7 @@ type Config struct {
 	// backend over a TTL. 0 means TTL/5. It must be less than TTL.
 	Margin time.Duration
 	// RequestTimeout bounds each backend round trip whose context has no earlier deadline;
-	// past it the call fails with ErrUnavailable. 0 means DefaultRequestTimeout.
+	// past it the call fails with ErrUnavailable. 0 means 2 s.
 	RequestTimeout time.Duration
 	// Placement tunes Place (see Choose).
 	Placement PlaceConfig
@@ -180,7 +180,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultTTL            = 5 * time.Second
-	DefaultRequestTimeout = 2 * time.Second
+	defaultRequestTimeout = 2 * time.Second
 	// MaxNameLen is the longest room name or node ID, in bytes.
 	MaxNameLen = 256
 )
@@ -197,9 +197,9 @@ func (c Config) WithDefaults() Config {
 		c.Margin = c.TTL / 5
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
+		c.RequestTimeout = defaultRequestTimeout
 	}
-	c.Placement = c.Placement.WithDefaults()
+	c.Placement = c.Placement.withDefaults()
 	return c
 }
 
@@ -219,7 +219,7 @@ func (c Config) Validate() error {
 	case c.RequestTimeout < 0:
 		return fmt.Errorf("directory: Config.RequestTimeout (%v) must not be negative", c.RequestTimeout)
 	}
-	return c.Placement.Validate()
+	return c.Placement.validate()
 }
 
 // KeepAlivePeriod is how often the node should call KeepAlive: a third of the TTL, so

@@ -23,11 +23,6 @@ type Lease struct {
 // goroutine.
 func (l Lease) ValidUntil() time.Time { return l.Deadline.Add(-l.Margin) }
 
-// ValidAt reports whether rooms may still act under the lease at now (which must come from
-// time.Now, so that it has a monotonic reading): the lease has not expired and now is
-// before ValidUntil. Any goroutine.
-func (l Lease) ValidAt(now time.Time) bool { return !l.Expired && now.Before(l.ValidUntil()) }
-
 // LeaseClock keeps a node's lease deadline by the local monotonic clock, for backends:
 // Renewed after each grant or renewal, Expire when the backend reports the lease gone,
 // Valid from rooms before each tick. Safe for concurrent use; Valid and Lease never block
@@ -69,9 +64,6 @@ func (c *LeaseClock) Renewed(sent time.Time, ttl time.Duration) time.Time {
 
 // Expire marks the lease gone for good: Valid is false from now on. Any goroutine.
 func (c *LeaseClock) Expire() { c.expired.Store(true) }
-
-// Expired reports whether Expire was called. Any goroutine.
-func (c *LeaseClock) Expired() bool { return c.expired.Load() }
 
 // Deadline returns the lease's deadline (Lease.Deadline). Any goroutine.
 func (c *LeaseClock) Deadline() time.Time {

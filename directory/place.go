@@ -10,25 +10,25 @@ import (
 type PlaceConfig struct {
 	// RoomCost is the load, in loops, that a room claimed since its node last published
 	// its load is assumed to add until the node publishes again: a new room's cost is not
-	// known before it runs. 0 means DefaultRoomCost. It keeps rooms placed in a burst from
-	// all going to the same node.
+	// known before it runs. 0 means 0.01 (a hundredth of a loop). It keeps rooms placed
+	// in a burst from all going to the same node.
 	RoomCost float64
 }
 
-// DefaultRoomCost is PlaceConfig.RoomCost's default: a hundredth of a loop, 0.5 ms of
+// defaultRoomCost is PlaceConfig.RoomCost's default: a hundredth of a loop, 0.5 ms of
 // work per tick at 20 Hz.
-const DefaultRoomCost = 0.01
+const defaultRoomCost = 0.01
 
-// WithDefaults returns c with its zero fields set to their defaults. Any goroutine.
-func (c PlaceConfig) WithDefaults() PlaceConfig {
+// withDefaults returns c with its zero fields set to their defaults.
+func (c PlaceConfig) withDefaults() PlaceConfig {
 	if c.RoomCost == 0 {
-		c.RoomCost = DefaultRoomCost
+		c.RoomCost = defaultRoomCost
 	}
 	return c
 }
 
-// Validate reports the first invalid field of c, naming it. Any goroutine.
-func (c PlaceConfig) Validate() error {
+// validate reports the first invalid field of c, naming it.
+func (c PlaceConfig) validate() error {
 	if c.RoomCost < 0 || math.IsNaN(c.RoomCost) || math.IsInf(c.RoomCost, 0) {
 		return fmt.Errorf("directory: PlaceConfig.RoomCost (%v) must be a positive number of loops", c.RoomCost)
 	}
@@ -65,7 +65,7 @@ const headroomTie = 1e-9
 // is still chosen if it has the most: admission, not placement, refuses work. It returns
 // ErrNoNode if every node is draining or there is none. Any goroutine; pure.
 func Choose(nodes []NodeInfo, claimed map[string]int, cfg PlaceConfig) (Placement, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	cands := make([]Candidate, len(nodes))
 	best := -1
 	for i, n := range nodes {

@@ -76,9 +76,9 @@ func TestChooseDrainingAndNonsense(t *testing.T) {
 }
 
 func TestPlaceConfigValidate(t *testing.T) {
-	require.ErrorContains(t, PlaceConfig{RoomCost: -1}.Validate(), "PlaceConfig.RoomCost")
-	require.ErrorContains(t, PlaceConfig{RoomCost: math.Inf(1)}.Validate(), "PlaceConfig.RoomCost")
-	require.NoError(t, PlaceConfig{}.Validate())
+	require.ErrorContains(t, PlaceConfig{RoomCost: -1}.validate(), "PlaceConfig.RoomCost")
+	require.ErrorContains(t, PlaceConfig{RoomCost: math.Inf(1)}.validate(), "PlaceConfig.RoomCost")
+	require.NoError(t, PlaceConfig{}.validate())
 }
 
 func ids(cs []Candidate) []string {

@@ -26,7 +26,7 @@ type SeatConfig struct {
 	// OldKeys also verify tokens (not sign them): a key being rotated out stays here until
 	// the tokens it signed have expired. Each at least MinSeatKeyLen bytes.
 	OldKeys [][]byte
-	// TTL is how long a token stays valid after Sign. 0 means DefaultSeatTTL.
+	// TTL is how long a token stays valid after Sign. 0 means 30 s.
 	TTL time.Duration
 	// Skew is how long after its expiry a token is still accepted, for the difference
 	// between the signing and the verifying node's wall clocks. 0 means none.
@@ -38,9 +38,9 @@ type SeatConfig struct {
 // Seat token limits and defaults.
 const (
 	MinSeatKeyLen  = 32
-	DefaultSeatTTL = 30 * time.Second
-	// MaxSeatTokenLen bounds a token's length: longer ones are refused before decoding.
-	MaxSeatTokenLen = 1024
+	defaultSeatTTL = 30 * time.Second
+	// maxSeatTokenLen bounds a token's length: longer ones are refused before decoding.
+	maxSeatTokenLen = 1024
 )
 
 // seatVersion is the first byte of a token's payload.
@@ -88,7 +88,7 @@ func NewSeatSigner(cfg SeatConfig) (*SeatSigner, error) {
 	}
 	s := &SeatSigner{key: clone(cfg.Key), ttl: cfg.TTL, skew: cfg.Skew, now: cfg.Now}
 	if s.ttl == 0 {
-		s.ttl = DefaultSeatTTL
+		s.ttl = defaultSeatTTL
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -159,8 +159,8 @@ func parseSeat(token string) (seat Seat, payload, sig []byte, err error) {
 	bad := func(why string, args ...any) (Seat, []byte, []byte, error) {
 		return Seat{}, nil, nil, fmt.Errorf("%w: %s", ErrSeatMalformed, fmt.Sprintf(why, args...))
 	}
-	if len(token) > MaxSeatTokenLen {
-		return bad("%d bytes, longer than %d", len(token), MaxSeatTokenLen)
+	if len(token) > maxSeatTokenLen {
+		return bad("%d bytes, longer than %d", len(token), maxSeatTokenLen)
 	}
 	p64, s64, ok := strings.Cut(token, ".")
 	if !ok {

@@ -113,7 +113,7 @@ func TestSeatMalformed(t *testing.T) {
 		enc(append([]byte{2}, payload[1:]...)) + "." + s64: "version 2",
 		enc(payload[:len(payload)-1]) + "." + s64:          "player",
 		enc(append(bytes.Clone(payload), 0)) + "." + s64:   "after the player",
-		strings.Repeat("A", MaxSeatTokenLen+1):             "longer than",
+		strings.Repeat("A", maxSeatTokenLen+1):             "longer than",
 	}
 	for tok, want := range cases {
 		_, err := s.Verify(tok)

@@ -28,6 +28,9 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/batonrt/baton/directory"
 )
@@ -43,6 +46,27 @@ const maxTxnOps = 128
 type Backend struct {
 	cli    *clientv3.Client
 	prefix string
+}
+
+// MaxReconnectDelay caps Connect's reconnection backoff: gRPC's default grows to two
+// minutes, and a node whose client waits that long after etcd came back keeps its rooms
+// refused (and its lease unrenewed) for as long.
+const MaxReconnectDelay = 250 * time.Millisecond
+
+// Connect returns an etcd client of endpoints for a node: reconnection attempts at most
+// MaxReconnectDelay apart, a dial timeout of 2 s, and no client log (the directory reports
+// what matters: ErrUnavailable). For TLS or auth, build the client yourself with
+// clientv3.New and the same DialOptions. Any goroutine.
+func Connect(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 2 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxReconnectDelay},
+			MinConnectTimeout: time.Second,
+		})},
+		Logger: zap.NewNop(),
+	})
 }
 
 // New returns a backend keeping its keys under prefix ("" means DefaultPrefix; a prefix

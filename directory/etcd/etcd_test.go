@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -12,10 +13,14 @@ import (
 
 	"github.com/batonrt/baton/directory"
 	"github.com/batonrt/baton/directory/directorytest"
+	"github.com/batonrt/baton/loop/looptest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	if os.Getenv(envChild) != "" {
+		os.Exit(childMain()) // a node of the cluster tests (node_test.go)
+	}
+	goleak.VerifyTestMain(m, looptest.GoleakOptions()...) // the nodes' tests import loop (gnet's pool)
 }
 
 // TestConformance runs directory's conformance suite against one real etcd, each subtest

@@ -103,7 +103,7 @@ func (ar *arena) finish(now time.Time) {
 	if ar.fromTickets {
 		ar.app.matches--
 	}
-	ar.app.submit(store.Finished{Result: ar.m.Result(), Ended: now})
+	ar.app.submit(store.Finished{Result: ar.m.Result(), Ended: now, Room: ar.room.Name(), Token: int64(ar.room.Token())})
 	ar.room.Stop()
 	if ar.loner {
 		ar.app.startBotArena(ar.heavy)

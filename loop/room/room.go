@@ -10,18 +10,27 @@
 // when called off its loop instead of racing. The package is a client of package loop's exported API only: tasks
 // (Loop.Start, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
 // (Loop.OnDrain, Loop.HoldDrain) and the stats registry (Server.AddStats).
-// docs/rooms.md describes rooms in full.
+//
+// Every room claims its name in a room directory (package directory): on its own a server
+// is its own node on an in-memory directory; UseDirectory makes it a node of a shared one
+// (etcd), whose lease it renews from a loop task, and then a room checks the lease before
+// each tick and stops for good once it lapsed, Room.Token is its fencing token, and Join
+// and Admit route players to the node that owns their room. docs/rooms.md describes rooms
+// in full, docs/cluster.md the directory.
 package room
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"iter"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/directory"
 	"github.com/batonrt/baton/internal/invariants"
 	"github.com/batonrt/baton/loop"
 )
@@ -42,7 +51,19 @@ var (
 	// cancellation cause of its tasks (their parks return it, their Context is cancelled
 	// with it).
 	ErrRoomStopped = errors.New("room: stopped")
+	// ErrMoved is the cancellation cause of a room's tasks when the room stopped because
+	// its ownership lapsed (the node's lease in the directory ran out, or the room's
+	// claim could not be kept): another node may own the room now. A member tells its
+	// player to ask a node where the room is (Join); a WebSocket member closes with
+	// CloseMoved.
+	ErrMoved = errors.New("room: moved: the room's ownership lapsed; ask any node where it is now")
 )
+
+// CloseMoved is the WebSocket close code (in the range for applications, 4000-4999) a
+// room's WebSocket members close with when the room moved (ErrMoved, Config.OnMoved): the
+// close reason is the room's name, and the client asks any node's join endpoint (Join)
+// for the room's owner again.
+const CloseMoved = 4001
 
 // Defaults.
 const (
@@ -138,6 +159,12 @@ type Config[I any] struct {
 	// forced (their tasks are unwound). Without OnDrain a room is stopped when the drain
 	// begins.
 	OnDrain func(r *Room[I], deadline time.Time)
+	// OnMoved runs on the loop when the room stops because its ownership lapsed (the node's
+	// lease ran out: the loop stalled, the process was paused, the directory was out of
+	// reach), before its member tasks are cancelled with ErrMoved: tell the players the
+	// room moved (close their WebSockets with CloseMoved and the room's name). The room
+	// runs no further tick, under its old token or any other.
+	OnMoved func(r *Room[I])
 }
 
 // Validate reports the first invalid field, naming it. Any goroutine.
@@ -259,6 +286,14 @@ type core struct {
 	stopOnce sync.Once
 	done     chan struct{}
 	synced   [3]uint64 // what rec already has of the input counters
+
+	// Ownership in the directory (Node).
+	dir     directory.Directory           // the handle the room claimed under; nil for the default node and before the claim
+	token   atomic.Int64                  // the claim's fencing token; 0 before the claim. Any goroutine
+	claimed *loop.Future[directory.Token] // settled by the claim; set in New
+	lapsed  bool                          // the ownership check failed once: final
+	onMoved func()                        // Config.OnMoved
+	self    any                           // the *Room[I], for Admit
 }
 
 // member is a task that belongs to a room.
@@ -294,7 +329,21 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 	if cfg.InputQueue == 0 {
 		cfg.InputQueue = DefaultInputQueue
 	}
+	if err := directory.CheckRoom(cfg.Name); err != nil {
+		return nil, fmt.Errorf("room: Config.Name: %w", err)
+	}
 	tbl := tableOf(l)
+	claimed := loop.NewFuture[directory.Token](l)
+	var token directory.Token
+	if n := tbl.node; n.local {
+		// The default node's directory is in memory: the claim is a mutex, made here.
+		cl, err := n.handle().Claim(context.Background(), cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("room: New: %w", err)
+		}
+		token = cl.Token
+		claimed.Resolve(token, nil)
+	}
 	r := &Room[I]{cfg: cfg, tickFn: cfg.Tick}
 	r.tick.room = r
 	r.tickCall = func() { r.tickFn(r, &r.tick) }
@@ -306,8 +355,13 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 		done:    make(chan struct{}), inputCap: cfg.InputQueue, refuse: cfg.InputFull == RefuseInput,
 	}
 	c.rec.Init(cfg.Name, cfg.Period, cfg.Budget, now)
+	c.token.Store(int64(token))
+	c.claimed, c.self = claimed, r
 	if cfg.OnDrain != nil {
 		c.onDrain = func(deadline time.Time) { cfg.OnDrain(r, deadline) }
+	}
+	if cfg.OnMoved != nil {
+		c.onMoved = func() { cfg.OnMoved(r) }
 	}
 	tbl.add(c, now)
 	c.release = l.HoldDrain() // the drain waits for the room to end
@@ -330,6 +384,19 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 // ErrNotOnLoop is returned by New when called from a goroutine that is not the loop's: a
 // room's state is loop-confined, and making it elsewhere would race with the loop.
 var ErrNotOnLoop = errors.New("room: New called off the loop (call it from a task or a function posted to the loop)")
+
+// Token returns the room's fencing token: the revision of its claim in the directory,
+// which strictly increases for a room name across claims and owners. Stamp side effects
+// with it (a store that keeps the highest token seen per room refuses older ones); 0
+// until the claim is made (see Claimed). Any goroutine.
+func (r *Room[I]) Token() directory.Token { return directory.Token(r.core.token.Load()) }
+
+// Claimed parks w until the room's claim in the directory is settled and returns its
+// token, or why the room could not be claimed: a *directory.OwnedError (errors.Is
+// directory.ErrAlreadyOwned) naming the node that owns it, directory.ErrUnavailable, or
+// ErrRoomStopped. The room stops when its claim fails. On the default node the claim is
+// made by New, so Claimed returns at once. w is a task of the room's loop.
+func (r *Room[I]) Claimed(w loop.Waiter) (directory.Token, error) { return r.core.claimed.Await(w) }
 
 // Name returns the room's name. Any goroutine.
 func (r *Room[I]) Name() string { return r.core.name }
@@ -513,6 +580,9 @@ func (r *Room[I]) run(bt *loop.Task, start, first int64) {
 	tbl := c.tbl
 	defer r.takeInputs() // the queue's memory goes with the room
 	r.tick.Task = bt
+	if !c.claimed.Done() && !c.claim(bt) {
+		return
+	}
 	next, n, prev := first, uint64(1), start
 	behind := 0  // ticks run back to back to catch up since the last on-time one
 	end := start // the clock at the end of the previous tick: one reading serves both
@@ -522,6 +592,10 @@ func (r *Room[I]) run(bt *loop.Task, start, first int64) {
 				return
 			}
 		} else if bt.Err() != nil {
+			return
+		}
+		if fencing && c.dir != nil && !c.owned() {
+			c.lapse(bt)
 			return
 		}
 		began := tbl.now()
@@ -551,7 +625,7 @@ func (r *Room[I]) run(bt *loop.Task, start, first int64) {
 			c.overrun(n, dur, wall, end)
 		}
 		if !tbl.acct {
-			c.rec.LoopTime(end, dur) // no per-task figures: a tick's loop time is its length
+			c.charge(end, dur) // no per-task figures: a tick's loop time is its length
 		}
 		c.chargeMembers(end)
 		prev = began
@@ -589,6 +663,7 @@ func (c *core) attach(t *loop.Task) error {
 	}
 	c.tbl.owner[t] = c
 	c.members = append(c.members, member{t: t, cancel: cancel, last: last})
+	c.tbl.figs.players.Add(1)
 	if c.stopping {
 		t.Cancel(ErrRoomStopped)
 	}
@@ -624,9 +699,10 @@ func (c *core) remove(i int) {
 	m := &c.members[i]
 	if c.tbl.acct {
 		on, _, _ := m.t.Totals()
-		c.rec.LoopTime(c.tbl.now(), on-m.last)
+		c.charge(c.tbl.now(), on-m.last)
 	}
 	delete(c.tbl.owner, m.t)
+	c.tbl.figs.players.Add(-1)
 	last := len(c.members) - 1
 	c.members[i] = c.members[last]
 	c.members[last] = member{}
@@ -647,7 +723,7 @@ func (c *core) chargeTick(bt *loop.Task, now int64) {
 		return
 	}
 	on, _, _ := bt.Totals()
-	c.rec.LoopTime(now, on-c.lastOnLoop)
+	c.charge(now, on-c.lastOnLoop)
 	c.lastOnLoop = on
 }
 
@@ -659,7 +735,7 @@ func (c *core) chargeMembers(now int64) {
 	for i := range c.members {
 		m := &c.members[i]
 		on, _, _ := m.t.Totals()
-		c.rec.LoopTime(now, on-m.last)
+		c.charge(now, on-m.last)
 		m.last = on
 	}
 }
@@ -695,7 +771,10 @@ func (c *core) overrun(n uint64, dur, wall time.Duration, now int64) {
 }
 
 // stopOnLoop stops the room. Loop-confined.
-func (c *core) stopOnLoop() {
+func (c *core) stopOnLoop() { c.stopWith(ErrRoomStopped) }
+
+// stopWith stops the room, cancelling its tasks with cause. Loop-confined.
+func (c *core) stopWith(cause error) {
 	if c.stopping {
 		return
 	}
@@ -704,10 +783,10 @@ func (c *core) stopOnLoop() {
 	c.closed = true
 	c.inMu.Unlock()
 	if c.tickTask != nil {
-		c.tickTask.Cancel(ErrRoomStopped)
+		c.tickTask.Cancel(cause)
 	}
 	for _, m := range append([]member(nil), c.members...) { // a cancel may end a member at once
-		m.t.Cancel(ErrRoomStopped)
+		m.t.Cancel(cause)
 	}
 	c.checkEnded()
 }
@@ -752,6 +831,8 @@ func Error(c *loop.Ctx, err error) bool {
 		c.String(429, "429 Too Many Requests: room input queue full\n")
 	case errors.Is(err, ErrRoomStopped):
 		c.String(410, "410 Gone: room stopped\n")
+	case errors.Is(err, ErrMoved):
+		c.String(410, "410 Gone: room moved (ask a node where it is now)\n")
 	default:
 		return false
 	}

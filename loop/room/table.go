@@ -28,7 +28,10 @@ type table struct {
 	stopped []*core // ended rooms not freed yet, oldest first
 	live    int     // rooms not ended
 	owner   map[*loop.Task]*core
-	retain  time.Duration // retainStopped; tests shorten it
+	byName  map[string]*core // the latest room of each name (Admit finds it)
+	node    *node            // the server's node in the directory
+	figs    *tableFigures    // for the node's publisher
+	retain  time.Duration    // retainStopped; tests shorten it
 
 	drainEnded, drainForced int // rooms that ended during the drain, and at the final stop
 }
@@ -45,10 +48,11 @@ func tableOf(l *loop.Loop) *table {
 	cfg := srv.Config()
 	t := &table{
 		l: l, base: l.Now(), acct: !cfg.NoAccounting, logger: cfg.Logger,
-		owner:  map[*loop.Task]*core{},
+		owner: map[*loop.Task]*core{}, byName: map[string]*core{}, node: nodeOf(srv), figs: &tableFigures{},
 		retain: retainStopped,
 	}
 	l.SetValue(tableKey{}, t)
+	t.node.addTable(t.figs)
 	l.OnDrain(t.drain)
 	_ = srv.AddStats(Section) // once per server: a second loop's table finds it added
 	return t
@@ -80,12 +84,19 @@ func (t *table) add(c *core, now int64) {
 	c.slot = len(t.all)
 	t.all = append(t.all, c)
 	t.live++
+	t.byName[c.name] = c
+	t.figs.rooms.Add(1)
 }
 
 // ended records that room c has ended: it is shown as stopped until its slot is freed,
 // and its hold on the drain is released. Loop-confined.
 func (t *table) ended(c *core) {
 	t.live--
+	t.figs.rooms.Add(-1)
+	if t.byName[c.name] == c {
+		delete(t.byName, c.name)
+	}
+	c.unclaim()
 	c.endedAt = t.now()
 	c.rec.SetState(accounting.RoomStopped)
 	t.stopped = append(t.stopped, c)

@@ -55,6 +55,10 @@ CREATE TABLE IF NOT EXISTS scores (
 	score  INTEGER NOT NULL,
 	place  INTEGER NOT NULL,
 	PRIMARY KEY (match, player)
+);
+CREATE TABLE IF NOT EXISTS fences (
+	room  TEXT PRIMARY KEY,
+	token INTEGER NOT NULL -- the highest fencing token a result of the room was written with
 );`
 
 // Store is the game's database. Safe for concurrent use; every method blocks.
@@ -270,11 +274,18 @@ func (s *Store) Profile(ctx context.Context, id game.PlayerID) (p Profile, ok bo
 type Finished struct {
 	Result game.Result
 	Ended  time.Time
+	// Room and Token are the room that played the match and its fencing token
+	// (room.Room.Token): a result whose token is older than the highest one written for the
+	// room is refused, so a node that lost the room (paused past its lease, then resumed)
+	// cannot write over its new owner's results. Token 0 is not fenced.
+	Room  string
+	Token int64
 }
 
 // RecordMatches writes a batch of finished matches in one transaction: the matches, every
 // player's score, and the players' totals (profiles are created for players never seen).
-// A match already recorded is skipped, so retrying a batch is safe. It returns how many
+// A match already recorded is skipped, so retrying a batch is safe, and so is a match whose
+// fencing token is older than its room's highest (Finished.Token). It returns how many
 // matches were new.
 func (s *Store) RecordMatches(ctx context.Context, batch []Finished) (recorded int, err error) {
 	if len(batch) == 0 {
@@ -291,6 +302,16 @@ func (s *Store) RecordMatches(ctx context.Context, batch []Finished) (recorded i
 	}()
 	for _, f := range batch {
 		r := f.Result
+		if f.Token > 0 {
+			res, err := tx.ExecContext(ctx, `INSERT INTO fences (room, token) VALUES (?, ?)
+				ON CONFLICT (room) DO UPDATE SET token = excluded.token WHERE excluded.token >= fences.token`, f.Room, f.Token)
+			if err != nil {
+				return 0, fmt.Errorf("store: fence of room %q: %w", f.Room, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				continue // a stale owner's result: the room has a newer token
+			}
+		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO matches (id, reason, ticks, duration_ns, ended_ns) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`, r.Match, string(r.Reason), int64(r.Ticks), int64(r.Duration), f.Ended.UnixNano())
 		if err != nil {

@@ -190,3 +190,31 @@ func TestOpenMigratesAnOlderFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, key, "the first to play as ann claims the id")
 }
+
+// TestStaleTokenRefused: a result carrying a fencing token older than the highest written
+// for its room is refused (a node that lost the room cannot write over its new owner's
+// results); the same or a newer token is accepted, and token 0 is not fenced.
+func TestStaleTokenRefused(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "game.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	fenced := func(id string, token int64, score int) Finished {
+		f := result(id, map[game.PlayerID]int{"ann": score})
+		f.Room, f.Token = "arena-x", token
+		return f
+	}
+	n, err := s.RecordMatches(ctx, []Finished{fenced("new-owner", 9, 5)})
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	n, err = s.RecordMatches(ctx, []Finished{fenced("stale-owner", 5, 100)})
+	require.NoError(t, err)
+	assert.Zero(t, n, "a result with an older token is refused")
+	n, err = s.RecordMatches(ctx, []Finished{fenced("same-owner", 9, 1), fenced("newer", 12, 1), result("unfenced", map[game.PlayerID]int{"ann": 1})})
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	lb, err := s.Leaderboard(ctx, 10, true)
+	require.NoError(t, err)
+	require.Len(t, lb, 1)
+	assert.Equal(t, 8, lb[0].Total, "the stale result's 100 points are not counted")
+}
