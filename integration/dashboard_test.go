@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -91,7 +92,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// The admin-address pattern: stats and dashboard on a separate loopback listener.
 	mux := http.NewServeMux()
-	mux.Handle("/debug/baton/", srv.StatsHandler())
+	mux.Handle("/debug/baton/", stats.Handler(srv))
 	admin := httptest.NewServer(mux)
 	defer admin.Close()
 

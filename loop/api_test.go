@@ -124,7 +124,9 @@ func TestUseAfterRoutesPanics(t *testing.T) {
 
 	s2 := New(Config{Addr: "127.0.0.1:0"})
 	t.Cleanup(func() { _ = s2.Close() })
-	s2.HandleStats("/debug/baton")
+	for _, p := range []string{"tasks", "routes", "loop", "offload", "admission", "rooms", "events"} {
+		s2.Handle("GET /debug/baton/"+p, h)
+	}
 	msg = panicOf(func() { s2.Use(nop) })
 	require.Contains(t, msg, `("GET /debug/baton/tasks", `)
 	require.Regexp(t, `and \d+ more\)`, msg, "a long list is cut after five")

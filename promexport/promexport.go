@@ -42,6 +42,7 @@ import (
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/health"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -99,7 +100,7 @@ func WithHealth(h *health.Checker) Option { return func(o *options) { o.health =
 
 // AdminRoute reports whether route (method and pattern, as the route label shows it) is
 // one of the routes left out by default: a path under /debug/ (the stats pages and the
-// dashboard that Server.HandleStats mounts at its usual prefix /debug/baton, and
+// dashboard that stats.Mount mounts at its usual prefix /debug/baton, and
 // net/http/pprof's), the health probes /healthz, /readyz and /livez, and /metrics. The
 // loop does not tell which routes were registered Exempt, so the paths decide; mount
 // admin routes elsewhere and add them with SkipRoutes. Any goroutine.
@@ -141,7 +142,7 @@ func (c *Collector) keep(route string) bool {
 }
 
 // scrapeViews are the sections a scrape reads.
-const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewSections | loop.ViewWebSockets
+const scrapeViews = stats.ViewLoop | stats.ViewRoutes | stats.ViewOffload | stats.ViewAdmission | stats.ViewSections
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("baton_"+name, help, labels, nil)
@@ -308,7 +309,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	snap, err := c.srv.Snapshot(ctx, scrapeViews)
+	snap, err := stats.Take(ctx, c.srv, scrapeViews)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(dStartTime, err)
 		return
@@ -323,8 +324,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, dDraining, bool01(c.srv.Draining().IsSet()))
 	gauge(ch, dReady, bool01(c.opts.health.Readyz().Status == "ready"))
 
-	ws := make(map[string]bool, len(snap.WebSockets.Routes))
-	for _, r := range snap.WebSockets.Routes {
+	wsf := wsOf(&snap)
+	ws := make(map[string]bool, len(wsf.Routes))
+	for _, r := range wsf.Routes {
 		ws[r.Route] = true
 	}
 	c.collectRoutes(ch, snap.Routes, ws)
@@ -332,7 +334,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	collectAdmission(ch, &snap.Admission)
 	collectOffload(ch, &snap.Offload)
 	c.collectRooms(ch, snap.Taken, roomsOf(&snap))
-	c.collectWebSockets(ch, &snap.WebSockets)
+	c.collectWebSockets(ch, &wsf)
 }
 
 func bool01(b bool) float64 {
@@ -374,7 +376,7 @@ func (c *Collector) collectRooms(ch chan<- prometheus.Metric, taken time.Time, r
 	counter(ch, dRoomDropped, float64(f[figDropped]))
 }
 
-func (c *Collector) collectWebSockets(ch chan<- prometheus.Metric, ws *loop.WebSocketsSnapshot) {
+func (c *Collector) collectWebSockets(ch chan<- prometheus.Metric, ws *wsFigures) {
 	counter(ch, dWSProtoErrs, float64(ws.ProtocolErrors))
 	for i := range ws.Routes {
 		r := &ws.Routes[i]
@@ -469,7 +471,7 @@ func collectLoop(ch chan<- prometheus.Metric, l *accounting.LoopSnapshot) {
 	}
 }
 
-func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionSnapshot) {
+func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionStats) {
 	gauge(ch, dAdmLimit, float64(a.Limit))
 	gauge(ch, dAdmActive, float64(a.Active))
 	gauge(ch, dAdmQueued, float64(a.Queued))
@@ -485,7 +487,7 @@ func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionSnapshot) {
 	counter(ch, dAcceptErrs, float64(a.Accept.RegisterErrored), "register")
 	counter(ch, dShed, float64(a.Accept.Shed))
 }
-func collectOffload(ch chan<- prometheus.Metric, o *loop.OffloadSnapshot) {
+func collectOffload(ch chan<- prometheus.Metric, o *offload.Report) {
 	p := &o.Pool
 	gauge(ch, dOffWorkers, float64(p.Workers))
 	gauge(ch, dOffIdle, float64(p.IdleWorkers))

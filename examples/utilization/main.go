@@ -29,6 +29,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -74,7 +75,7 @@ func newServer(cfg loop.Config) *loop.Server {
 	srv.Handle("GET /sleep", sleep)
 	srv.Handle("GET /offload", offloaded)
 	srv.Handle("GET /io", waitIO)
-	srv.HandleStats("/debug/baton")
+	stats.Mount(srv, "/debug/baton")
 	return srv
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // readEvent reads the next "data:" line of a Server-Sent Events stream.
@@ -29,7 +30,7 @@ func readEvent(t *testing.T, r *bufio.Reader) []byte {
 // With rooms on the server, a frame carries the rooms table, busiest first: a room that
 // spins in its tick leads it.
 func TestDashboardShowsRooms(t *testing.T) {
-	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { s.HandleStats("/debug/baton") })
+	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { stats.Mount(s, "/debug/baton") })
 	newRoomT(t, s, Config[int]{Name: "quiet", Period: 20 * time.Millisecond, Tick: func(*Room[int], *Tick[int]) {}})
 	newRoomT(t, s, Config[int]{Name: "busy", Period: 20 * time.Millisecond,
 		Tick: func(*Room[int], *Tick[int]) { spinFor(3 * time.Millisecond) }})
