@@ -84,7 +84,7 @@ func TestMiddlewareGroupsAndValues(t *testing.T) {
 }
 
 // Use after a route panics, naming the routes it would have left unwrapped: on the server
-// (also for routes added through a group, HandleStats, or with shards) and on a group (also
+// (also for routes added through a group, a feature's Mount, or with shards) and on a group (also
 // for routes of its sub-groups); a group's Use does not mind the server's other routes.
 func TestUseAfterRoutesPanics(t *testing.T) {
 	nop := func(h HandlerFunc) HandlerFunc { return h }

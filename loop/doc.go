@@ -75,9 +75,11 @@
 // # Ecosystem
 //
 // Server.HandleHTTP mounts net/http handlers (run off the loop); Config.OnRequestDone and
-// package loop/accesslog give an access log; Server.Snapshot returns the stats pages' figures as
-// structs, which the promexport module exports to Prometheus; HandleStats and StatsHandler
-// also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
+// package loop/accesslog give an access log; package loop/stats serves the stats pages and a
+// live dashboard (stats.Mount, stats.Handler) and returns their figures as Go values
+// (stats.Take), which the promexport module exports to Prometheus; every page is a section
+// of the stats registry (Server.AddStats, Server.StatsSections) (docs/ecosystem.md,
+// docs/observability.md).
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
 // ExampleLoop_Every (a stoppable tick), ExampleServer_Shutdown (a drain),

@@ -1,5 +1,5 @@
 // Package promexport exports a baton server's figures to Prometheus: a
-// prometheus.Collector that reads the server's snapshots (Server.Snapshot) at scrape time,
+// prometheus.Collector that reads the server's snapshots (stats.Take, package loop/stats) at scrape time,
 // so it costs the loop nothing per request, only one copy of its figures per scrape.
 //
 // It is a module of its own (promexport/go.mod) so that programs importing baton do not get
