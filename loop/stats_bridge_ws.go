@@ -37,6 +37,17 @@ func wsBridgeSection() StatsSection {
 			d.Connections, d.ConnectionsShown = nil, 0
 			return d
 		},
+		Series: func(v any) map[string]float64 {
+			d := v.(wsStatsDoc)
+			out := map[string]float64{"open": float64(d.Open), "queued_bytes": float64(d.QueuedBytes)}
+			var in, outMsgs float64
+			for _, r := range d.Routes {
+				in += float64(r.MessagesIn)
+				outMsgs += float64(r.MessagesOut)
+			}
+			out["messages_in_total"], out["messages_out_total"] = in, outMsgs
+			return out
+		},
 	}
 }
 

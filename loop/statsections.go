@@ -41,6 +41,11 @@ type StatsSection struct {
 	// Panel returns what the live dashboard shows of the figures (JSON-marshalable), under
 	// the frame's "panels" member by Name. Nil: no panel.
 	Panel func(v any) any
+	// Series returns the figures the dashboard charts over time, read from the totals
+	// once a second whether or not a page is open: a name ending in "_total" is a counter
+	// (charted as a rate per second; a counter that falls, as when a room ends, counts
+	// from its new value), any other a gauge. Nil: no chart.
+	Series func(v any) map[string]float64
 }
 
 // ErrStatsSection is wrapped by AddStats's errors.

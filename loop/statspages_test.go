@@ -17,10 +17,10 @@ import (
 func (s *Server) HandleStats(prefix string) {
 	s.Handle("GET "+prefix+"/{section}", func(c *Ctx) {
 		q, _ := url.ParseQuery(c.RawQuery())
-		ctx := c.Context()
+		ctx, name := c.Context(), c.PathValue("section") // on the handler's goroutine
 		var code int
 		var body []byte
-		c.srv.mode.offLoop(c, func() { code, body = s.testPage(ctx, c.PathValue("section"), q) })
+		c.srv.mode.offLoop(c, func() { code, body = s.testPage(ctx, name, q) })
 		ctype := "application/json"
 		if q.Get("format") == "text" {
 			ctype = "text/plain; charset=utf-8"

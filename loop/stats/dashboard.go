@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +33,7 @@ const (
 	MaxStreams = 8
 	// dashTopTasks is how many live and finished tasks a frame lists (the busiest).
 	dashTopTasks = 15
-	// dashHistory is how many samples the history keeps: five minutes.
+	// dashHistory is how many points the history keeps: five minutes.
 	dashHistory = 300
 	// dashStallAfter is how long the hub waits for the loops' figures before it sends a
 	// frame that names the task holding a loop.
@@ -43,15 +42,6 @@ const (
 	// closing it while the hub has nothing.
 	dashPing = 5 * time.Second
 )
-
-// dashPoint is one sample of the history chart.
-type dashPoint struct {
-	Time        float64 `json:"t"`           // unix seconds
-	Utilisation float64 `json:"utilisation"` // the loops' busy share over the last complete second
-	LagMean     float64 `json:"lag_mean_seconds"`
-	LagP99      float64 `json:"lag_p99_seconds"` // the bucket bound holding 99% of the interval's slices
-	Slices      uint64  `json:"slices"`
-}
 
 // dashStall is what a frame says while a loop does not answer.
 type dashStall struct {
@@ -69,8 +59,10 @@ type dashFrame struct {
 	Tasks     json.RawMessage      `json:"tasks,omitempty"`
 	Offload   any                  `json:"offload,omitempty"`
 	Admission *loop.AdmissionStats `json:"admission,omitempty"`
-	History   []dashPoint          `json:"history"`
-	Stall     *dashStall           `json:"stall"` // non-nil while a loop does not answer
+	// Point is the history's newest point (nil during a stall); a new subscriber gets the
+	// whole history first, as a "history" event (an array of points).
+	Point *dashPoint `json:"point"`
+	Stall *dashStall `json:"stall"` // non-nil while a loop does not answer
 	// Panels holds, by section name, what each feature's section shows on the dashboard
 	// (its Panel of the totals); absent until the section exists.
 	Panels map[string]any `json:"panels,omitempty"`
@@ -91,7 +83,7 @@ type hub struct {
 	waiters []*loop.Future[[]byte] // resolved with the next frame
 	wake    chan struct{}          // closed when a frame is published, then replaced
 	history []dashPoint
-	prevLag accounting.Summary
+	state   sampleState // the hub's goroutine only
 }
 
 // hubOf returns srv's hub, starting it on first use: it samples from the time srv is
@@ -186,7 +178,15 @@ func (h *hub) sample() {
 	case err != nil:
 		return
 	default:
-		h.addPoint(fr.Time, &snap.Loop)
+		p := h.state.point(fr.Time, &snap, h.srv)
+		fr.Point = &p
+		h.mu.Lock()
+		if len(h.history) == dashHistory {
+			copy(h.history, h.history[1:])
+			h.history = h.history[:dashHistory-1]
+		}
+		h.history = append(h.history, p)
+		h.mu.Unlock()
 	}
 	if !watched {
 		h.mu.Lock()
@@ -197,14 +197,26 @@ func (h *hub) sample() {
 	if err == nil {
 		fillFrame(&fr, h.srv, &snap)
 	}
-	h.mu.Lock()
-	fr.History = slices.Clone(h.history)
-	h.mu.Unlock()
 	out, err := json.Marshal(fr)
 	if err != nil {
 		return
 	}
 	h.publish(out)
+}
+
+// historyEvent renders the history so far as the "history" event a new subscriber gets
+// first.
+func (h *hub) historyEvent() []byte {
+	h.mu.Lock()
+	b, err := json.Marshal(h.history)
+	h.mu.Unlock()
+	if err != nil || len(b) == 0 {
+		b = []byte("[]")
+	}
+	out := make([]byte, 0, len(b)+24)
+	out = append(out, "event: history\ndata: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
 }
 
 // fillFrame renders the snapshot's tables into the frame.
@@ -240,36 +252,6 @@ func (h *hub) publish(frame []byte) {
 	for _, f := range ws {
 		f.Resolve(frame, nil)
 	}
-}
-
-// addPoint appends one sample to the history: utilisation over the last complete second
-// and the lag of the slices run since the previous point, from the cumulative lag
-// histogram's buckets.
-func (h *hub) addPoint(t float64, l *accounting.LoopSnapshot) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p := dashPoint{Time: t, Utilisation: l.Utilisation[0].Utilisation()}
-	prev := h.prevLag
-	if prev.Count > l.Lag.Count {
-		prev = accounting.Summary{}
-	}
-	if n := l.Lag.Count - prev.Count; n > 0 {
-		p.Slices = n
-		p.LagMean = (l.Lag.Sum - prev.Sum).Seconds() / float64(n)
-		p.LagP99 = accounting.BucketBounds[accounting.NumBuckets-1].Seconds()
-		for k, bound := range accounting.BucketBounds {
-			if float64(l.Lag.Buckets[k]-prev.Buckets[k]) >= 0.99*float64(n) {
-				p.LagP99 = bound.Seconds()
-				break
-			}
-		}
-	}
-	h.prevLag = l.Lag
-	if len(h.history) == dashHistory {
-		copy(h.history, h.history[1:])
-		h.history = h.history[:dashHistory-1]
-	}
-	h.history = append(h.history, p)
 }
 
 // panels returns what the dashboard shows of each feature section with a Panel.
@@ -326,6 +308,9 @@ func (h *hub) serveLoop(c *loop.Ctx) {
 	defer h.leave()
 	c.SetHeader("Cache-Control", "no-cache")
 	st := c.Stream(200, "text/event-stream")
+	if _, err := st.Write(h.historyEvent()); err != nil {
+		return
+	}
 	last, seq, _ := h.latest()
 	if last != nil {
 		if _, err := st.Write(sseEvent(last)); err != nil {
@@ -367,6 +352,7 @@ func (h *hub) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(h.historyEvent())
 	last, seq, wake := h.latest()
 	if last != nil {
 		_, _ = w.Write(sseEvent(last))

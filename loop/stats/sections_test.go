@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,21 +139,10 @@ func TestStatsSectionOnEveryPage(t *testing.T) {
 	}
 }
 
-// readEventData reads the first "data:" line of a Server-Sent Events stream.
+// readEventData reads the data of the first unnamed event (a frame) of a Server-Sent
+// Events stream, skipping the "history" event.
 func readEventData(t *testing.T, r io.Reader) []byte {
 	t.Helper()
-	buf := make([]byte, 0, 4096)
-	one := make([]byte, 1)
-	for {
-		_, err := r.Read(one)
-		require.NoError(t, err)
-		if one[0] != '\n' {
-			buf = append(buf, one[0])
-			continue
-		}
-		if len(buf) > 6 && string(buf[:6]) == "data: " {
-			return buf[6:]
-		}
-		buf = buf[:0]
-	}
+	_, data := nextEvent(t, bufio.NewReader(r), "")
+	return data
 }

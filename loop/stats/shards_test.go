@@ -101,15 +101,12 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	require.NoError(t, err)
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	_, frame := nextEvent(t, bufio.NewReader(resp.Body), "")
 	resp.Body.Close()
-	require.NoError(t, err)
-	frame, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
-	require.True(t, ok, "an event: %q", line)
 	var fr struct {
 		Admission loop.AdmissionStats `json:"admission"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(frame), &fr))
+	require.NoError(t, json.Unmarshal(frame, &fr))
 	assert.GreaterOrEqual(t, fr.Admission.Parsed, uint64(conns), "the frame sums the shards")
 
 	// The same pages from StatsHandler on another listener.
