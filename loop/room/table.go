@@ -209,8 +209,8 @@ var Section = loop.StatsSection{
 }
 
 // series returns what the dashboard charts of the rooms over time: ticks, overruns and
-// skipped ticks of every room in the table (counters), and the worst listed room's tick
-// lateness p99 (a gauge; the "other" row keeps no percentiles).
+// skipped ticks of every room in the table (counters), and the worst tick lateness p99 of
+// the listed rooms that run (a gauge; the "other" row keeps no percentiles).
 func series(rs accounting.RoomsSnapshot) map[string]float64 {
 	var ticks, overruns, skipped uint64
 	var late time.Duration
@@ -221,7 +221,9 @@ func series(rs accounting.RoomsSnapshot) map[string]float64 {
 	}
 	for i := range rs.Rooms {
 		add(&rs.Rooms[i])
-		late = max(late, rs.Rooms[i].TickLateness.P99)
+		if rs.Rooms[i].State != accounting.RoomStopped { // a stopped room's lateness is past
+			late = max(late, rs.Rooms[i].TickLateness.P99)
+		}
 	}
 	if rs.Other != nil {
 		add(rs.Other)
