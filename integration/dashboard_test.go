@@ -141,6 +141,14 @@ func TestDashboardInChromium(t *testing.T) {
 		poll(`document.querySelector('#routes tr[data-name="GET /api/players/{id}"]') !== null`),
 		chromedp.Text("#adm-parsed", &parsed0, chromedp.ByID),
 	), "the dashboard shows no live data")
+	// A server without WebSockets and rooms shows neither panel's figures.
+	var hiddenWS, hiddenRooms bool
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Evaluate(`getComputedStyle(document.getElementById("ws-section")).display === "none"`, &hiddenWS),
+		chromedp.Evaluate(`getComputedStyle(document.getElementById("rooms-charts")).display === "none"`, &hiddenRooms),
+	))
+	require.True(t, hiddenWS, "the WebSocket panel shows on a server that upgraded nothing")
+	require.True(t, hiddenRooms, "the rooms charts show on a server without rooms")
 
 	// The numbers change after traffic.
 	var before int

@@ -32,8 +32,11 @@ func wsBridgeSection() StatsSection {
 			_, _ = w.Write(out)
 			return err
 		},
-		Panel: func(v any) any {
+		Panel: func(v any) any { // none (the dashboard hides its panel) before the first upgrade
 			d := v.(wsStatsDoc)
+			if d.UpgradesTotal == 0 {
+				return nil
+			}
 			d.Connections, d.ConnectionsShown = nil, 0
 			return d
 		},
