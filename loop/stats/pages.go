@@ -29,7 +29,10 @@ const pageWait = 10 * time.Second
 // routes are loop.Exempt from admission control. Figures are copied on each loop and
 // rendered off it, while the request's task waits. Call it before ListenAndServe, as
 // srv.Handle requires; the pages then answer on the public port, so prefer Handler on an
-// admin address in production (docs/observability.md).
+// admin address in production (docs/observability.md). The first Mount or Handler of a
+// server starts its dashboard's sampler: a goroutine that waits for srv to be ready,
+// samples every FrameInterval and ends when srv stops (Done), so a server that is never
+// started should be closed.
 func Mount(srv *loop.Server, prefix string) {
 	h := hubOf(srv)
 	srv.Handle("GET "+prefix+"/", func(c *loop.Ctx) { c.Bytes(200, "text/html; charset=utf-8", dashboardHTML) }, loop.Exempt())
