@@ -22,7 +22,7 @@ import (
 // GAMESERVER_SCREENSHOTS=DIR (docs/img to refresh docs/observability.md's) starts the real
 // server as a child process on loopback with three bot arenas and one heavy arena, plays
 // 40 WebSocket players in matches of 4 (one input per state received) and reads the
-// leaderboard, the rooms list and profiles over HTTP, for 45 s so that the dashboard's
+// leaderboard, the rooms list and profiles over HTTP (one client, a request every 10 ms at most), for 45 s so that the dashboard's
 // charts have history; then headless Chromium, 1280 px wide, opens the admin address's
 // dashboard and saves flagship-dashboard.png (the whole page) and flagship-dashboard-top.png
 // (the first screen).

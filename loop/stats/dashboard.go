@@ -18,7 +18,7 @@ import (
 // FrameInterval). One hub per server samples the figures every FrameInterval from the
 // time the server is ready until it stops, whether or not a page is open, so the charts
 // have no gap for the time nobody watched; while someone watches it also renders a frame
-// (tables and history) once for every subscriber. When a loop does not answer (a stall),
+// (tables and the newest point) once for every subscriber. When a loop does not answer (a stall),
 // the frame says which task holds it, from the loop's Vitals, read without the loop.
 
 //go:embed dashboard.html
