@@ -146,3 +146,25 @@ func readEventData(t *testing.T, r io.Reader) []byte {
 	_, data := nextEvent(t, bufio.NewReader(r), "")
 	return data
 }
+
+// With accounting off the engine has no loop, routes or tasks sections: those pages are
+// 404 and Take leaves them zero, while admission, offload and the features' sections are
+// served as usual.
+func TestPagesWithoutAccounting(t *testing.T) {
+	s, addr := startServer(t, loop.Config{NoAccounting: true}, func(s *loop.Server) {
+		Mount(s, "/debug/baton")
+		s.Handle("GET /x", func(c *loop.Ctx) { c.String(200, "x") })
+	})
+	resp, _ := dial(t, addr).Get("/x")
+	mustStatus(t, resp, 200)
+	for page, code := range map[string]int{"loop": 404, "routes": 404, "tasks": 404, "admission": 200, "offload": 200, "websockets": 200} {
+		got, _ := getJSON(t, "http://"+addr+"/debug/baton/"+page)
+		assert.Equal(t, code, got, page)
+	}
+	snap, err := Take(context.Background(), s, AllViews)
+	require.NoError(t, err)
+	assert.Zero(t, snap.Loop.Uptime)
+	assert.Nil(t, snap.Routes)
+	assert.GreaterOrEqual(t, snap.Admission.Parsed, uint64(1))
+	assert.Positive(t, snap.Offload.Pool.Tokens)
+}
