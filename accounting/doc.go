@@ -1,7 +1,7 @@
 // Package accounting holds the figures baton records about where a single-threaded loop's
 // time goes (per task, per route, per room and for the loop itself) and renders them as
 // JSON and as a top-style text view: the snapshot and summary types that
-// loop.Server.Snapshot, the stats pages and exporters (promexport) read, and an HDR
+// stats.Take (package loop/stats), the stats pages and exporters (promexport) read, and an HDR
 // [Histogram] for packages that keep distributions of their own (offload).
 //
 // The recorders that fill these figures on the loop are not part of the API: they live in

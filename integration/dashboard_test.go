@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -91,7 +92,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// The admin-address pattern: stats and dashboard on a separate loopback listener.
 	mux := http.NewServeMux()
-	mux.Handle("/debug/baton/", srv.StatsHandler())
+	mux.Handle("/debug/baton/", stats.Handler(srv))
 	admin := httptest.NewServer(mux)
 	defer admin.Close()
 
@@ -140,6 +141,14 @@ func TestDashboardInChromium(t *testing.T) {
 		poll(`document.querySelector('#routes tr[data-name="GET /api/players/{id}"]') !== null`),
 		chromedp.Text("#adm-parsed", &parsed0, chromedp.ByID),
 	), "the dashboard shows no live data")
+	// A server without WebSockets and rooms shows neither panel's figures.
+	var hiddenWS, hiddenRooms bool
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Evaluate(`getComputedStyle(document.getElementById("ws-section")).display === "none"`, &hiddenWS),
+		chromedp.Evaluate(`getComputedStyle(document.getElementById("rooms-charts")).display === "none"`, &hiddenRooms),
+	))
+	require.True(t, hiddenWS, "the WebSocket panel shows on a server that upgraded nothing")
+	require.True(t, hiddenRooms, "the rooms charts show on a server without rooms")
 
 	// The numbers change after traffic.
 	var before int

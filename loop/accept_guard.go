@@ -50,7 +50,7 @@ const (
 )
 
 // AcceptStats count what the acceptor met; the admission stats page shows them
-// (AdmissionSnapshot.Accept). Plain data.
+// (AdmissionStats.Accept). Plain data.
 type AcceptStats struct {
 	Accepted        uint64 `json:"accepted_total"`        // connections accepted and handed to the loop
 	ResourceErrors  uint64 `json:"resource_errors_total"` // accepts that failed for lack of descriptors or kernel memory

@@ -153,18 +153,23 @@ func (s *Server) noteOldestRunning(now int64) {
 	}
 }
 
-// AdmissionStats are the admission figures of the admission stats page
-// (AdmissionSnapshot). Counters are totals since start. Plain data.
+// AdmissionStats are the figures of the "admission" stats section (package loop/stats
+// shows them): admission control's and the server-wide counts beside them. Counters are
+// totals since start. Plain data.
 type AdmissionStats struct {
-	Limit              int     `json:"limit"`       // Config.RequestConcurrency; 0: no limit
-	QueueLimit         int     `json:"queue_limit"` // Config.MaxQueueLength
-	Active             int     `json:"active"`      // admitted requests holding a slot now
-	Queued             int     `json:"queued"`      // requests waiting for a slot now
-	AdmittedTotal      uint64  `json:"admitted_total"`
-	QueuedTotal        uint64  `json:"queued_total"`  // of those admitted or waiting, how many had to queue
-	RefusedTotal       uint64  `json:"refused_total"` // answered 429
-	MeanServiceSeconds float64 `json:"mean_service_seconds"`
-	RetryAfterSeconds  int     `json:"retry_after_seconds"` // what a refusal would advise now
+	Limit              int         `json:"limit"`       // Config.RequestConcurrency; 0: no limit
+	QueueLimit         int         `json:"queue_limit"` // Config.MaxQueueLength
+	Active             int         `json:"active"`      // admitted requests holding a slot now
+	Queued             int         `json:"queued"`      // requests waiting for a slot now
+	AdmittedTotal      uint64      `json:"admitted_total"`
+	QueuedTotal        uint64      `json:"queued_total"`  // of those admitted or waiting, how many had to queue
+	RefusedTotal       uint64      `json:"refused_total"` // answered 429
+	MeanServiceSeconds float64     `json:"mean_service_seconds"`
+	RetryAfterSeconds  int         `json:"retry_after_seconds"` // what a refusal would advise now
+	InFlight           int         `json:"in_flight"`           // handlers running or parked, exempt routes included
+	Parsed             uint64      `json:"parsed_total"`        // requests parsed and dispatched
+	PanicsTotal        uint64      `json:"panics_total"`        // handler and background task panics
+	Accept             AcceptStats `json:"accept"`              // connections accepted, shed when descriptors ran out
 }
 
 func (a *admission) stats() AdmissionStats {

@@ -154,9 +154,9 @@ func waitFor(t testing.TB, cond func() bool) {
 // loop's.
 func admissionOf(t testing.TB, s *Server) AdmissionStats {
 	t.Helper()
-	snap, err := s.Snapshot(context.Background(), ViewAdmission)
+	a, err := askLoop(context.Background(), s, 10*time.Second, s.admissionSnapshot)
 	require.NoError(t, err)
-	return snap.Admission.AdmissionStats
+	return a
 }
 
 func testHandlerTimeoutAnswers503(t *testing.T, m mode) {

@@ -84,7 +84,7 @@ func TestMiddlewareGroupsAndValues(t *testing.T) {
 }
 
 // Use after a route panics, naming the routes it would have left unwrapped: on the server
-// (also for routes added through a group, HandleStats, or with shards) and on a group (also
+// (also for routes added through a group, a feature's Mount, or with shards) and on a group (also
 // for routes of its sub-groups); a group's Use does not mind the server's other routes.
 func TestUseAfterRoutesPanics(t *testing.T) {
 	nop := func(h HandlerFunc) HandlerFunc { return h }
@@ -124,7 +124,9 @@ func TestUseAfterRoutesPanics(t *testing.T) {
 
 	s2 := New(Config{Addr: "127.0.0.1:0"})
 	t.Cleanup(func() { _ = s2.Close() })
-	s2.HandleStats("/debug/baton")
+	for _, p := range []string{"tasks", "routes", "loop", "offload", "admission", "rooms", "events"} {
+		s2.Handle("GET /debug/baton/"+p, h)
+	}
 	msg = panicOf(func() { s2.Use(nop) })
 	require.Contains(t, msg, `("GET /debug/baton/tasks", `)
 	require.Regexp(t, `and \d+ more\)`, msg, "a long list is cut after five")

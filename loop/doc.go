@@ -50,9 +50,9 @@
 //
 // # Games: rooms, WebSocket, health
 //
-// NewRoom starts a room: a group of tasks with loop-owned state, ticked against absolute
-// deadlines with a budget and a late-tick policy, fed by a bounded input queue, accounted
-// on its own (/debug/baton/rooms) and drained with the server (docs/rooms.md).
+// Package loop/room starts rooms: groups of tasks with loop-owned state, ticked against
+// absolute deadlines with a budget and a late-tick policy, fed by a bounded input queue,
+// accounted on their own (the rooms page) and drained with the server (docs/rooms.md).
 // Package loop/ws turns a request into a WebSocket connection (ws.Upgrade, whose handler
 // task reads and writes it, or ws.UpgradeTo, callbacks holding no task while idle) and
 // sends one encoded frame to many (docs/websocket.md). It is built on Ctx.Takeover, which
@@ -67,7 +67,7 @@
 // own (scheduler, connections, admission, accounting, rooms) on its own goroutine, all
 // listening on Config.Addr with SO_REUSEPORT so the kernel spreads connections over them.
 // Handle and the other registration methods apply to every shard; ListenAndServe,
-// Shutdown, the health checks, Snapshot and the stats pages cover them all. A handler's
+// Shutdown, the health checks and the stats pages cover them all. A handler's
 // state stays lock-free when it is per loop (Ctx.Loop says which loop runs it: give it to
 // room.New, NewFuture, NewEvent and NewCond, and call its Go, Every, OnDrain and
 // HoldDrain); loops talk through Server.Loop(i).Post, and Server.LoopFor maps a key (a
@@ -77,9 +77,11 @@
 // # Ecosystem
 //
 // Package loop/nethttp mounts net/http handlers (run off the loop); Config.OnRequestDone and
-// package loop/accesslog give an access log; Server.Snapshot returns the stats pages' figures as
-// structs, which the promexport module exports to Prometheus; HandleStats and StatsHandler
-// also serve a live dashboard (docs/ecosystem.md, docs/observability.md).
+// package loop/accesslog give an access log; package loop/stats serves the stats pages and a
+// live dashboard (stats.Mount, stats.Handler) and returns their figures as Go values
+// (stats.Take), which the promexport module exports to Prometheus; every page is a section
+// of the stats registry (Server.AddStats, Server.StatsSections) (docs/ecosystem.md,
+// docs/observability.md).
 //
 // The examples run as tests: Example (a lock-free handler), Example_offload,
 // ExampleLoop_Every (a stoppable tick) and ExampleServer_Shutdown (a drain); each feature

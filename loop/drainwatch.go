@@ -16,7 +16,7 @@ import "errors"
 // Without a poller (off Linux, where drainwatch_other.go has none, or when creating it
 // failed) watch reports false and nothing is watched: the waiters then park for streamPoll
 // at a time and look at the backlog again when that park times out (loopMode.flush and
-// goroutineMode.flush in mode.go, WSConn.write in wsconn.go), so a stream parked on
+// goroutineMode.flush in mode.go, RawConn.Flush in takeover.go), so a stream parked on
 // backpressure is woken by its own timeout, about once a millisecond, until the client has
 // read enough; a connection that closes ends the park the same way.
 //

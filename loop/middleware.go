@@ -20,8 +20,8 @@ func chain(h HandlerFunc, mw []Middleware) HandlerFunc {
 
 // Use adds middleware for every route of the server, in order: the first added runs
 // outermost, around the middleware of groups. Middleware wraps a route when the route is
-// registered, so Use must come before the first route: Use after Handle (or a net/http mount,
-// HandleStats, a group's Handle, a feature's Mount) panics, naming the routes already
+// registered, so Use must come before the first route: Use after Handle (or a net/http
+// mount, a group's Handle, a feature's Mount such as stats.Mount) panics, naming the routes already
 // added, rather than leave them silently unwrapped (an auth middleware added late would
 // leave them open). Routes that must not run a middleware (health probes outside auth)
 // go outside the Group that adds it. With Config.Shards > 1 it applies to every shard.

@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 
 	"github.com/batonrt/baton/offload"
@@ -20,8 +19,8 @@ func (s *Server) NewGate(name string, n, maxQueue int) *offload.Gate {
 }
 
 // snapshotOffload reads the offload pool and the gates. Any goroutine.
-func (s *Server) snapshotOffload() OffloadSnapshot {
-	st := OffloadSnapshot{Pool: s.pool.Stats()}
+func (s *Server) snapshotOffload() offload.Report {
+	st := offload.Report{Pool: s.pool.Stats()}
 	s.gatesMu.Lock()
 	for _, g := range s.gates {
 		st.Gates = append(st.Gates, g.Stats())
@@ -29,10 +28,6 @@ func (s *Server) snapshotOffload() OffloadSnapshot {
 	s.gatesMu.Unlock()
 	sort.Slice(st.Gates, func(i, j int) bool { return st.Gates[i].Name < st.Gates[j].Name })
 	return st
-}
-
-func renderOffload(st OffloadSnapshot) ([]byte, error) {
-	return json.MarshalIndent(st, "", "  ")
 }
 
 // closePool stops the offload pool after the loop has stopped, waiting for functions

@@ -40,6 +40,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -75,8 +76,8 @@ func TestReadmeSnippetKeepsStatsOffThePublicPort(t *testing.T) {
 	require.GreaterOrEqual(t, start, 0, "README has no Go snippet")
 	text = text[start:]
 	snippet := text[:strings.Index(text[3:], "```")+3]
-	require.NotContains(t, snippet, "HandleStats", "the stats pages are on the public port")
-	require.Regexp(t, `http\.ListenAndServe\("127\.0\.0\.1:\d+", srv\.StatsHandler\(\)\)`, snippet)
+	require.NotContains(t, snippet, "stats.Mount", "the stats pages are on the public port")
+	require.Regexp(t, `http\.ListenAndServe\("127\.0\.0\.1:\d+", stats\.Handler\(srv\)\)`, snippet)
 }
 
 // TestReadmeInstallFromCheckout runs the README's Install recipes on a new module against

@@ -79,8 +79,6 @@ type Server struct {
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
 	statsReg  *statsRegistry  // AddStats's sections, shared by every shard (statsections.go)
-	dashOnce  sync.Once
-	dash      *dashHub // the live dashboard's frames (dashboard.go), made on first use
 	eng       atomic.Pointer[gnet.Engine]
 	ctlPeer   atomic.Int64                // our end of the control socket pair (fd), -1 when none
 	drainPoll atomic.Pointer[drainPoller] // the drain watch's goroutine, once started

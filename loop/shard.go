@@ -25,8 +25,8 @@ const shardFailDrain = 10 * time.Second
 // A Server with Config.Shards = N is N complete single-loop Servers (each with its gnet
 // engine, door, scheduler, connections, admission, accounting, rooms and WebSocket table),
 // built from the same Config by New. The one New returns is shard 0 and also the face of
-// the whole: ListenAndServe, Shutdown, Ready, Done, Addr, DrainReport, Snapshot and the
-// stats pages cover every shard, and Handle, Use, Group and HandleStats
+// the whole: ListenAndServe, Shutdown, Ready, Done, Addr, DrainReport and the stats
+// registry (StatsSections, summed by package loop/stats) cover every shard, and Handle, Use, Group and a feature's Mount
 // register on every shard. Every other method (Post, Go,
 // Every, OnDrain, HoldDrain, Draining, NewGate, NewFuture and the other constructors that
 // take a Server) is about that Server's own shard. Nothing of a shard's loop-owned state is

@@ -1,106 +1,19 @@
 package loop
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/url"
-	"slices"
 	"sort"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/render"
+	"github.com/batonrt/baton/offload"
 )
 
-// The figures of a server with shards: every page and Snapshot shows the totals in the
-// usual format, then each shard's own. Counters and times add up; percentiles cannot be
-// merged from percentiles, so a total's percentiles are the worst shard's (an upper
-// bound), while its histogram buckets, counts, sums and maxima are exact. docs/accounting.md,
-// "Shards", lists how each figure is combined.
-
-// eachShard runs fn for every shard at once and waits for all; fn gets the shard's index.
-func (set *shardSet) eachShard(fn func(i int, sh *Server)) {
-	var wg sync.WaitGroup
-	for i, sh := range set.all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(i, sh)
-		}()
-	}
-	wg.Wait()
-}
-
-// askShards runs fn on every shard's loop (askLoop, all at once) and returns the results in
-// shard order, or the first error.
-func askShards[T any](ctx context.Context, set *shardSet, fn func(sh *Server) T) ([]T, error) {
-	out := make([]T, len(set.all))
-	errs := make([]error, len(set.all))
-	set.eachShard(func(i int, sh *Server) {
-		out[i], errs[i] = askLoop(ctx, sh, statsWait, func() T { return fn(sh) })
-	})
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
-		}
-	}
-	return out, nil
-}
-
-// snapshot is Snapshot with shards: each shard's sections, taken on its own loop at once,
-// and their totals.
-func (set *shardSet) snapshot(ctx context.Context, v View) (Snapshot, error) {
-	per := make([]Snapshot, len(set.all))
-	errs := make([]error, len(set.all))
-	set.eachShard(func(i int, sh *Server) { per[i], errs[i] = sh.snapshotOne(ctx, v) })
-	for _, err := range errs {
-		if err != nil {
-			return Snapshot{}, err
-		}
-	}
-	total := Snapshot{Shards: per}
-	for i := range per {
-		p := &per[i]
-		if p.Taken.After(total.Taken) {
-			total.Taken = p.Taken
-		}
-	}
-	loops := make([]accounting.LoopSnapshot, len(per))
-	routes := make([][]accounting.RouteSnapshot, len(per))
-	tasks := make([]accounting.TasksSnapshot, len(per))
-	offs := make([]OffloadSnapshot, len(per))
-	adms := make([]AdmissionSnapshot, len(per))
-	secs := make([]map[string]any, len(per))
-	for i := range per {
-		loops[i], routes[i], tasks[i], offs[i] = per[i].Loop, per[i].Routes, per[i].Tasks, per[i].Offload
-		adms[i], secs[i] = per[i].Admission, per[i].Sections
-	}
-	if v&ViewLoop != 0 {
-		total.Loop = sumLoops(loops)
-	}
-	if v&ViewRoutes != 0 {
-		total.Routes = sumRoutes(routes)
-	}
-	if v&ViewTasks != 0 {
-		total.Tasks = sumTasks(tasks)
-	}
-	if v&ViewOffload != 0 {
-		total.Offload = sumOffload(offs)
-	}
-	if v&ViewAdmission != 0 {
-		total.Admission = sumAdmission(adms)
-	}
-	if v&ViewSections != 0 {
-		total.Sections = set.all[0].sumSections(secs)
-	}
-	return total, nil
-}
+// The Sum functions of the engine's stats sections (engine_stats.go): with several loops,
+// every page and snapshot shows the totals in the usual format, then each loop's own.
+// Counters and times add up; percentiles cannot be merged from percentiles, so a total's
+// percentiles are the worst loop's (an upper bound), while its histogram buckets, counts,
+// sums and maxima are exact. docs/accounting.md, "Shards", lists how each figure is
+// combined.
 
 // sumSummary combines two distributions: counts, sums, maxima and buckets exactly, the
 // percentiles as the larger of the two (an upper bound of the merged percentile).
@@ -217,8 +130,8 @@ func sumTasks(per []accounting.TasksSnapshot) accounting.TasksSnapshot {
 }
 
 // sumOffload is the one shared pool and every shard's gates, by name.
-func sumOffload(per []OffloadSnapshot) OffloadSnapshot {
-	var t OffloadSnapshot
+func sumOffload(per []offload.Report) offload.Report {
+	var t offload.Report
 	for i, p := range per {
 		if i == 0 {
 			t.Pool = p.Pool
@@ -231,8 +144,8 @@ func sumOffload(per []OffloadSnapshot) OffloadSnapshot {
 
 // sumAdmission adds the shards' admission figures (limits are per shard, so they add
 // too); the mean service time is the mean weighted by admissions, Retry-After the largest.
-func sumAdmission(per []AdmissionSnapshot) AdmissionSnapshot {
-	var t AdmissionSnapshot
+func sumAdmission(per []AdmissionStats) AdmissionStats {
+	var t AdmissionStats
 	var weighted float64
 	for _, p := range per {
 		t.Limit += p.Limit
@@ -257,205 +170,4 @@ func sumAdmission(per []AdmissionSnapshot) AdmissionSnapshot {
 		t.MeanServiceSeconds = weighted / float64(t.AdmittedTotal)
 	}
 	return t
-}
-
-// shardPageKinds are the stats pages a server with shards answers from every shard.
-var shardPageKinds = slices.Clone(statsKinds)
-
-// handleStats is HandleStats with shards: every shard answers every page with the totals
-// and each shard's figures (gathered from each shard's loop, off the loop of the shard
-// that serves the request), and each shard has its own dashboard hub, whose frames come
-// from Snapshot and so cover every shard.
-func (set *shardSet) handleStats(prefix string) {
-	root := set.all[0]
-	for _, kind := range shardPageKinds {
-		root.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { set.servePage(c, kind) }, Exempt())
-	}
-	root.handleSections(prefix) // AddStats's pages, from every shard (statsections.go)
-	for _, sh := range set.all {
-		sh.handle("GET "+prefix+"/", func(c *Ctx) { c.Bytes(200, "text/html; charset=utf-8", dashboardHTML) }, sh.middleware, []RouteOption{Exempt()})
-		sh.handle("GET "+prefix+"/events", sh.serveDashEvents, sh.middleware, []RouteOption{Exempt()})
-	}
-}
-
-// servePage answers a stats page on the loop of c's shard: the page is gathered and
-// rendered off the loop while c's task parks.
-func (set *shardSet) servePage(c *Ctx, kind string) {
-	q := url.Values{}
-	for _, k := range []string{"format", "stacks", "top"} {
-		if v := c.Query(k); v != "" {
-			q.Set(k, v)
-		}
-	}
-	ctx := c.Context()
-	var code int
-	var ctype string
-	var body []byte
-	c.srv.mode.offLoop(c, func() { code, ctype, body = set.page(ctx, kind, q) })
-	c.Bytes(code, ctype, body)
-}
-
-// statsHandler is StatsHandler with shards.
-func (set *shardSet) statsHandler() http.Handler {
-	root := set.all[0]
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if root.serveSectionHTTP(w, r) { // AddStats's pages, from every shard (statsections.go)
-			return
-		}
-		if root.cfg.NoAccounting {
-			http.NotFound(w, r)
-			return
-		}
-		for _, kind := range shardPageKinds {
-			if strings.HasSuffix(r.URL.Path, "/"+kind) || r.URL.Path == kind {
-				code, ctype, body := set.page(r.Context(), kind, r.URL.Query())
-				w.Header().Set("Content-Type", ctype)
-				w.WriteHeader(code)
-				_, _ = w.Write(body)
-				return
-			}
-		}
-		if !root.serveDashboardHTTP(w, r) { // a path ending in / or /events
-			http.NotFound(w, r)
-		}
-	})
-}
-
-// page gathers the page kind from every shard and renders the totals, then each shard's
-// page: in JSON the totals' object gets a "shards" array of the shards' objects, each with
-// its "shard" index; in text each shard's view follows the totals under a header line.
-func (set *shardSet) page(ctx context.Context, kind string, q url.Values) (code int, ctype string, body []byte) {
-	text := q.Get("format") == "text" && kind != "offload" && kind != "admission"
-	var total []byte
-	per := make([][]byte, len(set.all))
-	var err error
-	switch kind {
-	case "tasks":
-		var snaps []accounting.TasksSnapshot
-		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.TasksSnapshot { return sh.snapshotTasks() }); err == nil {
-			if q.Get("stacks") == "1" {
-				for _, s := range snaps {
-					addStacks(s.Live)
-				}
-			}
-			write := render.WriteTasksJSON
-			if text {
-				write = render.WriteTasksText
-			}
-			total, per, err = renderEach(sumTasks(snaps), snaps, func(b *bytes.Buffer, v accounting.TasksSnapshot) error { return write(b, v) })
-		}
-	case "routes":
-		now := time.Now()
-		var copies []*recorder.RoutesCopy
-		if copies, err = askShards(ctx, set, func(sh *Server) *recorder.RoutesCopy { return sh.takeRoutes(now) }); err == nil {
-			rs := make([][]accounting.RouteSnapshot, len(copies))
-			for i, c := range copies {
-				rs[i] = readRoutes(c)
-			}
-			write := render.WriteRoutesJSON
-			if text {
-				write = render.WriteRoutesText
-			}
-			total, per, err = renderEach(sumRoutes(rs), rs, func(b *bytes.Buffer, v []accounting.RouteSnapshot) error { return write(b, v) })
-		}
-	case "loop":
-		var snaps []accounting.LoopSnapshot
-		if snaps, err = askShards(ctx, set, func(sh *Server) accounting.LoopSnapshot { return sh.snapshotLoop() }); err == nil {
-			var proc accounting.LoopSnapshot
-			fillProcess(&proc) // once, off the loops: the process is the same for each
-			for i := range snaps {
-				snaps[i].Goroutines, snaps[i].RSSBytes, snaps[i].OpenFDs = proc.Goroutines, proc.RSSBytes, proc.OpenFDs
-			}
-			write := render.WriteLoopJSON
-			if text {
-				write = render.WriteLoopText
-			}
-			total, per, err = renderEach(sumLoops(snaps), snaps, func(b *bytes.Buffer, v accounting.LoopSnapshot) error { return write(b, v) })
-		}
-	case "admission":
-		var snaps []AdmissionSnapshot
-		if snaps, err = askShards(ctx, set, func(sh *Server) AdmissionSnapshot { return sh.admissionSnapshot() }); err == nil {
-			total, per, err = renderEach(sumAdmission(snaps), snaps, func(b *bytes.Buffer, v AdmissionSnapshot) error { return json.NewEncoder(b).Encode(v) })
-		}
-	case "offload":
-		snaps := make([]OffloadSnapshot, len(set.all))
-		for i, sh := range set.all {
-			snaps[i] = sh.snapshotOffload()
-		}
-		total, per, err = renderEach(sumOffload(snaps), snaps, func(b *bytes.Buffer, v OffloadSnapshot) error { return json.NewEncoder(b).Encode(v) })
-	}
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		return http.StatusServiceUnavailable, "text/plain; charset=utf-8", []byte("request cancelled\n")
-	default:
-		return http.StatusServiceUnavailable, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
-	}
-	if text {
-		var b bytes.Buffer
-		b.WriteString("== total over " + fmt.Sprint(len(per)) + " shards ==\n")
-		b.Write(total)
-		for i, p := range per {
-			fmt.Fprintf(&b, "\n== shard %d ==\n", i)
-			b.Write(p)
-		}
-		return http.StatusOK, "text/plain; charset=utf-8", b.Bytes()
-	}
-	out, err := spliceShards(total, per)
-	if err != nil {
-		return http.StatusInternalServerError, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
-	}
-	return http.StatusOK, "application/json", out
-}
-
-// renderEach renders the total and every shard's value with write.
-func renderEach[T any](total T, per []T, write func(*bytes.Buffer, T) error) ([]byte, [][]byte, error) {
-	var b bytes.Buffer
-	if err := write(&b, total); err != nil {
-		return nil, nil, err
-	}
-	t := slices.Clone(b.Bytes())
-	out := make([][]byte, len(per))
-	for i, v := range per {
-		b.Reset()
-		if err := write(&b, v); err != nil {
-			return nil, nil, err
-		}
-		out[i] = slices.Clone(b.Bytes())
-	}
-	return t, out, nil
-}
-
-// spliceShards adds to the JSON object total a "shards" array of the JSON objects per,
-// each given a leading "shard" member with its index.
-func spliceShards(total []byte, per [][]byte) ([]byte, error) {
-	t := bytes.TrimSpace(total)
-	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
-		return nil, fmt.Errorf("loop: stats page is not a JSON object")
-	}
-	out := append([]byte(nil), bytes.TrimRight(t[:len(t)-1], " \n\t")...)
-	if out[len(out)-1] != '{' {
-		out = append(out, ',')
-	}
-	out = append(out, `"shards":[`...)
-	for i, p := range per {
-		p = bytes.TrimSpace(p)
-		if len(p) < 2 || p[0] != '{' {
-			return nil, fmt.Errorf("loop: shard %d's stats page is not a JSON object", i)
-		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = fmt.Appendf(out, `{"shard":%d`, i)
-		if inner := bytes.TrimSpace(p[1 : len(p)-1]); len(inner) > 0 {
-			out = append(out, ',')
-			out = append(out, inner...)
-		}
-		out = append(out, '}')
-	}
-	out = append(out, "]}\n"...)
-	if !json.Valid(out) {
-		return nil, fmt.Errorf("loop: stats page with shards is not valid JSON")
-	}
-	return out, nil
 }

@@ -1,10 +1,7 @@
 package loop
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/batonrt/baton/accounting"
@@ -241,8 +238,8 @@ func (s *Server) fillCPU(dst *accounting.TaskSample, t *Task) {
 	}
 }
 
-// reasonName names a scheduler park reason as TaskSample.ParkReason does: the scheduler's
-// names are accounting's (the loop's names test binds them).
+// reasonName maps a scheduler park reason to its accounting name (the two lists are in
+// the same order).
 func reasonName(r scheduler.Reason) string { return r.String() }
 
 // finishedRingSlow is the latency from which a finished request always goes into the
@@ -340,111 +337,6 @@ func (s *Server) snapshotLoop() accounting.LoopSnapshot {
 	return ls
 }
 
-// statsKinds are the stats pages under the mount prefix.
-var statsKinds = []string{"tasks", "routes", "loop", "offload", "admission"}
-
-// HandleStats mounts the stats endpoints on this server under prefix (e.g. "/debug/baton"):
-// GET prefix/tasks (live tasks, slowest first, and recently finished ones that were slow,
-// failed or sampled; ?stacks=1 adds each live task's goroutine stack), prefix/routes and
-// prefix/loop, as JSON, or as a plain-text top-style view with ?format=text;
-// prefix/offload (the offload pool's lanes, predictor and the gates made with NewGate) and
-// prefix/admission (handler slots, queue, requests refused with 429, panics), JSON only;
-// prefix/ (the live dashboard, one HTML page) and prefix/events (its Server-Sent Events
-// stream, one JSON frame per DashboardInterval). The routes are Exempt from admission
-// control. Figures are snapshotted on the loop and rendered off it. Call it before
-// ListenAndServe. It panics if accounting is off (Config.NoAccounting).
-func (s *Server) HandleStats(prefix string) {
-	if s.cfg.NoAccounting {
-		panic("loop: HandleStats with Config.NoAccounting")
-	}
-	if s.shards != nil { // every page shows the totals and each shard (shard_stats.go)
-		s.shards.handleStats(prefix)
-		return
-	}
-	for _, kind := range statsKinds {
-		kind := kind
-		s.Handle("GET "+prefix+"/"+kind, func(c *Ctx) { s.serveStats(c, kind) }, Exempt())
-	}
-	s.handleSections(prefix) // AddStats's pages (statsections.go)
-
-	s.handleDashboard(prefix) // prefix/ and prefix/events: the live dashboard
-}
-
-// serveStats snapshots on the loop, renders off it and answers.
-func (s *Server) serveStats(c *Ctx, kind string) {
-	text := c.Query("format") == "text"
-	stacks := c.Query("stacks") == "1"
-	var snap any
-	s.mode.onLoop(c, func() { snap = s.takeSnapshot(kind) })
-	var out []byte
-	var err error
-	s.mode.offLoop(c, func() { out, err = s.renderStats(kind, snap, text, stacks) })
-	switch {
-	case err != nil:
-		c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
-	case text && !jsonOnly(kind):
-		c.Bytes(200, "text/plain; charset=utf-8", out)
-	default:
-		c.Bytes(200, "application/json", out)
-	}
-}
-
-func (s *Server) takeSnapshot(kind string) any {
-	switch kind {
-	case "tasks":
-		return s.snapshotTasks()
-	case "routes":
-		return s.takeRoutes(time.Now()) // read by renderStats, off the loop
-	case "offload":
-		return nil // read off the loop: the pool is safe for concurrent use
-	case "admission":
-		return s.admissionSnapshot()
-	default:
-		return s.snapshotLoop()
-	}
-}
-
-// renderStats renders a snapshot. Any goroutine.
-func (s *Server) renderStats(kind string, snap any, text, stacks bool) ([]byte, error) {
-	switch kind {
-	case "offload":
-		return renderOffload(s.snapshotOffload())
-	case "admission":
-		return json.MarshalIndent(snap, "", "  ")
-	}
-	var buf bytes.Buffer
-	var err error
-	switch kind {
-	case "tasks":
-		ts := snap.(accounting.TasksSnapshot)
-		if stacks {
-			addStacks(ts.Live)
-		}
-		if text {
-			err = render.WriteTasksText(&buf, ts)
-		} else {
-			err = render.WriteTasksJSON(&buf, ts)
-		}
-	case "routes":
-		rc, _ := snap.(*recorder.RoutesCopy) // nil if the loop stopped before taking it
-		rs := readRoutes(rc)
-		if text {
-			err = render.WriteRoutesText(&buf, rs)
-		} else {
-			err = render.WriteRoutesJSON(&buf, rs)
-		}
-	default:
-		ls := snap.(accounting.LoopSnapshot)
-		fillProcess(&ls) // off the loop (process.go)
-		if text {
-			err = render.WriteLoopText(&buf, ls)
-		} else {
-			err = render.WriteLoopJSON(&buf, ls)
-		}
-	}
-	return buf.Bytes(), err
-}
-
 // addStacks fills the goroutine stacks of the first maxStackTasks tasks from one dump of
 // all goroutines.
 func addStacks(ts []accounting.TaskSample) {
@@ -459,63 +351,11 @@ func addStacks(ts []accounting.TaskSample) {
 	}
 }
 
-// jsonOnly reports the stats pages that have no text view.
-func jsonOnly(kind string) bool { return kind == "offload" || kind == "admission" }
-
-func (s *Server) admissionSnapshot() AdmissionSnapshot {
-	return AdmissionSnapshot{AdmissionStats: s.adm.stats(), InFlight: s.inflight, Parsed: s.parsed, PanicsTotal: s.panics,
-		Accept: s.acceptStats()}
-}
-
-// StatsHandler returns a net/http handler serving the same stats pages, for mounting on a
-// separate admin address (for example an http.Server on 127.0.0.1:6060), so monitoring
-// does not share the main port. Paths end in /tasks, /routes, /loop, /offload or
-// /admission. Snapshots are taken on the loop through Post; rendering happens on the
-// net/http goroutine. A path ending in / serves the live dashboard and one ending in
-// /events its event stream (mount the handler on a prefix such as "/debug/baton/").
-// With Config.Shards > 1 every page shows the totals and each shard's figures.
-// Safe for concurrent use.
-func (s *Server) StatsHandler() http.Handler {
-	if s.shards != nil {
-		return s.shards.statsHandler() // shard_stats.go
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.serveSectionHTTP(w, r) { // AddStats's pages (statsections.go)
-			return
-		}
-		kind := ""
-		for _, k := range statsKinds {
-			if len(r.URL.Path) >= len(k) && r.URL.Path[len(r.URL.Path)-len(k):] == k {
-				kind = k
-			}
-		}
-		if s.cfg.NoAccounting {
-			http.NotFound(w, r)
-			return
-		}
-		if kind == "" {
-			if !s.serveDashboardHTTP(w, r) { // a path ending in / or /events
-				http.NotFound(w, r)
-			}
-			return
-		}
-		snap, ok := askLoopHTTP(w, r, s, func() any { return s.takeSnapshot(kind) })
-		if !ok {
-			return
-		}
-		text := r.URL.Query().Get("format") == "text"
-		out, err := s.renderStats(kind, snap, text, r.URL.Query().Get("stacks") == "1")
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if text && !jsonOnly(kind) {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		_, _ = w.Write(out)
-	})
+// admissionSnapshot returns the "admission" section's figures. Loop-confined.
+func (s *Server) admissionSnapshot() AdmissionStats {
+	st := s.adm.stats()
+	st.InFlight, st.Parsed, st.PanicsTotal, st.Accept = s.inflight, s.parsed, s.panics, s.acceptStats()
+	return st
 }
 
 // startWatchdog starts the stall detector if enabled. It stops when ListenAndServe returns.

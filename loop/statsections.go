@@ -1,36 +1,38 @@
 package loop
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
 
-// StatsSection is a feature's part of the server's figures: a stats page (prefix/Name,
-// under HandleStats and StatsHandler), a section of Snapshot (Snapshot.Sections[Name]) and
-// a panel of the live dashboard. A feature package registers it with Server.AddStats and
-// the engine does the rest: it takes the figures on every loop, sums them, and renders
-// them, so that a feature never edits the stats code.
+// StatsSection is one part of the server's figures: a stats page (prefix/Name), a section
+// of the snapshot and a panel of the live dashboard, all rendered by package loop/stats.
+// The engine's own figures are sections ("loop", "routes", "tasks", "offload",
+// "admission"); a feature package adds its own with Server.AddStats. Package loop/stats
+// reads every section through Server.StatsSections: it runs Take on every loop, Read off
+// the loop, Sum over the loops, and renders the result, so that neither the engine nor a
+// feature renders pages and loop/stats knows no feature.
 type StatsSection struct {
 	// Name is the page's last path segment and the key in Snapshot.Sections: lower case
 	// letters, digits and '-', not the name of one of the engine's own pages.
 	Name string
 	// Take returns loop l's figures as plain data the caller then owns. It runs on l (in
 	// a function posted to it, or from a task of l), must not park, and should be quick:
-	// copy counters, compute off the loop. q holds the page's query (nil for Snapshot and
-	// the dashboard); an error answers the page with 400 and the error's text (a bad
-	// query).
+	// copy counters, compute off the loop (in Read). q holds the page's query (nil for the
+	// snapshot and the dashboard); an error answers the page with 400 and the error's text
+	// (a bad query).
 	Take func(l *Loop, q url.Values) (any, error)
+	// Read, when not nil, turns what Take returned into the figures, off the loop (on the
+	// reader's goroutine): the costly part of a section (percentiles from copied
+	// histograms) runs there. Every reader of a section calls it once on each value Take
+	// returned, before Sum and before rendering. Nil: Take's value is the figures.
+	Read func(taken any) any
 	// Sum combines the figures of every loop, in index order, into the totals (several
-	// loops only). Nil: the totals are the first loop's figures.
+	// loops only). Nil: the totals are the first loop's figures. Any goroutine.
 	Sum func(perLoop []any) any
 	// Text renders figures as the page's ?format=text. Nil: the page is JSON only.
 	Text func(w io.Writer, v any) error
@@ -39,6 +41,11 @@ type StatsSection struct {
 	// Panel returns what the live dashboard shows of the figures (JSON-marshalable), under
 	// the frame's "panels" member by Name. Nil: no panel.
 	Panel func(v any) any
+	// Series returns the figures the dashboard charts over time, read from the totals
+	// once a second whether or not a page is open: a name ending in "_total" is a counter
+	// (charted as a rate per second; a counter that falls, as when a room ends, counts
+	// from its new value), any other a gauge. Nil: no chart.
+	Series func(v any) map[string]float64
 }
 
 // ErrStatsSection is wrapped by AddStats's errors.
@@ -51,9 +58,9 @@ type statsRegistry struct {
 	secs atomic.Pointer[[]StatsSection]
 }
 
-// AddStats registers sec for every loop of the server: its page answers under the
-// prefixes given to HandleStats and StatsHandler (also when added after them), Snapshot
-// carries it in Sections, and the dashboard shows its Panel. It returns an error wrapping
+// AddStats registers sec for every loop of the server: package loop/stats then serves its
+// page under the prefixes it is mounted on (also when added after), carries it in
+// Snapshot.Sections, and shows its Panel on the dashboard. It returns an error wrapping
 // ErrStatsSection when the name is invalid, taken, or Take is nil. Safe for concurrent
 // use.
 func (s *Server) AddStats(sec StatsSection) error {
@@ -90,226 +97,29 @@ func validSectionName(name string) error {
 			return fmt.Errorf("%w %q: name must be lower case letters, digits and '-'", ErrStatsSection, name)
 		}
 	}
-	for _, k := range enginePages {
+	if name == dashboardEvents {
+		return fmt.Errorf("%w %q: the path of the dashboard's event stream", ErrStatsSection, name)
+	}
+	for _, k := range engineSectionNames {
 		if k == name {
-			return fmt.Errorf("%w %q: the name of one of the engine's pages", ErrStatsSection, name)
+			return fmt.Errorf("%w %q: the name of one of the engine's sections", ErrStatsSection, name)
 		}
 	}
 	return nil
 }
 
-// enginePages are the engine's own stats pages, and the dashboard's event stream.
-var enginePages = append(append([]string(nil), statsKinds...), "events")
+// dashboardEvents is the path segment of the live dashboard's event stream (package
+// loop/stats), beside the sections' pages under the same prefix.
+const dashboardEvents = "events"
 
-// sections returns the sections registered so far. Any goroutine.
-func (s *Server) sections() []StatsSection {
+// StatsSections returns the stats registry: the engine's own sections (engine_stats.go),
+// then the sections added with AddStats, in the order they were added. Package loop/stats
+// reads every page, snapshot section and dashboard panel from it. The slice is the
+// caller's. Safe for concurrent use.
+func (s *Server) StatsSections() []StatsSection {
+	out := s.engineSections()
 	if p := s.statsReg.secs.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// section returns the section named name.
-func (s *Server) section(name string) (StatsSection, bool) {
-	for _, sec := range s.sections() {
-		if sec.Name == name {
-			return sec, true
-		}
-	}
-	return StatsSection{}, false
-}
-
-// errSectionQuery marks a Take error: the page answers 400.
-type errSectionQuery struct{ err error }
-
-func (e errSectionQuery) Error() string { return e.err.Error() }
-
-// takeSection gathers sec from every loop of the server (at once), and returns the totals
-// and, with several loops, each loop's figures. Not on a loop of the server (it waits for
-// each one).
-func (s *Server) takeSection(ctx context.Context, sec StatsSection, q url.Values) (total any, per []any, err error) {
-	loops := s.Loops()
-	per = make([]any, len(loops))
-	errs := make([]error, len(loops))
-	var wg sync.WaitGroup
-	for i, l := range loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			type res struct {
-				v   any
-				err error
-			}
-			r, err := askLoop(ctx, l.srv, statsWait, func() res {
-				v, err := sec.Take(l, q)
-				return res{v, err}
-			})
-			if err == nil && r.err != nil {
-				err = errSectionQuery{r.err}
-			}
-			per[i], errs[i] = r.v, err
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	if len(per) == 1 {
-		return per[0], nil, nil
-	}
-	total = per[0]
-	if sec.Sum != nil {
-		total = sec.Sum(per)
-	}
-	return total, per, nil
-}
-
-// sectionPage answers sec's page: its figures from every loop, as JSON (with several
-// loops, the totals' object with a "shards" array of each loop's) or, with
-// ?format=text and a Text renderer, as text.
-func (s *Server) sectionPage(ctx context.Context, sec StatsSection, q url.Values) (code int, ctype string, body []byte) {
-	total, per, err := s.takeSection(ctx, sec, q)
-	var qe errSectionQuery
-	switch {
-	case errors.As(err, &qe):
-		return http.StatusBadRequest, "text/plain; charset=utf-8", []byte("400 Bad Request: " + qe.Error() + "\n")
-	case err != nil && ctx.Err() != nil:
-		return http.StatusServiceUnavailable, "text/plain; charset=utf-8", []byte("request cancelled\n")
-	case err != nil:
-		return http.StatusServiceUnavailable, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
-	}
-	text := q.Get("format") == "text" && sec.Text != nil
-	write := sec.JSON
-	if text {
-		write = sec.Text
-	} else if write == nil {
-		write = func(w io.Writer, v any) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(v)
-		}
-	}
-	totalB, perB, err := renderEach(total, per, func(b *bytes.Buffer, v any) error { return write(b, v) })
-	if err != nil {
-		return http.StatusInternalServerError, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
-	}
-	switch {
-	case text && per != nil:
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "== total over %d shards ==\n", len(per))
-		b.Write(totalB)
-		for i, p := range perB {
-			fmt.Fprintf(&b, "\n== shard %d ==\n", i)
-			b.Write(p)
-		}
-		return http.StatusOK, "text/plain; charset=utf-8", b.Bytes()
-	case text:
-		return http.StatusOK, "text/plain; charset=utf-8", totalB
-	case per != nil:
-		out, err := spliceShards(totalB, perB)
-		if err != nil {
-			return http.StatusInternalServerError, "text/plain; charset=utf-8", []byte(err.Error() + "\n")
-		}
-		return http.StatusOK, "application/json", out
-	}
-	return http.StatusOK, "application/json", totalB
-}
-
-// handleSections mounts prefix/{section}: the pages of the sections added with AddStats,
-// looked up when a request arrives, so that a section added later is served too.
-func (s *Server) handleSections(prefix string) {
-	s.Handle("GET "+prefix+"/{section}", func(c *Ctx) {
-		sec, ok := s.section(c.PathValue("section"))
-		if !ok {
-			c.String(404, "404 Not Found\n")
-			return
-		}
-		q := url.Values{}
-		if raw := c.RawQuery(); raw != "" {
-			if parsed, err := url.ParseQuery(raw); err == nil {
-				q = parsed
-			}
-		}
-		ctx := c.Context()
-		var code int
-		var ctype string
-		var body []byte
-		c.srv.mode.offLoop(c, func() { code, ctype, body = s.sectionPage(ctx, sec, q) })
-		c.Bytes(code, ctype, body)
-	}, Exempt())
-}
-
-// serveSectionHTTP answers a section's page for StatsHandler and reports whether the path
-// named one. Any goroutine but a loop's.
-func (s *Server) serveSectionHTTP(w http.ResponseWriter, r *http.Request) bool {
-	name := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	sec, ok := s.section(name)
-	if !ok {
-		return false
-	}
-	code, ctype, body := s.sectionPage(r.Context(), sec, r.URL.Query())
-	w.Header().Set("Content-Type", ctype)
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
-	return true
-}
-
-// takeSections takes every section's figures on this loop (Snapshot, the dashboard).
-// Loop-confined. A section whose Take fails is left out.
-func (s *Server) takeSections() map[string]any {
-	secs := s.sections()
-	if len(secs) == 0 {
-		return nil
-	}
-	out := make(map[string]any, len(secs))
-	for _, sec := range secs {
-		if v, err := sec.Take(s.loopRef, nil); err == nil {
-			out[sec.Name] = v
-		}
-	}
-	return out
-}
-
-// sumSections combines each section's per-loop figures (a Snapshot with shards).
-func (s *Server) sumSections(per []map[string]any) map[string]any {
-	secs := s.sections()
-	if len(secs) == 0 {
-		return nil
-	}
-	out := make(map[string]any, len(secs))
-	for _, sec := range secs {
-		vs := make([]any, 0, len(per))
-		for _, p := range per {
-			if v, ok := p[sec.Name]; ok {
-				vs = append(vs, v)
-			}
-		}
-		if len(vs) != len(per) || len(vs) == 0 {
-			continue // added while the snapshot was taken: not on every loop yet
-		}
-		if sec.Sum != nil {
-			out[sec.Name] = sec.Sum(vs)
-		} else {
-			out[sec.Name] = vs[0]
-		}
-	}
-	return out
-}
-
-// panels returns what the dashboard shows of each section with a Panel.
-func (s *Server) panels(sections map[string]any) map[string]any {
-	var out map[string]any
-	for _, sec := range s.sections() {
-		v, ok := sections[sec.Name]
-		if !ok || sec.Panel == nil {
-			continue
-		}
-		if out == nil {
-			out = map[string]any{}
-		}
-		out[sec.Name] = sec.Panel(v)
+		out = append(out, *p...)
 	}
 	return out
 }

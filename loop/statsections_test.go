@@ -1,163 +1,14 @@
 package loop
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// counterFigures is the figures of testSection: a loop's count of hits.
-type counterFigures struct {
-	Hits int `json:"hits"`
-	Loop int `json:"loop"`
-}
-
-// testSection is a feature's section as a feature package would write it: per-loop state
-// found with Loop.Value, taken on the loop, summed over loops, with a text view and a
-// panel. ?fail=1 makes Take refuse the query.
-func testSection() StatsSection {
-	return StatsSection{
-		Name: "counter",
-		Take: func(l *Loop, q url.Values) (any, error) {
-			if q.Get("fail") != "" {
-				return nil, errors.New("fail was asked for")
-			}
-			n, _ := l.Value(counterKey{}).(int)
-			return counterFigures{Hits: n, Loop: l.Index()}, nil
-		},
-		Sum: func(per []any) any {
-			t := counterFigures{Loop: -1}
-			for _, v := range per {
-				t.Hits += v.(counterFigures).Hits
-			}
-			return t
-		},
-		Text: func(w io.Writer, v any) error {
-			_, err := fmt.Fprintf(w, "hits %d\n", v.(counterFigures).Hits)
-			return err
-		},
-		Panel: func(v any) any { return map[string]int{"hits": v.(counterFigures).Hits} },
-	}
-}
-
-type counterKey struct{}
-
-// TestStatsSectionOnEveryPage: a section added with AddStats (after HandleStats, as a
-// feature adds its own on first use) is served on the server's port and by StatsHandler,
-// as JSON and as text, with a 400 for a query Take refuses; it is in Snapshot.Sections and
-// in the dashboard's panels; with several loops, the page carries the totals and each
-// loop's figures. Over real sockets, in both modes.
-func TestStatsSectionOnEveryPage(t *testing.T) {
-	for _, shards := range []int{1, 3} {
-		for _, mt := range []bool{false, true} {
-			t.Run(fmt.Sprintf("shards=%d/multithread=%v", shards, mt), func(t *testing.T) {
-				s, addr := startServer(t, Config{Shards: shards, MultiThread: mt}, func(s *Server) {
-					s.HandleStats("/debug/baton")
-					s.Handle("GET /hit", func(c *Ctx) {
-						c.OnLoop(func() {
-							n, _ := c.Loop().Value(counterKey{}).(int)
-							c.Loop().SetValue(counterKey{}, n+1)
-						})
-						c.String(200, "hit")
-					})
-				})
-				require.NoError(t, s.AddStats(testSection()))
-				for range 9 {
-					resp, err := http.Get("http://" + addr + "/hit")
-					require.NoError(t, err)
-					_ = resp.Body.Close()
-				}
-				admin := httptest.NewServer(s.StatsHandler())
-				defer admin.Close()
-				for _, base := range []string{"http://" + addr + "/debug/baton/", admin.URL + "/debug/baton/"} {
-					code, page := getJSON(t, base+"counter")
-					require.Equal(t, 200, code, "%v", page)
-					assert.EqualValues(t, 9, page["hits"], "every hit, over every loop")
-					if shards > 1 {
-						rows := shardRows(t, page, shards)
-						sum := 0.0
-						for i, row := range rows {
-							assert.EqualValues(t, i, row["loop"])
-							sum += row["hits"].(float64)
-						}
-						assert.EqualValues(t, 9, sum)
-					} else {
-						assert.NotContains(t, page, "shards")
-					}
-					resp, err := http.Get(base + "counter?format=text")
-					require.NoError(t, err)
-					text, _ := io.ReadAll(resp.Body)
-					_ = resp.Body.Close()
-					assert.Contains(t, string(text), "hits 9\n")
-					resp, err = http.Get(base + "counter?fail=1")
-					require.NoError(t, err)
-					body, _ := io.ReadAll(resp.Body)
-					_ = resp.Body.Close()
-					assert.Equal(t, 400, resp.StatusCode)
-					assert.Contains(t, string(body), "fail was asked for")
-					resp, err = http.Get(base + "nosuchsection")
-					require.NoError(t, err)
-					_ = resp.Body.Close()
-					assert.Equal(t, 404, resp.StatusCode)
-				}
-
-				snap, err := s.Snapshot(context.Background(), ViewSections)
-				require.NoError(t, err)
-				require.Contains(t, snap.Sections, "counter")
-				assert.Equal(t, 9, snap.Sections["counter"].(counterFigures).Hits)
-				if shards > 1 {
-					require.Len(t, snap.Shards, shards)
-					sum := 0
-					for _, p := range snap.Shards {
-						sum += p.Sections["counter"].(counterFigures).Hits
-					}
-					assert.Equal(t, 9, sum)
-				}
-
-				resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(admin.URL + "/debug/baton/events")
-				require.NoError(t, err)
-				defer resp.Body.Close()
-				var f struct {
-					Panels map[string]map[string]int `json:"panels"`
-				}
-				require.NoError(t, json.Unmarshal(readEventData(t, resp.Body), &f))
-				assert.Equal(t, 9, f.Panels["counter"]["hits"])
-			})
-		}
-	}
-}
-
-// readEventData reads the first "data:" line of a Server-Sent Events stream.
-func readEventData(t *testing.T, r io.Reader) []byte {
-	t.Helper()
-	buf := make([]byte, 0, 4096)
-	one := make([]byte, 1)
-	for {
-		_, err := r.Read(one)
-		require.NoError(t, err)
-		if one[0] != '\n' {
-			buf = append(buf, one[0])
-			continue
-		}
-		if len(buf) > 6 && string(buf[:6]) == "data: " {
-			return buf[6:]
-		}
-		buf = buf[:0]
-	}
-}
-
-// TestAddStatsRefuses names what it refuses: an empty or malformed name, an engine page's
+// TestAddStatsRefuses names what it refuses: an empty or malformed name, an engine section's
 // name, a name taken, a section without Take.
 func TestAddStatsRefuses(t *testing.T) {
 	s := New(Config{Logger: quietLogger(t)})
@@ -169,8 +20,8 @@ func TestAddStatsRefuses(t *testing.T) {
 		{StatsSection{Name: "", Take: take}, "empty name"},
 		{StatsSection{Name: "Rooms", Take: take}, `"Rooms": name must be`},
 		{StatsSection{Name: "a/b", Take: take}, `"a/b": name must be`},
-		{StatsSection{Name: "tasks", Take: take}, `"tasks": the name of one of the engine's pages`},
-		{StatsSection{Name: "events", Take: take}, `"events": the name of one of the engine's pages`},
+		{StatsSection{Name: "tasks", Take: take}, `"tasks": the name of one of the engine's sections`},
+		{StatsSection{Name: "events", Take: take}, `"events": the path of the dashboard's event stream`},
 		{StatsSection{Name: "x"}, `"x": Take is nil`},
 	} {
 		err := s.AddStats(c.sec)
@@ -181,5 +32,5 @@ func TestAddStatsRefuses(t *testing.T) {
 	err := s.AddStats(StatsSection{Name: "x-1", Take: take})
 	require.ErrorIs(t, err, ErrStatsSection)
 	assert.Contains(t, err.Error(), `"x-1": already added`)
-	assert.Len(t, s.sections(), 1, strconv.Itoa(len(s.sections())))
+	assert.Len(t, s.StatsSections(), len(s.engineSections())+1)
 }

@@ -139,9 +139,7 @@ func TestSeriesOfTheFlagship(t *testing.T) {
 	for route := range byRoute {
 		assert.False(t, AdminRoute(route), "admin route %s exported by default", route)
 	}
-	// The stats pages (loop/ws's websockets page among the sections, prefix/{section}),
-	// dashboard, events, health probes.
-	assert.Equal(t, 10, admin, "the stats pages, dashboard, events, health probes: %v", byRouteAdmin)
+	assert.Equal(t, 5, admin, "the stats pages (one route, /debug/baton/{section}), dashboard, events, health probes: %v", byRouteAdmin)
 	for _, route := range flagshipRoutes {
 		want := perRoute
 		if route == "GET /ws" {

@@ -17,6 +17,7 @@ import (
 	"github.com/batonrt/baton/loop/health"
 	"github.com/batonrt/baton/loop/looptest"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
@@ -99,7 +100,7 @@ func newFlagship(t *testing.T, extra ...func(*loop.Server)) *flagship {
 	})
 	s.Handle("GET /players/{id}", ok)
 	s.Handle("GET /rooms", ok)
-	s.HandleStats("/debug/baton")
+	stats.Mount(s, "/debug/baton")
 	checks, err := health.New(s, health.Config{})
 	require.NoError(t, err)
 	checks.Mount()

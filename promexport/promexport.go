@@ -1,5 +1,5 @@
 // Package promexport exports a baton server's figures to Prometheus: a
-// prometheus.Collector that reads the server's snapshots (Server.Snapshot) at scrape time,
+// prometheus.Collector that reads the server's snapshots (stats.Take, package loop/stats) at scrape time,
 // so it costs the loop nothing per request, only one copy of its figures per scrape.
 //
 // It is a module of its own (promexport/go.mod) so that programs importing baton do not get
@@ -42,6 +42,7 @@ import (
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/health"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/loop/ws"
 	"github.com/batonrt/baton/offload"
 )
@@ -100,7 +101,7 @@ func WithHealth(h *health.Checker) Option { return func(o *options) { o.health =
 
 // AdminRoute reports whether route (method and pattern, as the route label shows it) is
 // one of the routes left out by default: a path under /debug/ (the stats pages and the
-// dashboard that Server.HandleStats mounts at its usual prefix /debug/baton, and
+// dashboard that stats.Mount mounts at its usual prefix /debug/baton, and
 // net/http/pprof's), the health probes /healthz, /readyz and /livez, and /metrics. The
 // loop does not tell which routes were registered Exempt, so the paths decide; mount
 // admin routes elsewhere and add them with SkipRoutes. Any goroutine.
@@ -142,7 +143,7 @@ func (c *Collector) keep(route string) bool {
 }
 
 // scrapeViews are the sections a scrape reads.
-const scrapeViews = loop.ViewLoop | loop.ViewRoutes | loop.ViewOffload | loop.ViewAdmission | loop.ViewSections
+const scrapeViews = stats.ViewLoop | stats.ViewRoutes | stats.ViewOffload | stats.ViewAdmission | stats.ViewSections
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("baton_"+name, help, labels, nil)
@@ -309,7 +310,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	snap, err := c.srv.Snapshot(ctx, scrapeViews)
+	snap, err := stats.Take(ctx, c.srv, scrapeViews)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(dStartTime, err)
 		return
@@ -339,7 +340,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // websocketsOf returns the WebSocket figures of snap: loop/ws's stats section, or none when
 // no connection was upgraded yet.
-func websocketsOf(snap *loop.Snapshot) ws.Stats {
+func websocketsOf(snap *stats.Snapshot) ws.Stats {
 	st, _ := snap.Sections[ws.Section.Name].(ws.Stats)
 	return st
 }
@@ -478,7 +479,7 @@ func collectLoop(ch chan<- prometheus.Metric, l *accounting.LoopSnapshot) {
 	}
 }
 
-func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionSnapshot) {
+func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionStats) {
 	gauge(ch, dAdmLimit, float64(a.Limit))
 	gauge(ch, dAdmActive, float64(a.Active))
 	gauge(ch, dAdmQueued, float64(a.Queued))
@@ -494,7 +495,7 @@ func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionSnapshot) {
 	counter(ch, dAcceptErrs, float64(a.Accept.RegisterErrored), "register")
 	counter(ch, dShed, float64(a.Accept.Shed))
 }
-func collectOffload(ch chan<- prometheus.Metric, o *loop.OffloadSnapshot) {
+func collectOffload(ch chan<- prometheus.Metric, o *offload.Report) {
 	p := &o.Pool
 	gauge(ch, dOffWorkers, float64(p.Workers))
 	gauge(ch, dOffIdle, float64(p.IdleWorkers))

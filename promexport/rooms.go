@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/stats"
 
 	"github.com/batonrt/baton/accounting"
 )
@@ -151,7 +151,7 @@ func (c *roomCounters) update(taken time.Time, rs *accounting.RoomsSnapshot) fig
 
 // roomsOf returns the rooms section of a snapshot (package loop/room's Figures), or an empty
 // one when the server has made no room yet.
-func roomsOf(snap *loop.Snapshot) *accounting.RoomsSnapshot {
+func roomsOf(snap *stats.Snapshot) *accounting.RoomsSnapshot {
 	if f, ok := snap.Sections[room.Section.Name].(room.Figures); ok {
 		return &f.RoomsSnapshot
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/accounting"
-	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // listed is a listed room of a made-up snapshot: its name, age and ticks (its overruns are
@@ -81,7 +81,7 @@ func TestRoomCountersLive(t *testing.T) {
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	snap, err := f.srv.Snapshot(ctx, loop.ViewSections)
+	snap, err := stats.Take(ctx, f.srv, stats.ViewSections)
 	require.NoError(t, err)
 	var want figures
 	rs := roomsOf(&snap)

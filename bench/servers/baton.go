@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -142,7 +143,7 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool, shards int)
 	registerWSBaton(srv)
 	registerArenaBaton(srv)
 	if !noAccounting {
-		srv.HandleStats("/debug/baton") // the rooms scenario reads /debug/baton/rooms and /loop
+		stats.Mount(srv, "/debug/baton") // the rooms scenario reads /debug/baton/rooms and /loop
 	}
 
 	closePools := func() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // startBatonShards serves the plaintext and rooms routes on srv, a baton server with
@@ -18,7 +19,7 @@ func startBatonShards(srv *loop.Server, noAccounting bool) (*Running, error) {
 	})
 	registerRoomsBatonShards(srv)
 	if !noAccounting {
-		srv.HandleStats("/debug/baton") // totals over the shards plus each shard's figures
+		stats.Mount(srv, "/debug/baton") // totals over the shards plus each shard's figures
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

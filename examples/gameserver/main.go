@@ -46,6 +46,7 @@ import (
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/room"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/promexport"
 )
 
@@ -172,7 +173,7 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		}
 		a.setAdmin(adminLn.Addr().String())
 		mux := http.NewServeMux()
-		mux.Handle("/debug/baton/", a.srv.StatsHandler())
+		mux.Handle("/debug/baton/", stats.Handler(a.srv))
 		mux.Handle("/healthz", a.health.Handler())
 		mux.Handle("/readyz", a.health.Handler())
 		mux.Handle("/metrics", promhttp.HandlerFor(promexport.Registry(a.srv, promexport.WithHealth(a.health)), promhttp.HandlerOpts{}))

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -73,7 +74,7 @@ func newServer(cfg loop.Config) *loop.Server {
 	srv.Handle("GET /sleep", sleep)
 	srv.Handle("GET /offload", offloaded)
 	srv.Handle("GET /io", waitIO)
-	srv.HandleStats("/debug/baton")
+	stats.Mount(srv, "/debug/baton")
 	return srv
 }
 

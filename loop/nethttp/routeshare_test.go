@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
 // httpGateStats returns the stats of the offload gate named name, and whether it exists.
 func httpGateStats(s *loop.Server, name string) (offload.GateStats, bool) {
-	snap, err := s.Snapshot(context.Background(), loop.ViewOffload)
+	snap, err := stats.Take(context.Background(), s, stats.ViewOffload)
 	if err != nil {
 		return offload.GateStats{}, false
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // BenchmarkRoomTick measures what a room tick costs the loop: 1,000 rooms whose period is
@@ -186,7 +187,7 @@ func BenchmarkEvery20Hz(b *testing.B) {
 // loopBusy returns the loop's busy time so far (Snapshot's loop section), read off the loop.
 func loopBusy(b *testing.B, s *loop.Server) time.Duration {
 	b.Helper()
-	snap, err := s.Snapshot(context.Background(), loop.ViewLoop)
+	snap, err := stats.Take(context.Background(), s, stats.ViewLoop)
 	if err != nil {
 		b.Fatal(err)
 	}

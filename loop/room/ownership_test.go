@@ -19,6 +19,7 @@ import (
 	"github.com/batonrt/baton/directory"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // gatedOpener opens handles whose KeepAlive fails with ErrUnavailable while blocked is
@@ -182,7 +183,7 @@ func TestJoinRoutesToTheOwner(t *testing.T) {
 	require.NoError(t, err)
 	var made atomic.Int32
 	setup := func(s *loop.Server) {
-		s.HandleStats("/debug/baton")
+		stats.Mount(s, "/debug/baton")
 		s.Handle("GET /join/{room}", func(c *loop.Ctx) { Join(c, c.PathValue("room"), c.Query("player")) })
 		s.Handle("GET /play/{room}", func(c *loop.Ctx) {
 			name := c.PathValue("room")

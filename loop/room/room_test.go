@@ -21,6 +21,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/stats"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -290,7 +291,7 @@ func TestRoomOverrunLoggedOnceWithStack(t *testing.T) {
 // call through offload) past its budget holds the loop for microseconds: its duration is
 // its on-loop time, under budget, and its wall time, parks included, is a figure of its own.
 func TestRoomTickParksAreNotOverruns(t *testing.T) {
-	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { s.HandleStats("/debug/baton") })
+	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { stats.Mount(s, "/debug/baton") })
 	r := newRoomT(t, s, Config[int]{Name: "parker", Period: 30 * time.Millisecond, Budget: 5 * time.Millisecond,
 		Tick: func(_ *Room[int], tk *Tick[int]) { _ = tk.Task.Sleep(12 * time.Millisecond) }})
 	require.Eventually(t, func() bool { return roomStats(t, s, r).Ticks >= 5 }, 10*time.Second, 5*time.Millisecond)
@@ -349,7 +350,7 @@ func getRooms(t *testing.T, addr, query string) roomsPageDoc {
 }
 
 func TestRoomsPageNamesHeavyRoom(t *testing.T) {
-	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { s.HandleStats("/debug/baton") })
+	s, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) { stats.Mount(s, "/debug/baton") })
 	heavy := newRoomT(t, s, Config[int]{Name: "heavy", Period: 20 * time.Millisecond, Budget: 4 * time.Millisecond,
 		Tick: func(*Room[int], *Tick[int]) { spinFor(8 * time.Millisecond) }})
 	for i := range 3 {
@@ -389,7 +390,7 @@ func TestRoomsPageNamesHeavyRoom(t *testing.T) {
 	resp, _ = looptest.Dial(t, addr).Get("/debug/baton/rooms?top=x")
 	assert.Equal(t, 400, resp.StatusCode)
 	// The same page on the admin handler.
-	admin := httptest.NewServer(s.StatsHandler())
+	admin := httptest.NewServer(stats.Handler(s))
 	defer admin.Close()
 	hr, err := http.Get(admin.URL + "/debug/baton/rooms?top=1&format=text")
 	require.NoError(t, err)

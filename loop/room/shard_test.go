@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 func TestShardRoomsRunOnTheirShard(t *testing.T) {
@@ -22,7 +23,7 @@ func TestShardRoomsRunOnTheirShard(t *testing.T) {
 	ticked := make(chan made, 16)
 	var rooms sync.Map
 	_, addr := startServer(t, loop.Config{Shards: shards}, func(s *loop.Server) {
-		s.HandleStats("/debug/baton")
+		stats.Mount(s, "/debug/baton")
 		s.Handle("GET /room/{name}", func(c *loop.Ctx) {
 			name := c.PathValue("name")
 			r, err := New(c.Loop(), Config[int]{Name: name, Period: time.Millisecond,

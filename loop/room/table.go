@@ -213,9 +213,35 @@ var Section = loop.StatsSection{
 		}
 		return sum(fs)
 	},
-	JSON:  func(w io.Writer, v any) error { return accounting.WriteRoomsJSON(w, v.(Figures).RoomsSnapshot) },
-	Text:  func(w io.Writer, v any) error { return accounting.WriteRoomsText(w, v.(Figures).RoomsSnapshot) },
-	Panel: func(v any) any { return panel(v.(Figures).RoomsSnapshot) },
+	JSON:   func(w io.Writer, v any) error { return accounting.WriteRoomsJSON(w, v.(Figures).RoomsSnapshot) },
+	Text:   func(w io.Writer, v any) error { return accounting.WriteRoomsText(w, v.(Figures).RoomsSnapshot) },
+	Panel:  func(v any) any { return panel(v.(Figures).RoomsSnapshot) },
+	Series: func(v any) map[string]float64 { return series(v.(Figures).RoomsSnapshot) },
+}
+
+// series returns what the dashboard charts of the rooms over time: ticks, overruns and
+// skipped ticks of every room in the table (counters), and the worst tick lateness p99 of
+// the listed rooms that run (a gauge; the "other" row keeps no percentiles).
+func series(rs accounting.RoomsSnapshot) map[string]float64 {
+	var ticks, overruns, skipped uint64
+	var late time.Duration
+	add := func(r *accounting.RoomSnapshot) {
+		ticks += r.Ticks
+		overruns += r.Overruns
+		skipped += r.Skipped
+	}
+	for i := range rs.Rooms {
+		add(&rs.Rooms[i])
+		if rs.Rooms[i].State != accounting.RoomStopped { // a stopped room's lateness is past
+			late = max(late, rs.Rooms[i].TickLateness.P99)
+		}
+	}
+	if rs.Other != nil {
+		add(rs.Other)
+	}
+	return map[string]float64{"rooms": float64(rs.Total), "ticks_total": float64(ticks),
+		"overruns_total": float64(overruns), "skipped_total": float64(skipped),
+		"tick_lateness_p99_seconds": late.Seconds()}
 }
 
 // snapshot takes the rooms page's figures. Loop-confined.
@@ -313,8 +339,8 @@ type panelRow struct {
 	Members  int     `json:"members"`
 }
 
-// panel returns the dashboard's rooms table (the panelTop busiest, then the rest as one
-// row), or nil when the server has no rooms. The dashboard hub's goroutine.
+// panel returns the dashboard's rooms table (the panelTop busiest rooms that have not
+// stopped, then the rest as one row), or nil when the server has no rooms. The dashboard hub's goroutine.
 func panel(snap accounting.RoomsSnapshot) json.RawMessage {
 	rs := &snap
 	if rs.Total == 0 {
@@ -326,12 +352,21 @@ func panel(snap accounting.RoomsSnapshot) json.RawMessage {
 			Overruns: r.Overruns, Skipped: r.Skipped, TickP99: ms(r.TickDuration.P99),
 			LateP99: ms(r.TickLateness.P99), Inputs: r.Inputs, Dropped: r.Dropped, Members: r.Members}
 	}
-	top := rs.Rooms[:min(len(rs.Rooms), panelTop)]
+	// Stopped rooms stay on the rooms page for a minute (retainStopped); the dashboard
+	// shows the rooms that run.
+	live := make([]accounting.RoomSnapshot, 0, len(rs.Rooms))
+	for _, r := range rs.Rooms {
+		if r.State != accounting.RoomStopped {
+			live = append(live, r)
+		}
+	}
+	stopped := len(rs.Rooms) - len(live)
+	top := live[:min(len(live), panelTop)]
 	rows := make([]panelRow, 0, len(top)+1)
 	for i := range top {
 		rows = append(rows, row(&top[i], top[i].Name))
 	}
-	if rest := rs.Total - len(top); rest > 0 {
+	if rest := rs.Total - stopped - len(top); rest > 0 {
 		other := panelRow{Room: fmt.Sprintf("other (%d rooms)", rest)} // percentiles do not sum: left 0
 		add := func(r *accounting.RoomSnapshot) {
 			x := row(r, "")
@@ -343,8 +378,8 @@ func panel(snap accounting.RoomsSnapshot) json.RawMessage {
 			other.Dropped += x.Dropped
 			other.Members += x.Members
 		}
-		for i := len(top); i < len(rs.Rooms); i++ {
-			add(&rs.Rooms[i])
+		for i := len(top); i < len(live); i++ {
+			add(&live[i])
 		}
 		if rs.Other != nil {
 			add(rs.Other)

@@ -19,6 +19,7 @@ import (
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/looptest"
 	"github.com/batonrt/baton/loop/sse"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, looptest.GoleakOptions()...) }
@@ -106,7 +107,7 @@ func start(t *testing.T, lc loop.Config, bc sse.Config) (*loop.Server, *sse.Brok
 	b, err := sse.New(s, bc)
 	require.NoError(t, err)
 	s.Handle("GET /events", b.Serve)
-	s.HandleStats("/debug/baton")
+	stats.Mount(s, "/debug/baton")
 	looptest.Start(t, s)
 	return s, b, s.Addr().String()
 }
@@ -225,7 +226,7 @@ func TestDrainEndsStreamsWithFinalEvent(t *testing.T) {
 			addr := s.Addr().String()
 			cls := []*client{open(t, addr, "/events"), open(t, addr, "/events")}
 			require.Eventually(t, func() bool {
-				snap, err := s.Snapshot(context.Background(), loop.ViewSections)
+				snap, err := stats.Take(context.Background(), s, stats.ViewSections)
 				if err != nil {
 					return false
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
@@ -86,7 +87,7 @@ func TestWSCallbackEcho(t *testing.T) {
 	require.Len(t, st.Connections, 1)
 	assert.Equal(t, "callback", st.Connections[0].Form)
 	assert.EqualValues(t, 7, st.Connections[0].MessagesIn)
-	snap, err := s.Snapshot(context.Background(), loop.ViewAdmission)
+	snap, err := stats.Take(context.Background(), s, stats.ViewAdmission)
 	require.NoError(t, err)
 	assert.Zero(t, snap.Admission.InFlight, "the handler returned: no request in flight")
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
@@ -585,7 +586,7 @@ func TestWSBroadcast(t *testing.T) {
 // defined in docs/accounting.md.
 func TestWSStatsPage(t *testing.T) {
 	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
-		s.HandleStats("/debug/baton")
+		stats.Mount(s, "/debug/baton")
 		s.Handle("GET /ws", wsEcho(nil))
 	})
 	conn := wsDial(t, addr, "/ws", nil)
@@ -758,11 +759,11 @@ func TestWSStatsHandler(t *testing.T) {
 	_ = wsDial(t, addr, "/ws", nil)
 	require.Eventually(t, func() bool { return wsStats(t, s).Open == 1 }, 10*time.Second, time.Millisecond)
 	rec := httptest.NewRecorder()
-	s.StatsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/admin/websockets?format=text", nil))
+	stats.Handler(s).ServeHTTP(rec, httptest.NewRequest("GET", "/admin/websockets?format=text", nil))
 	require.Equal(t, 200, rec.Code)
 	require.Contains(t, rec.Body.String(), "websockets open 1")
 	rec = httptest.NewRecorder()
-	s.StatsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/admin/websockets", nil))
+	stats.Handler(s).ServeHTTP(rec, httptest.NewRequest("GET", "/admin/websockets", nil))
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	require.Contains(t, rec.Body.String(), `"open": 1`)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
@@ -240,7 +241,7 @@ func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
 			}
 			c.String(200, "done\n")
 		})
-		s.HandleStats("/debug")
+		stats.Mount(s, "/debug")
 	})
 	t.Cleanup(func() { stop.Store(true) }) // before the server's own cleanup drains it
 	hogDone := make(chan error, 1)

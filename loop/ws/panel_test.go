@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // TestWSDashboardPanel: the live dashboard's frames carry the websockets section's panel
@@ -20,7 +21,7 @@ import (
 func TestWSDashboardPanel(t *testing.T) {
 	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
 		s.Handle("GET /ws", wsEcho(nil))
-		s.HandleStats("/debug")
+		stats.Mount(s, "/debug")
 	})
 	conn := wsDial(t, addr, "/ws", nil)
 	require.NoError(t, conn.WriteMessage(websocket.TextMessage, []byte("hi")))

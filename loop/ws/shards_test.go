@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/loop/stats"
 )
 
 // TestWSStatsWithShards: with several loops the websockets section is taken on each loop
@@ -23,7 +24,7 @@ func TestWSStatsWithShards(t *testing.T) {
 	const shards, conns = 2, 6
 	s, addr := startServer(t, loop.Config{Shards: shards}, func(s *loop.Server) {
 		s.Handle("GET /ws", wsEcho(nil))
-		s.HandleStats("/debug")
+		stats.Mount(s, "/debug")
 	})
 	var clients []*websocket.Conn
 	for range conns {
@@ -60,7 +61,7 @@ func TestWSStatsWithShards(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	snap, err := s.Snapshot(ctx, loop.ViewSections)
+	snap, err := stats.Take(ctx, s, stats.ViewSections)
 	require.NoError(t, err)
 	st, ok := snap.Sections["websockets"].(Stats)
 	require.True(t, ok, "Sections[websockets] is %T", snap.Sections["websockets"])

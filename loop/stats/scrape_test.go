@@ -1,4 +1,4 @@
-package loop
+package stats
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,9 +17,9 @@ import (
 func TestSnapshotRoutesConcurrentReaders(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			srv, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
+			srv, addr := startServer(t, m.cfg(loop.Config{}), func(s *loop.Server) {
 				for i := range 3 {
-					s.Handle(fmt.Sprintf("GET /r%d", i), func(c *Ctx) { c.String(200, "ok") })
+					s.Handle(fmt.Sprintf("GET /r%d", i), func(c *loop.Ctx) { c.String(200, "ok") })
 				}
 			})
 			const requests = 60
@@ -31,7 +32,7 @@ func TestSnapshotRoutesConcurrentReaders(t *testing.T) {
 					defer wg.Done()
 					var last uint64
 					for {
-						snap, err := srv.Snapshot(context.Background(), ViewRoutes|ViewLoop)
+						snap, err := Take(context.Background(), srv, ViewRoutes|ViewLoop)
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -53,12 +54,12 @@ func TestSnapshotRoutesConcurrentReaders(t *testing.T) {
 				}()
 			}
 			for i := range requests {
-				resp, _ := cl.get(fmt.Sprintf("/r%d", i%3))
+				resp, _ := cl.Get(fmt.Sprintf("/r%d", i%3))
 				mustStatus(t, resp, 200)
 			}
 			close(stop)
 			wg.Wait()
-			snap, err := srv.Snapshot(context.Background(), ViewRoutes)
+			snap, err := Take(context.Background(), srv, ViewRoutes)
 			require.NoError(t, err)
 			require.Len(t, snap.Routes, 3)
 			for i, r := range snap.Routes {

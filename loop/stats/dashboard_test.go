@@ -1,4 +1,4 @@
-package loop
+package stats
 
 import (
 	"bufio"
@@ -10,20 +10,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/loop"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// readFrame reads Server-Sent Events from r until a data line, skipping comments.
+// readFrame reads Server-Sent Events from r until a frame (an unnamed event).
 func readFrame(t *testing.T, r *bufio.Reader) dashFrame {
 	t.Helper()
+	_, data := nextEvent(t, r, "")
+	var f dashFrame
+	require.NoError(t, json.Unmarshal(data, &f), string(data))
+	return f
+}
+
+// nextEvent reads Server-Sent Events from r until one named name ("" for unnamed),
+// skipping comments and other events, and returns its name and data.
+func nextEvent(t *testing.T, r *bufio.Reader, name string) (string, []byte) {
+	t.Helper()
+	event := ""
 	for {
 		line, err := r.ReadString('\n')
 		require.NoError(t, err)
-		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			var f dashFrame
-			require.NoError(t, json.Unmarshal([]byte(data), &f), data)
-			return f
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			event = ""
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == name:
+			return event, []byte(strings.TrimPrefix(line, "data: "))
 		}
 	}
 }
@@ -34,11 +50,11 @@ func readFrame(t *testing.T, r *bufio.Reader) dashFrame {
 func TestDashboardEvents(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			srv, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-				s.HandleStats("/debug/baton")
-				s.Handle("GET /hello", func(c *Ctx) { c.String(200, "hi") })
+			srv, addr := startServer(t, m.cfg(loop.Config{}), func(s *loop.Server) {
+				Mount(s, "/debug/baton")
+				s.Handle("GET /hello", func(c *loop.Ctx) { c.String(200, "hi") })
 			})
-			admin := httptest.NewServer(http.StripPrefix("/admin", srv.StatsHandler()))
+			admin := httptest.NewServer(http.StripPrefix("/admin", Handler(srv)))
 			defer admin.Close()
 			cl := &http.Client{Timeout: 10 * time.Second}
 			for _, base := range []string{"http://" + addr + "/debug/baton", admin.URL + "/admin"} {
@@ -66,19 +82,21 @@ func TestDashboardEvents(t *testing.T) {
 				require.NotNil(t, f.Offload)
 				require.NotNil(t, f.Admission)
 				assert.Positive(t, f.Admission.Parsed)
-				assert.Nil(t, f.Panels, "no section has a panel yet")
+				assert.NotContains(t, f.Panels, "rooms", "no feature added its section")
+				assert.Nil(t, f.Panels["websockets"], "no WebSocket panel before the first upgrade")
 				g := readFrame(t, r)
 				assert.Greater(t, g.Time, f.Time)
-				assert.GreaterOrEqual(t, len(g.History), 1)
+				require.NotNil(t, g.Point)
+				assert.Equal(t, g.Time, g.Point.Time)
 				resp.Body.Close()
 			}
 		})
 	}
 }
 
-// At most DashboardMaxSubscribers streams are open at once; one more is answered 503.
+// At most MaxStreams streams are open at once; one more is answered 503.
 func TestDashboardBoundsSubscribers(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) { s.HandleStats("/debug/baton") })
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) { Mount(s, "/debug/baton") })
 	cl := &http.Client{Timeout: 10 * time.Second}
 	var open []*http.Response
 	defer func() {
@@ -86,7 +104,7 @@ func TestDashboardBoundsSubscribers(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	for range DashboardMaxSubscribers {
+	for range MaxStreams {
 		resp, err := cl.Get("http://" + addr + "/debug/baton/events")
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
@@ -105,8 +123,8 @@ func TestDashboardBoundsSubscribers(t *testing.T) {
 func TestDashboardNamesAStall(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{})
-	srv, addr := startServer(t, Config{StallThreshold: 100 * time.Millisecond}, func(s *Server) {
-		s.Handle("GET /stall", func(c *Ctx) {
+	srv, addr := startServer(t, loop.Config{StallThreshold: 100 * time.Millisecond}, func(s *loop.Server) {
+		s.Handle("GET /stall", func(c *loop.Ctx) {
 			close(held)
 			select { // holds the loop on purpose, bounded
 			case <-release:
@@ -115,7 +133,7 @@ func TestDashboardNamesAStall(t *testing.T) {
 			c.NoContent()
 		})
 	})
-	admin := httptest.NewServer(srv.StatsHandler())
+	admin := httptest.NewServer(Handler(srv))
 	defer admin.Close()
 	cl := &http.Client{Timeout: 30 * time.Second}
 	resp, err := cl.Get(admin.URL + "/events")

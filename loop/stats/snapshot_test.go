@@ -1,10 +1,9 @@
-package loop
+package stats
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/batonrt/baton/internal/recorder"
+	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/offload"
 )
 
@@ -21,10 +20,10 @@ import (
 func TestSnapshotSections(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			srv, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-				s.Handle("GET /ok/{id}", func(c *Ctx) { c.String(200, "ok") })
-				s.Handle("GET /fail", func(c *Ctx) { c.String(503, "no") })
-				s.Handle("GET /off", func(c *Ctx) {
+			srv, addr := startServer(t, m.cfg(loop.Config{}), func(s *loop.Server) {
+				s.Handle("GET /ok/{id}", func(c *loop.Ctx) { c.String(200, "ok") })
+				s.Handle("GET /fail", func(c *loop.Ctx) { c.String(503, "no") })
+				s.Handle("GET /off", func(c *loop.Ctx) {
 					_, _ = offload.Do(c, func(context.Context) (int, error) { return 1, nil })
 					c.NoContent()
 				})
@@ -32,16 +31,16 @@ func TestSnapshotSections(t *testing.T) {
 			})
 			cl := dial(t, addr)
 			for i := range 5 {
-				resp, _ := cl.get("/ok/" + string(rune('a'+i)))
+				resp, _ := cl.Get("/ok/" + string(rune('a'+i)))
 				mustStatus(t, resp, 200)
 			}
-			resp, _ := cl.get("/fail")
+			resp, _ := cl.Get("/fail")
 			mustStatus(t, resp, 503)
-			resp, _ = cl.get("/off")
+			resp, _ = cl.Get("/off")
 			mustStatus(t, resp, 204)
 
 			ctx := context.Background()
-			snap, err := srv.Snapshot(ctx, AllViews)
+			snap, err := Take(ctx, srv, AllViews)
 			require.NoError(t, err)
 			assert.WithinDuration(t, time.Now(), snap.Taken, 10*time.Second)
 			byRoute := map[string]int{}
@@ -67,7 +66,7 @@ func TestSnapshotSections(t *testing.T) {
 			require.Len(t, snap.Offload.Gates, 1)
 			assert.Equal(t, "g", snap.Offload.Gates[0].Name)
 
-			only, err := srv.Snapshot(ctx, ViewRoutes)
+			only, err := Take(ctx, srv, ViewRoutes)
 			require.NoError(t, err)
 			assert.NotEmpty(t, only.Routes)
 			assert.Zero(t, only.Loop.Uptime)
@@ -75,7 +74,7 @@ func TestSnapshotSections(t *testing.T) {
 			assert.Zero(t, only.Offload.Pool.Tokens)
 			assert.Empty(t, only.Tasks.Live)
 
-			off, err := srv.Snapshot(ctx, ViewOffload)
+			off, err := Take(ctx, srv, ViewOffload)
 			require.NoError(t, err)
 			assert.Positive(t, off.Offload.Pool.Tokens)
 			assert.Nil(t, off.Routes)
@@ -84,12 +83,12 @@ func TestSnapshotSections(t *testing.T) {
 }
 
 // Snapshot gives up when its context ends while the loop is held, and answers
-// ErrServerClosed once the server has stopped.
+// loop.ErrServerClosed once the server has stopped.
 func TestSnapshotStalledAndClosed(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{})
-	srv, addr := startServer(t, Config{StallThreshold: -1}, func(s *Server) {
-		s.Handle("GET /hold", func(c *Ctx) {
+	srv, addr := startServer(t, loop.Config{StallThreshold: -1}, func(s *loop.Server) {
+		s.Handle("GET /hold", func(c *loop.Ctx) {
 			close(held)
 			select { // holds the loop on purpose, bounded
 			case <-release:
@@ -99,41 +98,41 @@ func TestSnapshotStalledAndClosed(t *testing.T) {
 		})
 	})
 	cl := dial(t, addr)
-	cl.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+	cl.Send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-held
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := srv.Snapshot(ctx, AllViews)
+	_, err := Take(ctx, srv, AllViews)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	close(release)
-	resp, _ := cl.read("GET")
+	resp, _ := cl.Read("GET")
 	mustStatus(t, resp, 204)
-	_, err = srv.Snapshot(context.Background(), ViewLoop)
+	_, err = Take(context.Background(), srv, ViewLoop)
 	require.NoError(t, err)
 
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	require.NoError(t, srv.Shutdown(sctx))
 	<-srv.Done()
-	_, err = srv.Snapshot(context.Background(), ViewLoop)
-	require.True(t, errors.Is(err, ErrServerClosed), "got %v", err)
+	_, err = Take(context.Background(), srv, ViewLoop)
+	require.True(t, errors.Is(err, loop.ErrServerClosed), "got %v", err)
 }
 
 // The offload page uses the other pages' conventions: snake_case names, durations in
 // seconds, counters ending in _total.
 func TestOffloadPageJSON(t *testing.T) {
-	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.HandleStats("/debug/baton")
-		s.Handle("GET /off", func(c *Ctx) {
+	_, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
+		Mount(s, "/debug/baton")
+		s.Handle("GET /off", func(c *loop.Ctx) {
 			_, _ = offload.Do(c, func(context.Context) (int, error) { return 1, nil })
 			c.NoContent()
 		})
 		s.NewGate("g", 2, 0)
 	})
 	cl := dial(t, addr)
-	resp, _ := cl.get("/off")
+	resp, _ := cl.Get("/off")
 	mustStatus(t, resp, 204)
-	resp, body := cl.get("/debug/baton/offload")
+	resp, body := cl.Get("/debug/baton/offload")
 	mustStatus(t, resp, http.StatusOK)
 	var doc struct {
 		Pool struct {
@@ -174,62 +173,4 @@ func TestOffloadPageJSON(t *testing.T) {
 	assert.Equal(t, 2, doc.Gates[0].Size)
 	require.NotNil(t, doc.Gates[0].MeanHold)
 	assert.NotContains(t, body, `"Tokens"`)
-}
-
-// BenchmarkSnapshotOnLoop measures what a scrape costs the loop: the on-loop copy of the
-// loop, routes and admission sections, for a server of 10 and of 100 routes that have all
-// served requests (run without a server: the benchmark's goroutine plays the loop), and
-// the share its caller then computes off the loop (reader). Fresh routes have served
-// 1,000 requests of up to 1 ms in the current window; aged ones also 1,000 older ones,
-// folded into the cumulative histograms, with every figure reaching seconds (the longer
-// the range of values, the more counters a copy takes).
-func BenchmarkSnapshotOnLoop(b *testing.B) {
-	for _, routes := range []int{10, 100} {
-		for _, aged := range []bool{false, true} {
-			b.Run(fmt.Sprintf("routes=%d/aged=%v", routes, aged), func(b *testing.B) {
-				s := benchSnapshotServer(b, routes, aged)
-				b.Run("loop", func(b *testing.B) { // the loop's hold: the copy
-					for range b.N {
-						var snap Snapshot
-						routesCopies.Put(s.takeViews(&snap, ViewLoop|ViewRoutes|ViewAdmission))
-					}
-				})
-				b.Run("reader", func(b *testing.B) { // the caller's share: percentiles and buckets
-					b.StopTimer()
-					for range b.N {
-						var snap Snapshot
-						rc := s.takeViews(&snap, ViewRoutes)
-						b.StartTimer()
-						snap.Routes = readRoutes(rc)
-						b.StopTimer()
-					}
-				})
-			})
-		}
-	}
-}
-
-// benchSnapshotServer returns a server (not started) of n routes that served requests,
-// for BenchmarkSnapshotOnLoop.
-func benchSnapshotServer(b *testing.B, n int, aged bool) *Server {
-	s := New(Config{Logger: quietLogger(b)})
-	for i := range n {
-		s.Handle(fmt.Sprintf("GET /r%d/{id}", i), func(c *Ctx) {})
-	}
-	now := s.nanotime()
-	for _, rt := range s.acct.routes.Snapshot(time.Now()) {
-		r := s.acct.routes.Route(rt.Route)
-		if aged { // three windows ago: retired into the cumulative histograms
-			for k := range 1000 {
-				d := time.Duration(k) * time.Duration(k) * 2 * time.Microsecond // up to 2 s
-				r.Start()
-				r.FinishValues(now-int64(3*recorder.DefaultRecentWindow), 200, d, d/40, d/200, d/2)
-			}
-		}
-		for k := range 1000 {
-			r.Start()
-			r.FinishValues(now, 200, time.Duration(k)*time.Microsecond, time.Duration(k)*100, 0, 0)
-		}
-	}
-	return s
 }
