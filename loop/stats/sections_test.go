@@ -157,7 +157,7 @@ func TestPagesWithoutAccounting(t *testing.T) {
 	})
 	resp, _ := dial(t, addr).Get("/x")
 	mustStatus(t, resp, 200)
-	for page, code := range map[string]int{"loop": 404, "routes": 404, "tasks": 404, "admission": 200, "offload": 200, "websockets": 200} {
+	for page, code := range map[string]int{"loop": 404, "routes": 404, "tasks": 404, "admission": 200, "offload": 200} {
 		got, _ := getJSON(t, "http://"+addr+"/debug/baton/"+page)
 		assert.Equal(t, code, got, page)
 	}

@@ -74,7 +74,7 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	assert.Equal(t, sum, page["parsed_total"].(float64))
 	assert.GreaterOrEqual(t, sum, float64(conns))
 
-	for _, kind := range []string{"loop", "tasks", "offload", "websockets"} {
+	for _, kind := range []string{"loop", "tasks", "offload"} {
 		code, page = getJSON(t, base+kind)
 		require.Equal(t, 200, code, kind)
 		shardRows(t, page, shards)
