@@ -182,7 +182,7 @@ func TestTimedWaits(t *testing.T) {
 					}
 				})
 				s.Handle("GET /event", func(c *Ctx) {
-					err := NewEvent(s.loopRef).WaitTimeout(c, 20*time.Millisecond)
+					_, err := NewFuture[struct{}](s.loopRef).AwaitTimeout(c, 20*time.Millisecond)
 					c.String(200, fmt.Sprint(errors.Is(err, ErrTimeout)))
 				})
 			})
@@ -215,7 +215,7 @@ func TestDrainSignalEndsLongPolls(t *testing.T) {
 	parked := make(chan struct{})
 	s.Handle("GET /poll", func(c *Ctx) {
 		close(parked)
-		if err := s.Draining().WaitTimeout(c, time.Minute); err != nil {
+		if _, err := s.Draining().AwaitTimeout(c, time.Minute); err != nil {
 			c.String(500, err.Error())
 			return
 		}

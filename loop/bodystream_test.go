@@ -90,14 +90,14 @@ func TestStreamBodySlowReader(t *testing.T) {
 		const size = 64 << 20
 		const maxIn = 1 << 20
 		const bound = maxIn + bodyPipeBytes + 64<<10
-		release := make(chan *Event, 1)
+		release := make(chan *Future[struct{}], 1)
 		h := func(c *Ctx) {
-			ev := NewEvent(c.Loop())
+			ev := NewFuture[struct{}](c.Loop())
 			release <- ev
 			body := c.BodyReader()
 			one := make([]byte, 1)
 			_, _ = body.Read(one)
-			_ = ev.Wait(c) // parks (single-thread) or blocks (multi-thread) until the test says
+			_, _ = ev.Await(c) // parks (single-thread) or blocks (multi-thread) until the test says
 			_, err := io.Copy(io.Discard, body)
 			c.String(200, fmt.Sprintf("%v %d", errors.Is(err, errBodyCut), heldOf(body.(*bodyPipe))))
 		}
@@ -109,7 +109,7 @@ func TestStreamBodySlowReader(t *testing.T) {
 		_, _ = c.Write(make([]byte, size)) // the server drops the input past the cut
 		select {
 		case ev := <-release:
-			ev.Set()
+			ev.Resolve(struct{}{}, nil)
 		case <-time.After(20 * time.Second):
 			t.Fatal("the handler did not start")
 		}

@@ -162,12 +162,12 @@ func TestChainServesPipelinedBatchOnOneCoroutine(t *testing.T) {
 // TestChainMiddleHandlerParks: the second request of a batch parks; the ones after it wait
 // for it and are answered in order once it finishes; rounds stay per request.
 func TestChainMiddleHandlerParks(t *testing.T) {
-	var ev *Event
+	var ev *Future[struct{}]
 	r := newChainRig(t, Config{}, func(s *Server) {
 		echoRoutes(s)
-		ev = NewEvent(s.loopRef)
+		ev = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /wait", func(c *Ctx) {
-			if err := ev.Wait(c); err != nil {
+			if _, err := ev.Await(c); err != nil {
 				c.String(500, err.Error())
 				return
 			}
@@ -181,7 +181,7 @@ func TestChainMiddleHandlerParks(t *testing.T) {
 	live, _ := r.s.sched.Len()
 	assert.Equal(t, 1, live)
 
-	ev.Set()
+	ev.Resolve(struct{}{}, nil)
 	resps = r.pumpUntil(t, 4)
 	require.Len(t, resps, 4)
 	for i, want := range []string{"a", "waited", "b", "c"} {

@@ -10,10 +10,10 @@ import (
 // Cond is a reusable broadcast signal: tasks Wait for the next Broadcast, which wakes every
 // task waiting at that moment. It is what a long-poll for "the next tick" needs: a room's
 // tick calls Broadcast after publishing its state, and handlers waiting for a state newer
-// than the one they saw Wait again. Unlike an Event it needs no replacement after it
+// than the one they saw Wait again. Unlike a Future it needs no replacement after it
 // fires, and a Broadcast with nobody waiting allocates nothing.
 //
-// Safe for concurrent use in both modes, like Event: Broadcast may be called from any
+// Safe for concurrent use in both modes, like Future: Broadcast may be called from any
 // goroutine (loop tasks are woken through the door, as Loop.Post would), and any task,
 // request handler or goroutine-backed handler may Wait.
 //

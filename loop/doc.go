@@ -41,10 +41,10 @@
 //
 // Loop.Go and Loop.Every start named background tasks on the loop and return a
 // TaskHandle that stops them. Server.Use and Server.Group wrap handlers in middleware, which
-// hands request-scoped values on with Ctx.SetValue. Future and Event are safe for concurrent
+// hands request-scoped values on with Ctx.SetValue. Futures are safe for concurrent
 // use; their AwaitTimeout and WaitTimeout bound a wait (a long poll). Shutdown drains: the
-// Server.Draining event is set and OnDrain hooks run, work in flight finishes, and
-// DrainReport says what was drained. Future, Event and Cond (a reusable broadcast signal)
+// Server.Draining future is resolved and OnDrain hooks run, work in flight finishes, and
+// DrainReport says what was drained. Future (also a one-shot signal, as Future[struct{}]) and Cond (a reusable broadcast signal)
 // let tasks wait for each other; Loop.HoldDrain keeps a drain open until work started
 // on the loop is saved. Package looptest starts a server in a test.
 //
@@ -69,7 +69,7 @@
 // Handle and the other registration methods apply to every shard; ListenAndServe,
 // Shutdown, the health checks and the stats pages cover them all. A handler's
 // state stays lock-free when it is per loop (Ctx.Loop says which loop runs it: give it to
-// room.New, NewFuture, NewEvent and NewCond, and call its Go, Every, OnDrain and
+// room.New, NewFuture and NewCond, and call its Go, Every, OnDrain and
 // HoldDrain); loops talk through Server.Loop(i).Post, and Server.LoopFor maps a key (a
 // room id) to a loop. The Server is the process: what it does covers every loop.
 // The offload pool is shared (docs/design.md, "Shards").

@@ -52,7 +52,7 @@ func (s *Server) beginDrain() {
 	d.report.Queued = len(s.adm.queue)
 	// The hooks first (rooms' OnDrain among them): what they send players (a final state,
 	// "server restarting") is queued before the WebSockets' close frames below.
-	s.drainSig.Set()
+	s.drainSig.Resolve(struct{}{}, nil)
 	s.hooksMu.Lock()
 	hooks := append([]func(){}, s.onDrain...)
 	s.hooksMu.Unlock()
@@ -118,10 +118,10 @@ func (s *Server) checkDrained() {
 	}
 }
 
-// Draining returns an Event set when Shutdown begins: a handler or background task may
+// Draining returns a Future resolved when Shutdown begins: a handler or background task may
 // WaitTimeout on it (a long-poll answers early, a tick loop saves its state and returns).
 // Safe for concurrent use.
-func (s *Server) Draining() *Event { return s.drainSig }
+func (s *Server) Draining() *Future[struct{}] { return s.drainSig }
 
 // OnDrain registers fn to run on this loop when Shutdown begins, before the server waits for
 // work in flight and before WebSockets get their close frame: tell players (what fn sends

@@ -16,11 +16,11 @@ import (
 // flight still completes.
 func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
-	release := NewEvent(s.loopRef)
+	release := NewFuture[struct{}](s.loopRef)
 	var holding atomic.Bool
 	s.Handle("GET /hold", func(c *Ctx) {
 		holding.Store(true)
-		if release.Wait(c) != nil {
+		if _, err := release.Await(c); err != nil {
 			return
 		}
 		c.String(200, "held")
@@ -39,7 +39,7 @@ func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	require.Eventually(t, s.Draining().IsSet, 10*time.Second, time.Millisecond)
+	require.Eventually(t, s.Draining().Done, 10*time.Second, time.Millisecond)
 
 	late := dial(t, addr)
 	late.send("POST /order HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\nhi")
@@ -50,7 +50,7 @@ func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	assert.Zero(t, ran.Load(), "a refused request does not run")
 	_ = late.c.Close()
 
-	release.Set()
+	release.Resolve(struct{}{}, nil)
 	resp, body := inflight.read("GET")
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, "held", body)

@@ -27,7 +27,7 @@ func TestDrainUnit(t *testing.T) {
 	s.beginDrain()
 	s.beginDrain() // once only
 	require.Equal(t, 1, hooked)
-	require.True(t, s.Draining().IsSet())
+	require.True(t, s.Draining().Done())
 	require.Equal(t, 1, s.drain.report.ClosedIdle)
 	require.Equal(t, 1, s.drain.report.InFlight)
 	require.Equal(t, 3, s.conns.beforeDrain)

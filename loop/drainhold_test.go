@@ -15,18 +15,18 @@ import (
 // nothing.
 func TestHoldDrainKeepsShutdownOpen(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
-	finish := NewEvent(s.loopRef)
+	finish := NewFuture[struct{}](s.loopRef)
 	var holding, sawDrain, flushed atomic.Bool
 	s.Loop(0).Go("flusher", func(tk *Task) {
 		release := s.Loop(0).HoldDrain()
 		holding.Store(true)
 		defer release()
 		defer release() // idempotent: the hold is counted once
-		if s.Draining().Wait(tk) != nil {
+		if _, err := s.Draining().Await(tk); err != nil {
 			return
 		}
 		sawDrain.Store(true)
-		if finish.Wait(tk) != nil { // the work that must finish before the stop
+		if _, err := finish.Await(tk); err != nil { // the work that must finish before the stop
 			return
 		}
 		flushed.Store(true)
@@ -48,7 +48,7 @@ func TestHoldDrainKeepsShutdownOpen(t *testing.T) {
 	inLoop(t, s, func() { st = s.life.load() })
 	assert.Equal(t, stateDraining, st, "the hold keeps the server draining")
 	assert.Empty(t, shut, "Shutdown returned while the drain was held")
-	finish.Set()
+	finish.Resolve(struct{}{}, nil)
 	require.NoError(t, <-shut)
 	assert.True(t, flushed.Load(), "the task finished its work before Shutdown returned")
 	require.ErrorIs(t, <-errc, ErrServerClosed)

@@ -7,12 +7,12 @@ import (
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
-// Waiter is what may wait on a Future or Event: a *Ctx or a *Task.
+// Waiter is what may wait on a Future or a Cond: a *Ctx or a *Task.
 type Waiter interface {
 	task() *Task
 }
 
-// task returns the task itself; it lets Future and Event accept both *Task and *Ctx.
+// task returns the task itself; it lets Future and Cond accept both *Task and *Ctx.
 func (t *Task) task() *Task { return t }
 
 // signal is a one-shot condition that loop tasks and goroutines wait on. Setting it wakes
@@ -132,27 +132,3 @@ func (f *Future[T]) AwaitTimeout(w Waiter, d time.Duration) (T, error) {
 
 // Done reports whether f has been resolved. Safe for concurrent use.
 func (f *Future[T]) Done() bool { return f.sig.isSet() }
-
-// Event is a one-shot signal: tasks Wait until someone calls Set. Safe for concurrent use
-// in both modes, like Future.
-type Event struct{ sig signal }
-
-// NewEvent returns an unset Event for tasks of s. Safe for concurrent use.
-func NewEvent(l *Loop) *Event { return &Event{sig: signal{srv: l.srv}} }
-
-// Set marks the event and wakes every waiter; later calls do nothing. Safe for concurrent
-// use.
-func (e *Event) Set() { e.sig.fire(nil) }
-
-// IsSet reports whether Set was called. Safe for concurrent use.
-func (e *Event) IsSet() bool { return e.sig.isSet() }
-
-// Wait waits until the event is set, or returns the task's cancellation error. Call it from
-// w's own task.
-func (e *Event) Wait(w Waiter) error { return e.WaitTimeout(w, 0) }
-
-// WaitTimeout is Wait with a bound: after d (d > 0) it returns ErrTimeout.
-func (e *Event) WaitTimeout(w Waiter, d time.Duration) error {
-	t := w.task()
-	return t.ops.park(t, scheduler.ReasonWait, d, &e.sig)
-}

@@ -91,12 +91,12 @@ func TestHeadInBufParkedRequestKeepsItsHead(t *testing.T) {
 // connection's request holds the only slot) has its head copied before its read buffer
 // is reused, and runs with it once the slot frees.
 func TestHeadInBufQueuedRequestKeepsItsHead(t *testing.T) {
-	var ev *Event
+	var ev *Future[struct{}]
 	var seen []seenHead
 	r := newChainRig(t, Config{RequestConcurrency: 1, MaxQueueLength: 4}, func(s *Server) {
-		ev = NewEvent(s.loopRef)
+		ev = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /hold", func(c *Ctx) {
-			_ = ev.Wait(c)
+			_, _ = ev.Await(c)
 			c.String(200, "held")
 		})
 		s.Handle("GET /p/{id}", func(c *Ctx) {
@@ -110,7 +110,7 @@ func TestHeadInBufQueuedRequestKeepsItsHead(t *testing.T) {
 	r.readReused(other, "GET /p/42?q=z HTTP/1.1\r\nHost: x\r\nX-K: k\r\nUser-Agent: u\r\n\r\n")
 	assert.Empty(t, seen, "queued behind /hold")
 	assert.False(t, other.Context().(*conn).ctx.headInBuf, "copied when it was queued")
-	ev.Set()
+	ev.Resolve(struct{}{}, nil)
 	deadline := 0
 	for other.out.Len() == 0 {
 		_ = r.s.runDoor()

@@ -121,13 +121,13 @@ func (loopMode) onLoop(_ *Ctx, fn func()) { fn() }
 
 // offLoop runs fn in a goroutine while c's task parks.
 func (m loopMode) offLoop(c *Ctx, fn func()) {
-	ev := NewEvent(m.s.loopRef)
+	ev := NewFuture[struct{}](m.s.loopRef)
 	go func() {
 		fn()
-		ev.Set()
+		ev.Resolve(struct{}{}, nil)
 	}()
-	_ = ev.Wait(c)
-	for !ev.IsSet() { // cancelled while fn runs: it still uses memory about to be freed
+	_, _ = ev.Await(c)
+	for !ev.Done() { // cancelled while fn runs: it still uses memory about to be freed
 		c.Task.t.Yield()
 	}
 }

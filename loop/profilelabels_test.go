@@ -49,12 +49,12 @@ func TestProfileLabelsSplitCPUByRoute(t *testing.T) {
 		_, addr := startServer(t, Config{MultiThread: multi, ProfileLabels: true}, func(s *Server) {
 			s.Handle("GET /spin", spin)
 			s.Handle("GET /offloop", func(c *Ctx) { // what loop/nethttp does for a net/http handler
-				ev := NewEvent(c.Loop())
+				ev := NewFuture[struct{}](c.Loop())
 				s.RunOffLoop(func() {
 					burnSink.Add(int64(burn(spinWork)))
-					ev.Set()
+					ev.Resolve(struct{}{}, nil)
 				})
-				_ = ev.Wait(c)
+				_, _ = ev.Await(c)
 				c.String(200, "spun")
 			})
 		})

@@ -19,16 +19,16 @@ func TestRetryAfterFreshServerBoundedByOldestRunning(t *testing.T) {
 	for _, mt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("multithread=%v", mt), func(t *testing.T) {
 			var started atomic.Int32
-			var release *Event
+			var release *Future[struct{}]
 			s, addr := startServer(t, Config{MultiThread: mt, RequestConcurrency: 1, MaxQueueLength: 1}, func(s *Server) {
-				release = NewEvent(s.loopRef)
+				release = NewFuture[struct{}](s.loopRef)
 				s.Handle("GET /slow", func(c *Ctx) {
 					started.Add(1)
-					_ = release.Wait(c)
+					_, _ = release.Await(c)
 					c.String(200, "done")
 				})
 			})
-			t.Cleanup(release.Set)
+			t.Cleanup(func() { release.Resolve(struct{}{}, nil) })
 			running, queued := dial(t, addr), dial(t, addr)
 			running.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 			require.Eventually(t, func() bool { return started.Load() == 1 }, 10*time.Second, time.Millisecond)
@@ -49,7 +49,7 @@ func TestRetryAfterFreshServerBoundedByOldestRunning(t *testing.T) {
 			assert.GreaterOrEqual(t, ra, 2, "Retry-After below the age of the oldest running request")
 			assert.LessOrEqual(t, ra, 30)
 
-			release.Set()
+			release.Resolve(struct{}{}, nil)
 			r1, _ := running.read("GET")
 			mustStatus(t, r1, 200)
 			r2, _ := queued.read("GET")

@@ -87,7 +87,7 @@ type Server struct {
 	guard     serveGuard            // owns the listening socket (accept_guard.go)
 	baseCtx   context.Context       // cancelled when the loop stops
 	cancel    context.CancelFunc
-	drainSig  *Event                   // set when the drain begins
+	drainSig  *Future[struct{}]        // set when the drain begins
 	hooksMu   sync.Mutex               // guards onDrain
 	onDrain   []func()                 // run on the loop when the drain begins; guarded by hooksMu
 	pendingMu sync.Mutex               // guards pending
@@ -160,7 +160,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 	s.adm = newAdmission(cfg.RequestConcurrency, cfg.MaxQueueLength)
 	s.panicLog = recorder.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
 	s.refusalLog = recorder.NewLogLimiter(1, 10*time.Second) // one line per overload episode
-	s.drainSig = NewEvent(s.loopRef)
+	s.drainSig = NewFuture[struct{}](s.loopRef)
 	s.drains.srv = s
 	s.setMode(cfg.MultiThread) // mode.go
 	s.sched = scheduler.New(scheduler.Config{

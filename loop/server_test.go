@@ -305,12 +305,12 @@ func TestLockFreeSharedState(t *testing.T) {
 func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 	const sleepers = 500
 	var parked, woke atomic.Int32 // atomics: the suite also runs in multi-thread mode
-	var release *Event
+	var release *Future[struct{}]
 	_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
-		release = NewEvent(s.loopRef)
+		release = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /sleep", func(c *Ctx) {
 			parked.Add(1)
-			err := release.WaitTimeout(c, time.Minute)
+			_, err := release.AwaitTimeout(c, time.Minute)
 			parked.Add(-1)
 			woke.Add(1)
 			if err != nil {
@@ -320,7 +320,7 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 			c.String(200, "slept")
 		})
 		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked.Load(), woke.Load())) })
-		s.Handle("POST /release", func(c *Ctx) { release.Set(); c.NoContent() })
+		s.Handle("POST /release", func(c *Ctx) { release.Resolve(struct{}{}, nil); c.NoContent() })
 	})
 	clients := make([]*client, sleepers)
 	for i := range clients {
@@ -713,18 +713,18 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 	var parked atomic.Int32
 	s := New(m.cfg(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)}))
 	allParked := make(chan struct{})
-	release := NewEvent(s.loopRef) // set once the drain has begun
+	release := NewFuture[struct{}](s.loopRef) // set once the drain has begun
 	s.Handle("GET /slow", func(c *Ctx) {
 		if parked.Add(1) == n {
 			close(allParked)
 		}
-		_ = release.Wait(c)
+		_, _ = release.Await(c)
 		c.String(200, "done")
 	})
 	s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })
 	errc := serveInBackground(t, s)
 	t.Cleanup(func() { // a failed test does not leave the server running
-		release.Set()
+		release.Resolve(struct{}{}, nil)
 		_ = s.Close()
 	})
 	addr := s.Addr().String()
@@ -746,7 +746,7 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 	}()
 	// The idle connection is closed by the shutdown: the drain has begun.
 	idle.expectClosed(20 * time.Second)
-	release.Set()
+	release.Resolve(struct{}{}, nil)
 	for i, c := range clients {
 		resp, body := c.read("GET")
 		require.Equal(t, 200, resp.StatusCode, "in-flight %d", i)

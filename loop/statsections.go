@@ -48,8 +48,8 @@ type StatsSection struct {
 	Series func(v any) map[string]float64
 }
 
-// ErrStatsSection is wrapped by AddStats's errors.
-var ErrStatsSection = errors.New("loop: stats section")
+// errStatsSection is wrapped by AddStats's errors.
+var errStatsSection = errors.New("loop: stats section")
 
 // statsRegistry holds the sections added with AddStats, shared by every loop of the
 // process. Safe for concurrent use: readers load the slice, writers copy it under mu.
@@ -60,15 +60,15 @@ type statsRegistry struct {
 
 // AddStats registers sec for every loop of the server: package loop/stats then serves its
 // page under the prefixes it is mounted on (also when added after), carries it in
-// Snapshot.Sections, and shows its Panel on the dashboard. It returns an error wrapping
-// ErrStatsSection when the name is invalid, taken, or Take is nil. Safe for concurrent
+// Snapshot.Sections, and shows its Panel on the dashboard. It returns an error, naming
+// the section, when the name is invalid, taken, or Take is nil. Safe for concurrent
 // use.
 func (s *Server) AddStats(sec StatsSection) error {
 	if err := validSectionName(sec.Name); err != nil {
 		return err
 	}
 	if sec.Take == nil {
-		return fmt.Errorf("%w %q: Take is nil", ErrStatsSection, sec.Name)
+		return fmt.Errorf("%w %q: Take is nil", errStatsSection, sec.Name)
 	}
 	r := s.statsReg
 	r.mu.Lock()
@@ -79,7 +79,7 @@ func (s *Server) AddStats(sec StatsSection) error {
 	}
 	for _, x := range cur {
 		if x.Name == sec.Name {
-			return fmt.Errorf("%w %q: already added", ErrStatsSection, sec.Name)
+			return fmt.Errorf("%w %q: already added", errStatsSection, sec.Name)
 		}
 	}
 	next := append(append(make([]StatsSection, 0, len(cur)+1), cur...), sec)
@@ -90,19 +90,19 @@ func (s *Server) AddStats(sec StatsSection) error {
 // validSectionName checks a section's name: a path segment of its own.
 func validSectionName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty name", ErrStatsSection)
+		return fmt.Errorf("%w: empty name", errStatsSection)
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return fmt.Errorf("%w %q: name must be lower case letters, digits and '-'", ErrStatsSection, name)
+			return fmt.Errorf("%w %q: name must be lower case letters, digits and '-'", errStatsSection, name)
 		}
 	}
 	if name == dashboardEvents {
-		return fmt.Errorf("%w %q: the path of the dashboard's event stream", ErrStatsSection, name)
+		return fmt.Errorf("%w %q: the path of the dashboard's event stream", errStatsSection, name)
 	}
 	for _, k := range engineSectionNames {
 		if k == name {
-			return fmt.Errorf("%w %q: the name of one of the engine's sections", ErrStatsSection, name)
+			return fmt.Errorf("%w %q: the name of one of the engine's sections", errStatsSection, name)
 		}
 	}
 	return nil

@@ -25,12 +25,12 @@ func TestAddStatsRefuses(t *testing.T) {
 		{StatsSection{Name: "x"}, `"x": Take is nil`},
 	} {
 		err := s.AddStats(c.sec)
-		require.ErrorIs(t, err, ErrStatsSection, c.want)
+		require.ErrorIs(t, err, errStatsSection, c.want)
 		assert.Contains(t, err.Error(), c.want)
 	}
 	require.NoError(t, s.AddStats(StatsSection{Name: "x-1", Take: take}))
 	err := s.AddStats(StatsSection{Name: "x-1", Take: take})
-	require.ErrorIs(t, err, ErrStatsSection)
+	require.ErrorIs(t, err, errStatsSection)
 	assert.Contains(t, err.Error(), `"x-1": already added`)
 	assert.Len(t, s.StatsSections(), len(s.engineSections())+1)
 }

@@ -19,20 +19,20 @@ import (
 // so the bytes queued per slow reader stay near the documented bound (streamHighWater in
 // baton plus twice Config.StreamSendBuffer in the kernel).
 //
-// The streams are started together deterministically: their handlers wait on one Event,
+// The streams are started together deterministically: their handlers wait on one Future,
 // which the test sets on the loop; the plain GET is sent right after. No client reads a stream.
 func TestStreamsStartingTogetherShareTheLoop(t *testing.T) {
 	const streams = 150
 	const chunk = 16 << 10
-	var ev atomic.Pointer[Event]
+	var ev atomic.Pointer[Future[struct{}]]
 	var waiting, maxSlice atomic.Int64
 	type probe struct{ started, held int }
 	atGet := make(chan probe, 1)
 	s, addr := startServer(t, Config{}, func(s *Server) {
-		ev.Store(NewEvent(s.Loop(0)))
+		ev.Store(NewFuture[struct{}](s.Loop(0)))
 		s.Handle("GET /stream", func(c *Ctx) {
 			waiting.Add(1)
-			if ev.Load().Wait(c) != nil {
+			if _, err := ev.Load().Await(c); err != nil {
 				return
 			}
 			w := c.Stream(200, "application/octet-stream")
@@ -80,7 +80,7 @@ func TestStreamsStartingTogetherShareTheLoop(t *testing.T) {
 	plain := dial(t, addr)
 	// Set on the loop and waited for, so the GET cannot be read before it; the streams'
 	// first slices run in the same loop turn, right after it.
-	inLoop(t, s, func() { ev.Load().Set() })
+	inLoop(t, s, func() { ev.Load().Resolve(struct{}{}, nil) })
 	sent := time.Now()
 	resp, body := plain.get("/plain")
 	took := time.Since(sent)

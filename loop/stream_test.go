@@ -22,18 +22,18 @@ import (
 func TestStreamChunksReachTheWireAtOnce(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			var next *Event
+			var next *Future[struct{}]
 			var mu sync.Mutex // next is replaced per chunk; MT handlers run in parallel
 			_, addr := startServer(t, m.cfg(Config{}), func(s *Server) {
 				s.Handle("GET /feed", func(c *Ctx) {
 					w := c.Stream(200, "text/plain")
 					for i := 0; i < 5; i++ {
 						mu.Lock()
-						ev := NewEvent(s.loopRef)
+						ev := NewFuture[struct{}](s.loopRef)
 						next = ev
 						mu.Unlock()
 						_, _ = fmt.Fprintf(w, "chunk%d;", i)
-						if err := ev.WaitTimeout(c, 30*time.Second); err != nil {
+						if _, err := ev.AwaitTimeout(c, 30*time.Second); err != nil {
 							return
 						}
 					}
@@ -43,7 +43,7 @@ func TestStreamChunksReachTheWireAtOnce(t *testing.T) {
 					ev := next
 					mu.Unlock()
 					if ev != nil {
-						ev.Set()
+						ev.Resolve(struct{}{}, nil)
 					}
 					c.NoContent()
 				})

@@ -116,12 +116,12 @@ func (e *lineEcho) expect(want string) {
 
 // lineEchoServer serves /echo, whose handler takes the connection over with e and
 // returns (or, with hold, parks until the test releases it).
-func lineEchoServer(t *testing.T, cfg Config, e *lineEcho, hold *Event) (*Server, string) {
+func lineEchoServer(t *testing.T, cfg Config, e *lineEcho, hold *Future[struct{}]) (*Server, string) {
 	return startServer(t, cfg, func(s *Server) {
 		e.l = s.Loop(0)
 		if hold == nil {
-			hold = NewEvent(s.Loop(0))
-			hold.Set()
+			hold = NewFuture[struct{}](s.Loop(0))
+			hold.Resolve(struct{}{}, nil)
 		}
 		s.Handle("GET /echo", func(c *Ctx) {
 			if c.Header("Upgrade") != "line-echo" {
@@ -132,7 +132,7 @@ func lineEchoServer(t *testing.T, cfg Config, e *lineEcho, hold *Event) (*Server
 				c.String(400, err.Error()+"\n")
 				return
 			}
-			_ = hold.Wait(c)
+			_, _ = hold.Await(c)
 		})
 	})
 }

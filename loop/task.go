@@ -15,7 +15,7 @@ import (
 )
 
 // ErrTimeout is returned by the waits with a deadline, Future.AwaitTimeout and
-// Event.WaitTimeout, when the deadline passes first.
+// Cond.WaitTimeout, when the deadline passes first.
 var ErrTimeout = errors.New("loop: wait timed out")
 
 // ErrTaskStopped is the cancellation cause of a background task stopped with

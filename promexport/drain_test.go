@@ -19,10 +19,10 @@ import (
 func TestDrainingAndReady(t *testing.T) {
 	held := make(chan struct{}, 1)
 	srv := loop.New(looptest.Config(t, loop.Config{}))
-	ev := loop.NewEvent(srv.Loop(0))
+	ev := loop.NewFuture[struct{}](srv.Loop(0))
 	srv.Handle("GET /hold", func(c *loop.Ctx) {
 		held <- struct{}{}
-		_ = ev.Wait(c)
+		_, _ = ev.Await(c)
 		c.NoContent()
 	})
 	base := looptest.Start(t, srv)
@@ -52,7 +52,7 @@ func TestDrainingAndReady(t *testing.T) {
 	waitFor(t, scrape, "baton_draining 1 and baton_ready 0", func(mfs map[string]*dto.MetricFamily) bool {
 		return value(mfs, "baton_draining", nil) == 1 && value(mfs, "baton_ready", nil) == 0
 	})
-	ev.Set()
+	ev.Resolve(struct{}{}, nil)
 	require.Equal(t, 204, <-done, "the request in flight finishes")
 	require.NoError(t, <-shut)
 }

@@ -322,7 +322,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		})
 		gauge(ch, dStartTime, c.start)
 	}
-	gauge(ch, dDraining, bool01(c.srv.Draining().IsSet()))
+	gauge(ch, dDraining, bool01(c.srv.Draining().Done()))
 	gauge(ch, dReady, bool01(c.opts.health.Readyz().Status == "ready"))
 
 	wss := websocketsOf(&snap)

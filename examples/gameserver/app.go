@@ -245,7 +245,7 @@ func (a *app) beginDrain() {
 // matchmake forms matches from the queue: an Every task on the loop.
 func (a *app) matchmake(t *loop.Task) {
 	now := t.Now()
-	if !a.srv.Draining().IsSet() {
+	if !a.srv.Draining().Done() {
 		for _, tk := range a.mm.Expire(now, a.opts.TicketAge) {
 			if f := a.waits[tk.ID]; f != nil {
 				f.Resolve(assignment{}, errExpired)
@@ -314,7 +314,7 @@ func botName(i int) string { return "bot " + botNames[i%len(botNames)] }
 // startBotArena starts an arena of bots only, which starts another when it ends, so the
 // page and the stats have something to show at once. A heavy one burns heavyBurn per tick.
 func (a *app) startBotArena(heavy bool) {
-	if a.srv.Draining().IsSet() {
+	if a.srv.Draining().Done() {
 		return
 	}
 	id := a.newMatchID()
@@ -459,7 +459,7 @@ func addrKey(c *loop.Ctx) string {
 // match and were created more than PlayerTTL ago (offloaded), sparing those with a ticket,
 // a seat or a result still to write. A flood of made-up ids leaves no rows for long.
 func (a *app) sweepPlayers(t *loop.Task) {
-	if a.srv.Draining().IsSet() {
+	if a.srv.Draining().Done() {
 		return
 	}
 	var keep []game.PlayerID

@@ -118,7 +118,7 @@ func (a *app) refuseKey(c *loop.Ctx, player game.PlayerID, err error) bool {
 // refuseDraining answers 503 with a Retry-After while the server drains and reports
 // whether it did.
 func (a *app) refuseDraining(c *loop.Ctx) bool {
-	if a.srv.Draining().IsSet() {
+	if a.srv.Draining().Done() {
 		c.SetHeader("Retry-After", "1")
 		c.String(503, "503 Service Unavailable: draining\n")
 		return true

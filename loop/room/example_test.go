@@ -19,7 +19,7 @@ func ExampleNew() {
 	s := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: quiet()})
 	type move struct{ player, dx int }
 	pos := map[int]int{} // the match's state: loop-owned, no lock
-	applied := loop.NewEvent(s.Loop(0))
+	applied := loop.NewFuture[struct{}](s.Loop(0))
 	var match *room.Room[move]
 	s.Handle("POST /move/{player}", func(c *loop.Ctx) {
 		p, _ := strconv.Atoi(c.PathValue("player"))
@@ -29,7 +29,7 @@ func ExampleNew() {
 		c.String(202, "queued")
 	})
 	s.Handle("GET /pos/{player}", func(c *loop.Ctx) {
-		_ = applied.WaitTimeout(c, time.Second)
+		_, _ = applied.AwaitTimeout(c, time.Second)
 		p, _ := strconv.Atoi(c.PathValue("player"))
 		c.String(200, fmt.Sprint(pos[p]))
 	})
@@ -41,7 +41,7 @@ func ExampleNew() {
 				n := 0
 				t.DrainInputs(func(m move) { pos[m.player] += m.dx; n++ })
 				if n > 0 {
-					applied.Set()
+					applied.Resolve(struct{}{}, nil)
 				}
 			},
 		})

@@ -99,13 +99,13 @@ type hub struct {
 	b  *Broker
 	l  *loop.Loop
 	mu sync.Mutex
-	ev *loop.Event // set by the next wake, then replaced; guarded by mu
+	ev *loop.Future[struct{}] // set by the next wake, then replaced; guarded by mu
 	st counters
 }
 
 // next returns the Event the next wake sets. A client takes it before it looks for new
 // events, so that a wake between the look and the wait is not missed (in either mode).
-func (h *hub) next() *loop.Event {
+func (h *hub) next() *loop.Future[struct{}] {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ev
@@ -116,9 +116,9 @@ func (h *hub) next() *loop.Event {
 func (h *hub) wake() {
 	h.mu.Lock()
 	ev := h.ev
-	h.ev = loop.NewEvent(h.l)
+	h.ev = loop.NewFuture[struct{}](h.l)
 	h.mu.Unlock()
-	ev.Set()
+	ev.Resolve(struct{}{}, nil)
 }
 
 // counters are a hub's figures. Safe for concurrent use.
@@ -199,7 +199,7 @@ func (b *Broker) hubOf(l *loop.Loop) *hub {
 	if h := slot.Load(); h != nil {
 		return h
 	}
-	h := &hub{b: b, l: l, ev: loop.NewEvent(l)}
+	h := &hub{b: b, l: l, ev: loop.NewFuture[struct{}](l)}
 	if slot.CompareAndSwap(nil, h) {
 		l.OnDrain(h.wake)                   // clients wake, see the drain and end
 		_ = l.Post(func() { addHub(l, h) }) // the stats section finds it there
@@ -277,7 +277,7 @@ func (b *Broker) Serve(c *loop.Ctx) {
 		if draining {
 			return
 		}
-		err := wake.WaitTimeout(c, b.cfg.Heartbeat)
+		_, err := wake.AwaitTimeout(c, b.cfg.Heartbeat)
 		switch {
 		case errors.Is(err, loop.ErrTimeout):
 			buf = append(buf, ":\n\n"...) // a comment: keeps proxies from closing a quiet stream

@@ -262,11 +262,11 @@ func TestWSCallbackPanic(t *testing.T) {
 // TestWSCallbackMessagesWaitForHandler: a message that arrives while the handler still runs
 // after UpgradeTo waits for it to return, then runs OnMessage with no further input.
 func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
-	var release *loop.Event
+	var release *loop.Future[struct{}]
 	got := make(chan string, 1)
 	handlerReturned := false
 	s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
-		release = loop.NewEvent(s.Loop(0))
+		release = loop.NewFuture[struct{}](s.Loop(0))
 		s.Handle("GET /ws", func(c *loop.Ctx) {
 			defer func() { handlerReturned = true }()
 			_, err := UpgradeTo(c, opts(c, Config{}), Handler{
@@ -279,7 +279,7 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 				},
 			})
 			require.NoError(t, err)
-			_ = release.Wait(c)
+			_, _ = release.Await(c)
 		})
 	})
 	conn := wsDial(t, addr, "/ws", nil)
@@ -300,7 +300,7 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 		t.Fatalf("OnMessage ran while the handler waited: %q", m)
 	default:
 	}
-	onLoop(t, s, release.Set)
+	onLoop(t, s, func() { release.Resolve(struct{}{}, nil) })
 	select {
 	case m := <-got:
 		require.Equal(t, "early", m)

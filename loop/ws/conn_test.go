@@ -732,9 +732,9 @@ func TestWSInputOverflow(t *testing.T) {
 				done <- err
 				return
 			}
-			ev := loop.NewEvent(s.Loop(0))
-			go func() { <-release; ev.Set() }()
-			_ = ev.Wait(c) // busy elsewhere: the next message waits
+			ev := loop.NewFuture[struct{}](s.Loop(0))
+			go func() { <-release; ev.Resolve(struct{}{}, nil) }()
+			_, _ = ev.Await(c) // busy elsewhere: the next message waits
 			_, _, err = w.ReadMessage()
 			done <- err
 		})
@@ -776,7 +776,7 @@ func TestWSUpgradeWhileDraining(t *testing.T) {
 	s := newServer(t, loop.Config{}, Config{})
 	s.Handle("GET /ws", func(c *loop.Ctx) {
 		close(started)
-		_ = s.Draining().Wait(c)
+		_, _ = s.Draining().Await(c)
 		_, err := Upgrade(c, opts(c, Config{}))
 		errs <- err
 	})

@@ -139,8 +139,8 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 			done := make(chan error, 1)
 			s, addr := startServer(t, loop.Config{}, func(s *loop.Server) {
 				s.Handle("GET /ws", func(c *loop.Ctx) {
-					ev := loop.NewEvent(s.Loop(0))
-					go func() { <-release; ev.Set() }()
+					ev := loop.NewFuture[struct{}](s.Loop(0))
+					go func() { <-release; ev.Resolve(struct{}{}, nil) }()
 					if form == "callback" {
 						_, err := UpgradeTo(c, opts(c, Config{}), Handler{
 							OnMessage: func(w *Conn, _ bool, p []byte) { got <- string(p) },
@@ -149,14 +149,14 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 						if err != nil {
 							return
 						}
-						_ = ev.Wait(c) // the handler has not returned: messages wait for it
+						_, _ = ev.Await(c) // the handler has not returned: messages wait for it
 						return
 					}
 					w, err := Upgrade(c, opts(c, Config{}))
 					if err != nil {
 						return
 					}
-					_ = ev.Wait(c) // busy elsewhere: nothing reads
+					_, _ = ev.Await(c) // busy elsewhere: nothing reads
 					for {
 						_, p, err := w.ReadMessage()
 						if err != nil {
