@@ -8,7 +8,7 @@ ADDR        ?= 127.0.0.1:8080
 # not get their dependencies (plotting, client_golang, chromedp, SQLite, the etcd client and
 # gRPC); vet, staticcheck and race run in every module. directory/etcd's tests run etcd
 # (Debian's etcd-server) and skip where it is missing.
-MODULES     ?= bench promexport integration examples/gameserver directory/etcd otelbaton
+MODULES     ?= bench promexport integration examples/gameserver directory/etcd otelbaton examples/newcomer
 
 .PHONY: run run-hello run-game test test-pkg test-note vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
 
