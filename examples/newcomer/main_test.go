@@ -4,9 +4,13 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/batonrt/baton/examples/newcomer/internal/apptest"
 	"github.com/batonrt/baton/loop/looptest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, looptest.GoleakOptions()...) }
 
 // TestNewcomer runs the app over real sockets (apptest.Check: auth, offload in a span,
 // the lobby's broadcasts to two players, metrics).

@@ -4,8 +4,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/batonrt/baton/examples/newcomer/internal/apptest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestNewcomer runs the app over real sockets (apptest.Check: auth, the database call in a
 // span, the lobby's broadcasts to two players, metrics).
