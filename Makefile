@@ -3,12 +3,13 @@ GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 STATICCHECK_VERSION ?= v0.8.2
 ADDR        ?= 127.0.0.1:8080
-# bench/, promexport/, integration/, examples/gameserver/ and directory/etcd/ are modules of
-# their own (each with a go.mod and a replace of the root), so that importers of loop do
-# not get their dependencies (plotting, client_golang, chromedp, SQLite, the etcd client and
-# gRPC); vet, staticcheck and race run in every module. directory/etcd's tests run etcd
+# bench/, promexport/, integration/, examples/gameserver/, directory/etcd/, otelbaton/ and
+# examples/newcomer/ are modules of their own (each with a go.mod and a replace of the
+# root), so that importers of loop do not get their dependencies (plotting, client_golang,
+# chromedp, SQLite, the etcd client and gRPC, OpenTelemetry, chi); vet, staticcheck and
+# race run in every module. directory/etcd's tests run etcd
 # (Debian's etcd-server) and skip where it is missing.
-MODULES     ?= bench promexport integration examples/gameserver directory/etcd otelbaton
+MODULES     ?= bench promexport integration examples/gameserver directory/etcd otelbaton examples/newcomer
 
 .PHONY: run run-hello run-game test test-pkg test-note vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
 

@@ -28,8 +28,7 @@ type arena struct {
 	started     time.Time                      // when the matchmaker formed it
 	seats       map[game.PlayerID]*game.Ticket // each human's ticket: its secret authenticates the player's inputs
 
-	conns   map[game.PlayerID]*ws.Conn
-	connBuf []*ws.Conn // conns as a slice for Broadcast; nil when conns changed
+	conns map[game.PlayerID]*ws.Conn // each player's latest connection: only its end makes the player leave
 
 	snap    []byte     // the latest snapshot (game.Match.AppendSnapshot)
 	msg     []byte     // the same wrapped as a WebSocket message, reused each tick
@@ -116,27 +115,25 @@ func (ar *arena) publish() {
 	ar.snap = ar.m.AppendSnapshot(ar.snap[:0])
 	if len(ar.conns) > 0 {
 		ar.msg = append(append(append(ar.msg[:0], `{"type":"state","state":`...), ar.snap...), '}')
-		if ar.connBuf == nil {
-			for _, c := range ar.conns {
-				ar.connBuf = append(ar.connBuf, c)
-			}
-		}
-		ws.Broadcast(ws.NewPrepared(false, ar.msg), ar.connBuf)
+		room.Broadcast(ar.room, ws.NewPrepared(false, ar.msg)) // to every connection attached with join
 	}
 	ar.changed.Broadcast() // allocates nothing while no long-poll waits
 }
 
-// addConn makes a connected player receive snapshots; removeConn undoes it and marks the
-// player gone from the match.
-func (ar *arena) addConn(id game.PlayerID, c *ws.Conn) {
+// join makes the connection of t, a player's (or spectator's) WebSocket task, a member of
+// the arena's room that receives its snapshots until t ends; leave marks the player gone
+// from the match unless it has connected again since.
+func (ar *arena) join(t *loop.Task, id game.PlayerID, c *ws.Conn) error {
+	if err := ar.room.AttachConn(t, c); err != nil {
+		return err
+	}
 	ar.conns[id] = c
-	ar.connBuf = nil
+	return nil
 }
 
-func (ar *arena) removeConn(id game.PlayerID, c *ws.Conn) {
+func (ar *arena) leave(id game.PlayerID, c *ws.Conn) {
 	if ar.conns[id] == c {
 		delete(ar.conns, id)
-		ar.connBuf = nil
 		ar.m.Leave(id)
 	}
 }

@@ -381,11 +381,10 @@ func (a *app) serveWS(c *loop.Ctx) {
 	if send(wsMessage{Type: "assigned", Ticket: t, Assignment: &asg, Player: string(player)}) != nil {
 		return
 	}
-	if ar.room.Attach(&c.Task) != nil {
+	if ar.join(&c.Task, player, conn) != nil {
 		return
 	}
-	ar.addConn(player, conn)
-	defer ar.removeConn(player, conn)
+	defer ar.leave(player, conn)
 	for {
 		_, data, err := conn.ReadMessage()
 		if err != nil {
@@ -425,12 +424,11 @@ func (a *app) watch(c *loop.Ctx) {
 		return
 	}
 	b, _ := json.Marshal(wsMessage{Type: "watching", Assignment: &assignment{Match: best.id}})
-	if conn.WriteText(b) != nil || best.room.Attach(&c.Task) != nil {
+	key := game.PlayerID("watch-" + strconv.FormatUint(conn.ID(), 10)) // never a player: Leave ignores it
+	if conn.WriteText(b) != nil || best.join(&c.Task, key, conn) != nil {
 		return
 	}
-	key := game.PlayerID("watch-" + strconv.FormatUint(conn.ID(), 10)) // never a player: Leave ignores it
-	best.addConn(key, conn)
-	defer best.removeConn(key, conn)
+	defer best.leave(key, conn)
 	for {
 		if _, _, err := conn.ReadMessage(); err != nil {
 			return // the spectator left, or the match ended

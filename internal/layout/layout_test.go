@@ -119,6 +119,7 @@ func TestDependencyDirection(t *testing.T) {
 
 // TestNestedModulesUsePublicPackages checks that the nested modules that hold programs
 // or backends (bench/, the harness; examples/gameserver/, the flagship example;
+// examples/newcomer/, the small app and its net/http twin;
 // directory/etcd/, the directory's etcd backend: modules of their own so that their
 // dependencies, plotting, SQLite, the etcd client and gRPC, stay out of loop's importers'
 // module graphs) import only baton's public packages, in their code and in their tests: no
@@ -128,7 +129,7 @@ func TestNestedModulesUsePublicPackages(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go command not available")
 	}
-	for _, sub := range []string{"bench", "examples/gameserver", "directory/etcd"} {
+	for _, sub := range []string{"bench", "examples/gameserver", "examples/newcomer", "directory/etcd"} {
 		t.Run(sub, func(t *testing.T) {
 			dir := filepath.Join(repoRoot(t), filepath.FromSlash(sub))
 			_, err := os.Stat(filepath.Join(dir, "go.mod"))

@@ -294,6 +294,8 @@ type core struct {
 	lapsed  bool                          // the ownership check failed once: final
 	onMoved func()                        // Config.OnMoved
 	self    any                           // the *Room[I], for Admit
+
+	sendBuf []any // Broadcast's copy of the members' conns (members.go); nil while one runs
 }
 
 // member is a task that belongs to a room.
@@ -301,6 +303,7 @@ type member struct {
 	t      *loop.Task
 	cancel func()        // removes the OnEnd hook that detaches it
 	last   time.Duration // its loop time already charged to the room
+	conn   any           // what Broadcast sends to (AttachConn); nil for a member without one
 }
 
 // New starts a room on loop l: its first tick is Config.FirstTick (by default one Period)
