@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 )
 
@@ -39,20 +38,4 @@ func askLoop[T any](ctx context.Context, s *Server, wait time.Duration, fn func(
 			return zero, ErrServerClosed
 		}
 	}
-}
-
-// askLoopHTTP is askLoop for an admin handler: it answers the failure itself (503 when the
-// server is closed or the loop is held; nothing when the client went away) and reports
-// whether the caller should render the result.
-func askLoopHTTP[T any](w http.ResponseWriter, r *http.Request, s *Server, fn func() T) (T, bool) {
-	v, err := askLoop(r.Context(), s, statsWait, fn)
-	switch {
-	case err == nil:
-		return v, true
-	case errors.Is(err, errLoopSlow):
-		http.Error(w, "loop did not answer within 10s (stalled?)", http.StatusServiceUnavailable)
-	case errors.Is(err, ErrServerClosed):
-		http.Error(w, "server closed", http.StatusServiceUnavailable)
-	}
-	return v, false
 }
