@@ -90,15 +90,30 @@ func must(err error) {
 	}
 }
 
-// serve starts a server in the given mode with routes (and mw, if not nil, around them).
+// serve starts a server in the given mode with the routes add adds.
 func serve(t *testing.T, mt bool, add func(s *loop.Server)) string {
 	t.Helper()
-	s := loop.New(looptest.Config(t, loop.Config{MultiThread: mt}))
+	s := loop.New(loopConfig(t, loop.Config{MultiThread: mt}))
 	add(s)
+	return start(t, s)
+}
+
+// loopConfig is looptest.Config.
+func loopConfig(t *testing.T, cfg loop.Config) loop.Config { return looptest.Config(t, cfg) }
+
+// start serves s and returns its base URL; the clients' idle connections are closed
+// before the server shuts down.
+func start(t *testing.T, s *loop.Server) string {
+	t.Helper()
 	url := looptest.Start(t, s)
-	t.Cleanup(plain.CloseIdleConnections) // before the server's shutdown
+	t.Cleanup(plain.CloseIdleConnections)
 	t.Cleanup(decoding.CloseIdleConnections)
 	return url
+}
+
+// dial opens a raw connection to the server at url.
+func dial(t *testing.T, url string) *looptest.Conn {
+	return looptest.Dial(t, strings.TrimPrefix(url, "http://"))
 }
 
 var (
