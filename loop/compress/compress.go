@@ -25,7 +25,9 @@
 // Every response whose body could be coded (the first three conditions, HEAD aside) gets
 // "Vary: Accept-Encoding", coded or not, so that a cache never hands a coded body to a
 // client that did not ask for one. An ETag the handler set is sent unchanged on both
-// representations: make it weak (W/"...") on a route answered through this package.
+// representations: make it weak (W/"...") on a route answered through this package. A
+// body the handler coded itself (with its own Content-Encoding) goes through Ctx.Bytes,
+// not Bytes, which cannot see that header and would code it again.
 //
 // # Why there is no middleware that compresses whatever a handler writes
 //
