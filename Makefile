@@ -121,3 +121,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersAllowed$$' -fuzztime $(FUZZTIME) ./loop/cors/
 	$(GO) test -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME) ./loop/cors/
 	$(GO) test -run '^$$' -fuzz '^FuzzValidID$$' -fuzztime $(FUZZTIME) ./loop/requestid/
+	$(GO) test -run '^$$' -fuzz '^FuzzAcceptEncoding$$' -fuzztime $(FUZZTIME) ./loop/compress/

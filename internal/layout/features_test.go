@@ -11,7 +11,7 @@ import (
 
 // featurePackages are the feature packages under loop/ the split has made so far (issue
 // 26): each must exist, and is held to the rules below with any other package under loop/.
-var featurePackages = []string{"accesslog", "cors", "health", "nethttp", "ratelimit", "requestid", "room", "sse", "stats", "ws"}
+var featurePackages = []string{"accesslog", "compress", "cors", "health", "nethttp", "ratelimit", "requestid", "room", "sse", "stats", "ws"}
 
 // engineOnly are the packages that only loop (the engine) may import: the scheduler and
 // the accounting recorders are the engine's own parts, not an API.
