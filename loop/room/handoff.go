@@ -141,25 +141,6 @@ func (s *handoffStats) figures() handoffFigures {
 	return f
 }
 
-// JSONState returns Snapshot and Restore hooks that encode *state with encoding/json:
-//
-//	cfg.Snapshot, cfg.Restore = room.JSONState[Input](&game)
-//
-// state points at the room's state (one per room), which only its tick and the hooks
-// touch. Any goroutine.
-func JSONState[I, S any](state *S) (func(*Room[I]) ([]byte, error), func(*Room[I], []byte) error) {
-	return func(*Room[I]) ([]byte, error) { return json.Marshal(state) },
-		func(_ *Room[I], b []byte) error { return json.Unmarshal(b, state) }
-}
-
-// GobState is JSONState with encoding/gob: smaller and faster for numeric state, and it
-// keeps types JSON flattens (integer map keys, float precision); only exported fields go.
-// Any goroutine.
-func GobState[I, S any](state *S) (func(*Room[I]) ([]byte, error), func(*Room[I], []byte) error) {
-	return func(*Room[I]) ([]byte, error) { return gobEncode(state) },
-		func(_ *Room[I], b []byte) error { return gobDecode(b, state) }
-}
-
 // envelope is what a handoff sends: the room's snapshot and what the runtime carries.
 type envelope struct {
 	V       int             `json:"v"`
@@ -195,6 +176,10 @@ func (r *Room[I]) Handoff(w loop.Waiter, to string) (directory.Token, error) {
 	}
 	if c.ho.req != nil {
 		return 0, fmt.Errorf("room: Handoff of %q: a handoff is in progress", c.name)
+	}
+	if w == loop.Waiter(c.tickTask) {
+		// The tick task does the handoff after the tick: parked here, it never would.
+		return 0, fmt.Errorf("room: Handoff of %q from its own tick: call it from another task of the loop (Room.Go)", c.name)
 	}
 	f := loop.NewFuture[directory.Token](c.tbl.l)
 	c.ho.req = &handoffReq{to: to, done: f}
@@ -257,8 +242,8 @@ func (r *Room[I]) handOff(bt *loop.Task, n uint64, next, prev int64) (int64, boo
 		q.done.Resolve(0, err)
 	}
 	if errors.Is(err, errLost) {
-		c.tbl.logger.Error("room: handoff failed after the claim left this node; the room stops here", "room", c.name, "err", err)
-		c.ho.movedOut = true
+		// Its release (after it ends) compares the token: harmless if the claim moved.
+		c.tbl.logger.Error("room: handoff failed and the claim may have left this node; the room stops here", "room", c.name, "err", err)
 		c.lapse(bt)
 		return c.tbl.now(), true
 	}
@@ -495,8 +480,12 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		c.String(401, "401 Unauthorized: handoff expired\n")
 		return
 	}
+	if !l.OnLoop() {
+		c.String(500, "500 Internal Server Error: the handoff endpoint runs on the loop (loop mode)\n")
+		return
+	}
 	d := n.handle()
-	if !l.OnLoop() || d == nil || n.draining.Load() || l.Phase() != "serving" {
+	if d == nil || n.draining.Load() || l.Phase() != "serving" {
 		c.SetHeader("Retry-After", "1")
 		c.String(503, "503 Service Unavailable: this node takes no rooms now\n")
 		return

@@ -446,8 +446,21 @@ func TestHandoffFailuresKeepTheRoom(t *testing.T) {
 	assert.ErrorIs(t, r.Input(1), ErrHandingOff)
 	close(hold)
 	err = <-done
-	require.Error(t, err)
+	require.ErrorContains(t, err, `to "d"`)
 	stillHere("target died")
+
+	// From its own tick, Handoff would wait for itself: refused.
+	var fromTick atomic.Pointer[error]
+	selfCfg, _ := f.config("a")("self")
+	selfCfg.Tick = func(r *Room[int], tk *Tick[int]) {
+		if fromTick.Load() == nil && r.Token() > 0 {
+			_, err := r.Handoff(tk.Task, "b")
+			fromTick.Store(&err)
+		}
+	}
+	newRoomT(t, a, selfCfg)
+	waitFor(t, 5*time.Second, "the tick did not try", func() bool { return fromTick.Load() != nil })
+	require.ErrorContains(t, *fromTick.Load(), "from its own tick")
 
 	fa := nodeOf(a).hos.figures()
 	assert.Equal(t, int64(0), fa.Completed)
@@ -487,10 +500,15 @@ func TestHandoffLostAnswer(t *testing.T) {
 	tok, err := handoff(t, a, r, "d")
 	require.NoError(t, err, "the claim moved: the handoff happened, only the answer was lost")
 	assert.Equal(t, directory.Token(moved.Load()), tok)
-	<-r.Done()
-	n := len(f.log("lost"))
-	time.Sleep(50 * time.Millisecond) // five periods: a room that still ticked would log
-	assert.Len(t, f.log("lost"), n, "the source ticked after the claim left it")
+	select { // the tick task has ended: the source cannot tick again
+	case <-r.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the source room still runs after its claim moved")
+	}
+	assert.ErrorIs(t, r.Input(1), ErrMoved)
+	for _, rec := range f.log("lost") {
+		assert.Equal(t, tok0, rec.tok, "every tick of the source ran under its token")
+	}
 }
 
 // TestHandoffOnDrain: node a drains with three rooms with hooks and one without: the
