@@ -3,6 +3,7 @@ package room
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -126,6 +127,7 @@ func handoffNode(t testing.TB, op directory.Opener, id string, f *fleet, cfg loo
 	s := loop.New(looptest.Config(t, cfg))
 	require.NoError(t, UseDirectory(s, op, NodeConfig{Directory: directory.Config{Node: id}, HandoffKey: handoffKey}))
 	require.NoError(t, AcceptHandoffs(s, f.config(id)))
+	s.HandleStats("/debug/baton")
 	looptest.Start(t, s)
 	n := nodeOf(s)
 	waitFor(t, 5*time.Second, "the node did not open its directory handle", func() bool { return n.handle() != nil })
@@ -275,6 +277,16 @@ func TestHandoffMovesTheRoom(t *testing.T) {
 	assert.Equal(t, int64(1), fb.Accepted)
 	require.Equal(t, 1, fb.Gaps)
 	assert.Positive(t, fb.GapMax)
+	// The same figures on b's stats page.
+	res, err := http.Get("http://" + b.Addr().String() + "/debug/baton/cluster")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var page struct {
+		Handoffs handoffFigures `json:"handoffs"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&page))
+	assert.Equal(t, fb.Accepted, page.Handoffs.Accepted)
+	assert.Equal(t, fb.GapMax, page.Handoffs.GapMax)
 	t.Logf("ticks %d on a, then %d on b from tick %d; inputs %d (resent %d, sum %d); gap %v",
 		lastA+1, len(log)-firstB, log[firstB].n, p.n, p.resent, p.sum, fb.GapMax)
 }
@@ -575,4 +587,84 @@ func TestHandoffConfig(t *testing.T) {
 		assert.Equal(t, in, out, name)
 		require.Error(t, restore(nil, []byte("garbage")), name)
 	}
+}
+
+// flakyOpener opens handles whose Move and Lookup fail with ErrUnavailable while the
+// matching flag is set; with moveApplies the Move takes effect before it reports
+// ErrUnavailable (an unavailable write that did happen).
+type flakyOpener struct {
+	op                      directory.Opener
+	move, lookup, moveTakes atomic.Bool
+	lookups                 atomic.Int32
+}
+
+func (o *flakyOpener) Open(ctx context.Context, cfg directory.Config) (directory.Directory, error) {
+	d, err := o.op.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return flakyDir{d, o}, nil
+}
+
+type flakyDir struct {
+	directory.Directory
+	o *flakyOpener
+}
+
+func (d flakyDir) Move(ctx context.Context, room string, tok directory.Token, to string) (directory.Claim, error) {
+	if d.o.move.Load() {
+		if d.o.moveTakes.Load() {
+			_, _ = d.Directory.Move(ctx, room, tok, to)
+		}
+		return directory.Claim{}, directory.Unavailable("move", errors.New("blocked by the test"))
+	}
+	return d.Directory.Move(ctx, room, tok, to)
+}
+
+func (d flakyDir) Lookup(ctx context.Context, room string) (directory.Claim, error) {
+	if d.o.lookup.Load() {
+		d.o.lookups.Add(1)
+		return directory.Claim{}, directory.Unavailable("lookup", errors.New("blocked by the test"))
+	}
+	return d.Directory.Lookup(ctx, room)
+}
+
+// TestHandoffDirectoryUnavailable: the directory is out of reach during the handoff.
+// The target's Move fails: it answers 503 and the room stays on the source (whose own
+// Lookup is out of reach for a while too: it waits, then carries on here under its
+// token). The Move took effect but reported ErrUnavailable: the target reads the claim
+// back, runs the room and answers its token.
+func TestHandoffDirectoryUnavailable(t *testing.T) {
+	emb := directory.NewEmbedded()
+	fo := &flakyOpener{op: emb}
+	f := newFleet(10*time.Millisecond, SkipLate)
+	a := handoffNode(t, fo, "a", f, loop.Config{})
+	_ = handoffNode(t, fo, "b", f, loop.Config{})
+	r := f.open(t, a, "a", "u1")
+	tok0 := r.Token()
+
+	fo.move.Store(true)
+	fo.lookup.Store(true)
+	go func() { // the directory comes back for lookups once the source has asked a few times
+		for end := time.Now().Add(10 * time.Second); fo.lookups.Load() < 3 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		fo.lookup.Store(false)
+	}()
+	_, err := handoff(t, a, r, "b")
+	require.ErrorContains(t, err, "target answered 503")
+	assert.GreaterOrEqual(t, fo.lookups.Load(), int32(3))
+	_, n := f.latest("u1")
+	waitFor(t, 5*time.Second, "the room did not tick on a again", func() bool { _, k := f.latest("u1"); return k >= n+3 })
+	require.NoError(t, r.Input(1))
+	assert.Equal(t, tok0, r.Token())
+
+	fo.moveTakes.Store(true)
+	tok, err := handoff(t, a, r, "b")
+	require.NoError(t, err, "the Move took effect: the target read it back")
+	assert.Greater(t, tok, tok0)
+	<-r.Done()
+	fo.move.Store(false)
+	waitFor(t, 5*time.Second, "the room did not tick on b", func() bool { log := f.log("u1"); return log[len(log)-1].node == "b" })
+	checkLog(t, f.log("u1"), "a", "b", false)
 }
