@@ -157,6 +157,32 @@ type envelope struct {
 	Inputs  json.RawMessage `json:"inputs,omitempty"` // the queued inputs, oldest first
 }
 
+// errExpired is decodeEnvelope's error for an envelope past its expiry.
+var errExpired = errors.New("room: handoff envelope expired")
+
+// decodeEnvelope parses and checks a handoff's body (already authenticated) at time now
+// (Unix ns). Any goroutine.
+func decodeEnvelope(body []byte, now int64) (envelope, error) {
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return env, fmt.Errorf("room: handoff envelope: %w", err)
+	}
+	switch {
+	case env.V != handoffVersion:
+		return env, fmt.Errorf("room: handoff envelope: version %d, not %d", env.V, handoffVersion)
+	case directory.CheckRoom(env.Room) != nil:
+		return env, fmt.Errorf("room: handoff envelope: room: %w", directory.CheckRoom(env.Room))
+	case env.Token <= 0 || env.Period <= 0 || env.N == 0:
+		return env, fmt.Errorf("room: handoff envelope: token (%d), period (%d ns) and tick number (%d) must be positive", env.Token, env.Period, env.N)
+	case now > env.Expires:
+		return env, fmt.Errorf("%w %v ago", errExpired, time.Duration(now-env.Expires))
+	}
+	if len(env.Inputs) > 0 && !json.Valid(env.Inputs) {
+		return env, errors.New("room: handoff envelope: inputs are not JSON")
+	}
+	return env, nil
+}
+
 // Handoff moves the room, live, to the node named to (empty: the directory's placement
 // chooses, never this node nor a draining one) and returns the room's new token. After
 // the current tick the room stops taking inputs (ErrHandingOff), takes its snapshot
@@ -471,13 +497,12 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		c.String(401, "401 Unauthorized: bad handoff signature\n")
 		return
 	}
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil || env.V != handoffVersion || env.Room == "" {
-		c.String(400, fmt.Sprintf("400 Bad Request: handoff envelope (version %d): %v\n", env.V, err))
+	env, err := decodeEnvelope(body, time.Now().UnixNano())
+	if errors.Is(err, errExpired) {
+		c.String(401, "401 Unauthorized: "+err.Error()+"\n")
 		return
-	}
-	if time.Now().UnixNano() > env.Expires {
-		c.String(401, "401 Unauthorized: handoff expired\n")
+	} else if err != nil {
+		c.String(400, "400 Bad Request: "+err.Error()+"\n")
 		return
 	}
 	if !l.OnLoop() {

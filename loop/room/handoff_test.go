@@ -668,3 +668,35 @@ func TestHandoffDirectoryUnavailable(t *testing.T) {
 	waitFor(t, 5*time.Second, "the room did not tick on b", func() bool { log := f.log("u1"); return log[len(log)-1].node == "b" })
 	checkLog(t, f.log("u1"), "a", "b", false)
 }
+
+// FuzzHandoffEnvelope: any body decodes to an envelope or an error, never a panic; an
+// envelope accepted encodes and decodes to itself (once its inputs' JSON is compact).
+func FuzzHandoffEnvelope(f *testing.F) {
+	now := time.Unix(1_800_000_000, 0).UnixNano()
+	good, err := json.Marshal(envelope{V: handoffVersion, Room: "m1", From: "a", Token: 7, Period: int64(50 * time.Millisecond), N: 12,
+		Next: now + 1e7, Prev: now - 4e7, Frozen: now, Expires: now + 1e9, State: []byte(`{"Sum":3}`), Inputs: json.RawMessage(`[1,2]`)})
+	require.NoError(f, err)
+	f.Add(good)
+	f.Add([]byte(`{"v":1,"room":"x","token":1,"period_ns":1,"n":1,"expires_unix_ns":0}`))
+	f.Add([]byte(`{"v":1,"room":"bad\u0000","token":1,"period_ns":1,"n":1,"expires_unix_ns":9e18}`))
+	f.Add([]byte(`{"v":1,"inputs":[1,`))
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		env, err := decodeEnvelope(body, now)
+		if err != nil {
+			return
+		}
+		assert.Positive(t, env.Token)
+		assert.Positive(t, env.Period)
+		again, err := json.Marshal(env) // compacts the inputs' JSON: compare from here on
+		require.NoError(t, err)
+		env2, err := decodeEnvelope(again, now)
+		require.NoError(t, err)
+		assert.Equal(t, env.State, env2.State)
+		thrice, err := json.Marshal(env2)
+		require.NoError(t, err)
+		env3, err := decodeEnvelope(thrice, now)
+		require.NoError(t, err)
+		assert.Equal(t, env2, env3)
+	})
+}
