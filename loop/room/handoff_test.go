@@ -700,3 +700,82 @@ func FuzzHandoffEnvelope(f *testing.F) {
 		assert.Equal(t, env2, env3)
 	})
 }
+
+// TestHandoffEndpointRefuses posts to the endpoint directly: unsigned or forged (401),
+// signed garbage (400), expired (401), a valid envelope whose token is stale, as a replay
+// of a completed handoff would be (409, the room stays where it is), and a room the
+// target's configFor does not know (404). Error answers ErrHandingOff 503 with
+// Retry-After 0.
+func TestHandoffEndpointRefuses(t *testing.T) {
+	emb := directory.NewEmbedded()
+	f := newFleet(10*time.Millisecond, SkipLate)
+	a := handoffNode(t, emb, "a", f, loop.Config{})
+	b := loop.New(looptest.Config(t, loop.Config{}))
+	require.NoError(t, UseDirectory(b, emb, NodeConfig{Directory: directory.Config{Node: "b"}, HandoffKey: handoffKey}))
+	require.NoError(t, AcceptHandoffs(b, func(name string) (Config[int], error) {
+		if name == "unknown" {
+			return Config[int]{}, errors.New("no such game here")
+		}
+		return f.config("b")(name)
+	}))
+	b.Handle("GET /input", func(c *loop.Ctx) { Error(c, ErrHandingOff) })
+	looptest.Start(t, b)
+	waitFor(t, 5*time.Second, "b did not open", func() bool { return nodeOf(b).handle() != nil })
+	r := f.open(t, a, "a", "e1")
+	tok0 := r.Token()
+
+	post := func(body []byte, sig string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", "http://"+b.Addr().String()+handoffPath, strings.NewReader(string(body)))
+		require.NoError(t, err)
+		if sig != "" {
+			req.Header.Set(macHeader, sig)
+		}
+		res, err := handoffClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		msg, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(msg)
+	}
+	now := time.Now()
+	env := envelope{V: handoffVersion, Room: "e1", From: "a", Token: int64(tok0) + 1000, Period: int64(10 * time.Millisecond), N: 5,
+		Next: now.Add(10 * time.Millisecond).UnixNano(), Prev: now.UnixNano(), Frozen: now.UnixNano(), Expires: now.Add(time.Minute).UnixNano(),
+		State: []byte(`{"Sum":1}`)}
+	body, err := json.Marshal(env)
+	require.NoError(t, err)
+
+	code, _ := post(body, "")
+	assert.Equal(t, 401, code, "unsigned")
+	code, _ = post(body, mac([]byte(strings.Repeat("z", 32)), body))
+	assert.Equal(t, 401, code, "signed with another key")
+	code, _ = post([]byte("{not json"), mac(handoffKey, []byte("{not json")))
+	assert.Equal(t, 400, code, "garbage")
+	old := env
+	old.Expires = now.Add(-time.Second).UnixNano()
+	ob, _ := json.Marshal(old)
+	code, msg := post(ob, mac(handoffKey, ob))
+	assert.Equal(t, 401, code, "expired: %s", msg)
+	code, msg = post(body, mac(handoffKey, body))
+	assert.Equal(t, 409, code, "a stale token: %s", msg)
+	unk := env
+	unk.Room = "unknown"
+	ub, _ := json.Marshal(unk)
+	code, msg = post(ub, mac(handoffKey, ub))
+	assert.Equal(t, 404, code, msg)
+	assert.Contains(t, msg, "no such game here")
+
+	cl, err := emb.Open(context.Background(), directory.Config{Node: "probe"})
+	require.NoError(t, err)
+	defer cl.Close(context.Background())
+	owner, err := cl.Lookup(context.Background(), "e1")
+	require.NoError(t, err)
+	assert.Equal(t, "a", owner.Node, "the refused envelopes moved nothing")
+	assert.Equal(t, tok0, owner.Token)
+	assert.Zero(t, nodeOf(b).hos.figures().Accepted)
+
+	res, err := handoffClient.Get("http://" + b.Addr().String() + "/input")
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, 503, res.StatusCode)
+	assert.Equal(t, "0", res.Header.Get("Retry-After"))
+}
