@@ -146,10 +146,7 @@ func UseDirectory(srv *loop.Server, op directory.Opener, cfg NodeConfig) error {
 		return fmt.Errorf("room: UseDirectory: NodeConfig.HandoffKey is %d bytes; it must be at least %d", len(cfg.HandoffKey), minHandoffKey)
 	}
 	n := &node{op: op, cfg: cfg.Directory.WithDefaults(), seats: cfg.Seats, every: cfg.PublishEvery,
-		hoKey: append([]byte(nil), cfg.HandoffKey...)}
-	if cfg.HandoffKey == nil {
-		n.hoKey = nil
-	}
+		hoKey: append([]byte(nil), cfg.HandoffKey...)} // nil without a key
 	if _, loaded := nodes.LoadOrStore(serverKey(srv), n); loaded {
 		return errors.New("room: UseDirectory: the server has a node already (UseDirectory called twice, or a room was made first)")
 	}

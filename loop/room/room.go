@@ -157,7 +157,8 @@ type Config[I any] struct {
 	// the Shutdown context has none): save the game, tell the players, then Stop the room.
 	// The room keeps ticking until it is stopped; rooms still running at the deadline are
 	// forced (their tasks are unwound). Without OnDrain a room is stopped when the drain
-	// begins.
+	// begins. A room with Snapshot and Restore on a node with a HandoffKey is handed to
+	// another node instead, and drained this way only if no node takes it in time.
 	OnDrain func(r *Room[I], deadline time.Time)
 	// OnMoved runs on the loop when the room stops because its ownership lapsed (the node's
 	// lease ran out: the loop stalled, the process was paused, the directory was out of
@@ -616,9 +617,10 @@ func (r *Room[I]) Detach(t *loop.Task) {
 	}
 }
 
-// run is the body of the room's tick task, for a room started at start (a clock reading):
-// ticks against absolute deadlines first + (N-1)·Period, with the late policy deciding
-// about deadlines that passed during a tick.
+// run is the body of the room's tick task, for a room started (or its last tick begun,
+// for a room restored from a handoff) at start (a clock reading): ticks n, n+1... against
+// absolute deadlines first, first + Period..., with the late policy deciding about
+// deadlines that passed during a tick. Between two ticks it does a handoff asked for.
 func (r *Room[I]) run(bt *loop.Task, start, first int64, n uint64) {
 	c := &r.core
 	tbl := c.tbl
