@@ -15,8 +15,10 @@
 // is its own node on an in-memory directory; UseDirectory makes it a node of a shared one
 // (etcd), whose lease it renews from a loop task, and then a room checks the lease before
 // each tick and stops for good once it lapsed, Room.Token is its fencing token, and Join
-// and Admit route players to the node that owns their room. docs/rooms.md describes rooms
-// in full, docs/cluster.md the directory.
+// and Admit route players to the node that owns their room. A room with Snapshot and
+// Restore hooks can move, live, to another node between two ticks (Room.Handoff, and on
+// drain). docs/rooms.md describes rooms in full, docs/cluster.md the directory,
+// docs/handoff.md the handoff.
 package room
 
 import (
