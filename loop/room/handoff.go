@@ -267,8 +267,12 @@ func (r *Room[I]) handOff(bt *loop.Task, n uint64, next, prev int64) (int64, boo
 	if q.done != nil {
 		q.done.Resolve(0, err)
 	}
+	if bt.Err() != nil {
+		// The room was stopped during its handoff: it ends as asked. Its release (after it
+		// ends) compares the token: harmless if the target took the claim meanwhile.
+		return c.tbl.now(), true
+	}
 	if errors.Is(err, errLost) {
-		// Its release (after it ends) compares the token: harmless if the claim moved.
 		c.tbl.logger.Error("room: handoff failed and the claim may have left this node; the room stops here", "room", c.name, "err", err)
 		c.lapse(bt)
 		return c.tbl.now(), true

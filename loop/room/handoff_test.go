@@ -779,3 +779,46 @@ func TestHandoffEndpointRefuses(t *testing.T) {
 	assert.Equal(t, 503, res.StatusCode)
 	assert.Equal(t, "0", res.Header.Get("Retry-After"))
 }
+
+// TestHandoffStoppedMidway: a room stopped while its target holds the snapshot ends as
+// stopped (not as moved: OnMoved does not run), the handoff fails, and its claim is given
+// back once the target has not taken it.
+func TestHandoffStoppedMidway(t *testing.T) {
+	emb := directory.NewEmbedded()
+	f := newFleet(10*time.Millisecond, SkipLate)
+	a := handoffNode(t, emb, "a", f, loop.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	dd, err := emb.Open(context.Background(), directory.Config{Node: "d", PublicAddr: ln.Addr().String(), InternalAddr: ln.Addr().String(), Loops: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dd.Close(context.Background()) })
+	hold, reached := make(chan struct{}), make(chan struct{})
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+			close(reached)
+			<-hold
+		}
+	}()
+	defer close(hold)
+	r := f.open(t, a, "a", "halt")
+	done := make(chan error, 1)
+	go func() { _, err := handoff(t, a, r, "d"); done <- err }()
+	<-reached
+	r.Stop()
+	require.Error(t, <-done)
+	<-r.Done()
+	f.mu.Lock()
+	assert.Zero(t, f.moved["halt"], "OnMoved ran for a room that was stopped")
+	f.mu.Unlock()
+	waitFor(t, 5*time.Second, "the claim was not given back", func() bool {
+		_, err := dd.Lookup(context.Background(), "halt")
+		return errors.Is(err, directory.ErrNotClaimed)
+	})
+	assert.Equal(t, int64(1), nodeOf(a).hos.figures().Failed)
+}
