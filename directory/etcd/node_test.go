@@ -48,6 +48,7 @@ const (
 	envTTL     = "BATON_CLUSTER_TTL"
 	envTickLog = "BATON_CLUSTER_TICKLOG" // the file each tick is logged to
 	envPublish = "BATON_CLUSTER_PUBLISH" // NodeConfig.PublishEvery
+	envHandoff = "BATON_CLUSTER_HANDOFF" // "1": rooms have state hooks and move on drain (handoff_test.go)
 )
 
 // monotonic returns CLOCK_MONOTONIC in nanoseconds: one clock for every process of the
@@ -79,13 +80,24 @@ func childMain() int {
 		return fail(err)
 	}
 	srv := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	handoff := os.Getenv(envHandoff) == "1"
+	var hoKey []byte
+	if handoff {
+		hoKey = handoffKey
+	}
 	err = room.UseDirectory(srv, New(cli, os.Getenv(envPrefix)), room.NodeConfig{
 		Directory:    directory.Config{Node: id, TTL: ttl, RequestTimeout: 500 * time.Millisecond},
 		Seats:        seats,
 		PublishEvery: publish,
+		HandoffKey:   hoKey,
 	})
 	if err != nil {
 		return fail(err)
+	}
+	if handoff {
+		if err := room.AcceptHandoffs(srv, func(name string) (room.Config[int], error) { return handoffRoom(id, name, tickLog), nil }); err != nil {
+			return fail(err)
+		}
 	}
 	local := map[string]*room.Room[int]{} // loop-confined: one loop
 	srv.Handle("GET /join/{room}", func(c *loop.Ctx) { room.Join(c, c.PathValue("room"), c.Query("player")) })
@@ -93,6 +105,9 @@ func childMain() int {
 		name := c.PathValue("room")
 		burn, _ := time.ParseDuration(c.Query("burn"))
 		r, seat, ok := room.Admit(c, name, func(l *loop.Loop) (*room.Room[int], error) {
+			if handoff {
+				return room.New(l, handoffRoom(id, name, tickLog))
+			}
 			var line []byte
 			r, err := room.New(l, room.Config[int]{Name: name, Period: 50 * time.Millisecond,
 				Tick: func(r *room.Room[int], t *room.Tick[int]) {
@@ -156,6 +171,8 @@ type nodeOpts struct {
 	tickLog string        // the shared tick log
 	// etcd, if set, gives node i's etcd endpoints (a proxy that the test can cut).
 	etcd func(i int) []string
+	// handoff gives the rooms state hooks and the nodes a handoff key (handoff_test.go).
+	handoff bool
 }
 
 // startNodes starts n nodes named <prefix>n0.. on the cluster's etcd and waits until each
@@ -179,6 +196,9 @@ func startNodes(t testing.TB, c *cluster, n int, o nodeOpts) []*child {
 		}
 		cmd.Env = append(os.Environ(), envChild+"="+id, envEtcd+"="+strings.Join(endpoints, ","),
 			envPrefix+"="+o.prefix, envTTL+"="+o.ttl.String(), envTickLog+"="+o.tickLog, envPublish+"="+o.publish.String())
+		if o.handoff {
+			cmd.Env = append(cmd.Env, envHandoff+"=1")
+		}
 		errf, err := os.Create(filepath.Join(dir, id+".stderr"))
 		require.NoError(t, err)
 		cmd.Stderr = errf

@@ -49,6 +49,9 @@ type node struct {
 
 	orphanMu sync.Mutex
 	orphans  []orphan // guarded by orphanMu
+
+	hoKey []byte       // NodeConfig.HandoffKey; nil: no handoffs
+	hos   handoffStats // handoff.go
 }
 
 // orphan is a claim whose room has ended but whose release failed (the directory was out
@@ -106,6 +109,10 @@ type NodeConfig struct {
 	Seats *directory.SeatSigner
 	// PublishEvery is how often the node publishes its load; 0 means one second.
 	PublishEvery time.Duration
+	// HandoffKey is the key every node shares (at least 32 bytes) that authenticates the
+	// room snapshots nodes send each other (an HMAC-SHA256 of each request's body). Nil:
+	// the node neither hands rooms off nor accepts them (docs/handoff.md).
+	HandoffKey []byte
 }
 
 // nodes maps each server (weakly held) to its node.
@@ -135,7 +142,11 @@ func UseDirectory(srv *loop.Server, op directory.Opener, cfg NodeConfig) error {
 	if cfg.PublishEvery == 0 {
 		cfg.PublishEvery = time.Second
 	}
-	n := &node{op: op, cfg: cfg.Directory.WithDefaults(), seats: cfg.Seats, every: cfg.PublishEvery}
+	if cfg.HandoffKey != nil && len(cfg.HandoffKey) < minHandoffKey {
+		return fmt.Errorf("room: UseDirectory: NodeConfig.HandoffKey is %d bytes; it must be at least %d", len(cfg.HandoffKey), minHandoffKey)
+	}
+	n := &node{op: op, cfg: cfg.Directory.WithDefaults(), seats: cfg.Seats, every: cfg.PublishEvery,
+		hoKey: append([]byte(nil), cfg.HandoffKey...)} // nil without a key
 	if _, loaded := nodes.LoadOrStore(serverKey(srv), n); loaded {
 		return errors.New("room: UseDirectory: the server has a node already (UseDirectory called twice, or a room was made first)")
 	}
@@ -373,6 +384,7 @@ type nodeFigures struct {
 	Published *directory.Status    `json:"published,omitempty"`
 	Placement *directory.Placement `json:"last_placement,omitempty"`
 	LastError string               `json:"last_error,omitempty"`
+	Handoffs  handoffFigures       `json:"handoffs"`
 }
 
 // figures returns the node's figures now. Any goroutine.
@@ -385,6 +397,7 @@ func (n *node) figures() nodeFigures {
 	if e := n.lastErr.Load(); e != nil {
 		f.LastError = *e
 	}
+	f.Handoffs = n.hos.figures()
 	return f
 }
 
@@ -480,7 +493,7 @@ func (c *core) lapse(bt *loop.Task) {
 func (c *core) unclaim() {
 	tok := directory.Token(c.token.Load())
 	n := c.tbl.node
-	if tok == 0 {
+	if tok == 0 || c.ho.movedOut {
 		return
 	}
 	if n.local {

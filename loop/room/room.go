@@ -15,8 +15,10 @@
 // is its own node on an in-memory directory; UseDirectory makes it a node of a shared one
 // (etcd), whose lease it renews from a loop task, and then a room checks the lease before
 // each tick and stops for good once it lapsed, Room.Token is its fencing token, and Join
-// and Admit route players to the node that owns their room. docs/rooms.md describes rooms
-// in full, docs/cluster.md the directory.
+// and Admit route players to the node that owns their room. A room with Snapshot and
+// Restore hooks can move, live, to another node between two ticks (Room.Handoff, and on
+// drain). docs/rooms.md describes rooms in full, docs/cluster.md the directory,
+// docs/handoff.md the handoff.
 package room
 
 import (
@@ -157,7 +159,8 @@ type Config[I any] struct {
 	// the Shutdown context has none): save the game, tell the players, then Stop the room.
 	// The room keeps ticking until it is stopped; rooms still running at the deadline are
 	// forced (their tasks are unwound). Without OnDrain a room is stopped when the drain
-	// begins.
+	// begins. A room with Snapshot and Restore on a node with a HandoffKey is handed to
+	// another node instead, and drained this way only if no node takes it in time.
 	OnDrain func(r *Room[I], deadline time.Time)
 	// OnMoved runs on the loop when the room stops because its ownership lapsed (the node's
 	// lease ran out: the loop stalled, the process was paused, the directory was out of
@@ -165,6 +168,14 @@ type Config[I any] struct {
 	// room moved (close their WebSockets with CloseMoved and the room's name). The room
 	// runs no further tick, under its old token or any other.
 	OnMoved func(r *Room[I])
+	// Snapshot and Restore let the room move live to another node (Room.Handoff, and
+	// handoff on drain with UseDirectory and NodeConfig.HandoffKey): Snapshot turns the
+	// room's state into bytes between two ticks, on the loop; Restore, on the target, sets
+	// a fresh room's state from them before its first tick. The runtime carries the tick
+	// number, the next deadline and the queued inputs itself. JSONState and GobState make
+	// both. Without them the room drains as it always did. docs/handoff.md.
+	Snapshot func(r *Room[I]) ([]byte, error)
+	Restore  func(r *Room[I], state []byte) error
 }
 
 // Validate reports the first invalid field, naming it. Any goroutine.
@@ -186,6 +197,8 @@ func (c Config[I]) Validate() error {
 		return fmt.Errorf("room: Config.InputQueue (%d) must not be negative", c.InputQueue)
 	case c.InputFull != DropInput && c.InputFull != RefuseInput:
 		return fmt.Errorf("room: Config.InputFull (%d) is not DropInput or RefuseInput", c.InputFull)
+	case (c.Snapshot == nil) != (c.Restore == nil):
+		return errors.New("room: Config.Snapshot and Config.Restore must be set together")
 	}
 	return nil
 }
@@ -295,7 +308,8 @@ type core struct {
 	onMoved func()                        // Config.OnMoved
 	self    any                           // the *Room[I], for Admit
 
-	sendBuf []any // Broadcast's copy of the members' conns (members.go); nil while one runs
+	sendBuf []any        // Broadcast's copy of the members' conns (members.go); nil while one runs
+	ho      handoffState // handoff.go
 }
 
 // member is a task that belongs to a room.
@@ -326,14 +340,9 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 	if !l.OnLoop() {
 		return nil, ErrNotOnLoop
 	}
-	if cfg.Budget == 0 {
-		cfg.Budget = cfg.Period / 2
-	}
-	if cfg.InputQueue == 0 {
-		cfg.InputQueue = DefaultInputQueue
-	}
-	if err := directory.CheckRoom(cfg.Name); err != nil {
-		return nil, fmt.Errorf("room: Config.Name: %w", err)
+	cfg, err := fill(cfg)
+	if err != nil {
+		return nil, err
 	}
 	tbl := tableOf(l)
 	claimed := loop.NewFuture[directory.Token](l)
@@ -347,6 +356,34 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 		token = cl.Token
 		claimed.Resolve(token, nil)
 	}
+	r := build(tbl, cfg, claimed, token)
+	first := cfg.FirstTick
+	if first == 0 {
+		first = cfg.Period
+	}
+	now := tbl.now()
+	if err := r.launch(now, now+int64(first), 1); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// fill sets cfg's defaults and checks its name. Any goroutine.
+func fill[I any](cfg Config[I]) (Config[I], error) {
+	if cfg.Budget == 0 {
+		cfg.Budget = cfg.Period / 2
+	}
+	if cfg.InputQueue == 0 {
+		cfg.InputQueue = DefaultInputQueue
+	}
+	if err := directory.CheckRoom(cfg.Name); err != nil {
+		return cfg, fmt.Errorf("room: Config.Name: %w", err)
+	}
+	return cfg, nil
+}
+
+// build makes the room's structure; launch starts it. Loop-confined.
+func build[I any](tbl *table, cfg Config[I], claimed *loop.Future[directory.Token], token directory.Token) *Room[I] {
 	r := &Room[I]{cfg: cfg, tickFn: cfg.Tick}
 	r.tick.room = r
 	r.tickCall = func() { r.tickFn(r, &r.tick) }
@@ -366,22 +403,27 @@ func New[I any](l *loop.Loop, cfg Config[I]) (*Room[I], error) {
 	if cfg.OnMoved != nil {
 		c.onMoved = func() { cfg.OnMoved(r) }
 	}
-	tbl.add(c, now)
+	c.ho.hooks = cfg.Snapshot != nil
+	return r
+}
+
+// launch registers the room in its loop's table and starts its tick task: the previous
+// tick (or the start) at clock reading prev, tick n due at next. Loop-confined.
+func (r *Room[I]) launch(prev, next int64, n uint64) error {
+	c := &r.core
+	tbl, l := c.tbl, c.tbl.l
+	tbl.add(c, tbl.now())
 	c.release = l.HoldDrain() // the drain waits for the room to end
-	first := cfg.FirstTick
-	if first == 0 {
-		first = cfg.Period
-	}
-	h := l.Start(c.taskName, func(bt *loop.Task) { r.run(bt, now, now+int64(first)) })
+	h := l.Start(c.taskName, func(bt *loop.Task) { r.run(bt, prev, next, n) })
 	bt := h.Task()
 	if bt == nil { // the loop is stopping: the task will not run
 		c.stopping = true
 		c.checkEnded()
-		return nil, loop.ErrServerClosed
+		return loop.ErrServerClosed
 	}
 	c.tickTask = bt
 	bt.OnEnd(func() { c.tickEnded(bt) }) // the tick task is not a member, but its end ends the room
-	return r, nil
+	return nil
 }
 
 // ErrNotOnLoop is returned by New when called from a goroutine that is not the loop's: a
@@ -470,6 +512,10 @@ func (r *Room[I]) Input(v I) error {
 	c := &r.core
 	c.inMu.Lock()
 	switch {
+	case c.ho.frozen != 0:
+		err := c.ho.refusal()
+		c.inMu.Unlock()
+		return err
 	case c.closed:
 		c.inMu.Unlock()
 		return ErrRoomStopped
@@ -575,21 +621,29 @@ func (r *Room[I]) Detach(t *loop.Task) {
 	}
 }
 
-// run is the body of the room's tick task, for a room started at start (a clock reading):
-// ticks against absolute deadlines first + (N-1)·Period, with the late policy deciding
-// about deadlines that passed during a tick.
-func (r *Room[I]) run(bt *loop.Task, start, first int64) {
+// run is the body of the room's tick task, for a room started (or its last tick begun,
+// for a room restored from a handoff) at start (a clock reading): ticks n, n+1... against
+// absolute deadlines first, first + Period..., with the late policy deciding about
+// deadlines that passed during a tick. Between two ticks it does a handoff asked for.
+func (r *Room[I]) run(bt *loop.Task, start, first int64, n uint64) {
 	c := &r.core
 	tbl := c.tbl
 	defer r.takeInputs() // the queue's memory goes with the room
+	defer c.ho.abandon() // a handoff asked for and never begun
 	r.tick.Task = bt
 	if !c.claimed.Done() && !c.claim(bt) {
 		return
 	}
-	next, n, prev := first, uint64(1), start
+	next, prev := first, start
 	behind := 0  // ticks run back to back to catch up since the last on-time one
 	end := start // the clock at the end of the previous tick: one reading serves both
 	for {
+		if c.ho.req != nil { // between two ticks: the room's state is whole
+			var moved bool
+			if end, moved = r.handOff(bt, n, next, prev); moved {
+				return
+			}
+		}
 		if next > end {
 			if err := bt.Sleep(time.Duration(next - end)); err != nil {
 				return
@@ -602,6 +656,9 @@ func (r *Room[I]) run(bt *loop.Task, start, first int64) {
 			return
 		}
 		began := tbl.now()
+		if c.ho.resumed != 0 {
+			c.ho.firstTick(tbl.node)
+		}
 		c.chargeTick(bt, began)
 		r.tick.N, r.tick.DT, r.tick.Late = n, time.Duration(began-prev), time.Duration(began-next)
 		r.tick.Deadline = tbl.timeAt(next)
@@ -829,6 +886,9 @@ func Error(c *loop.Ctx, err error) bool {
 	case errors.Is(err, ErrDraining), errors.Is(err, loop.ErrServerClosed):
 		c.SetHeader("Retry-After", strconv.Itoa(drainRetryAfter))
 		c.String(503, "503 Service Unavailable: draining\n")
+	case errors.Is(err, ErrHandingOff):
+		c.SetHeader("Retry-After", "0") // the room is moving: resend at once
+		c.String(503, "503 Service Unavailable: room handing off; resend\n")
 	case errors.Is(err, ErrInputFull):
 		c.SetHeader("Retry-After", "1") // a tick drains the queue: the next second has room
 		c.String(429, "429 Too Many Requests: room input queue full\n")

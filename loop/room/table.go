@@ -142,12 +142,24 @@ func (t *table) drain() {
 			continue
 		}
 		c.rec.SetState(accounting.RoomDraining)
+		if c.handOffOnDrain(deadline) {
+			continue // the room moves to another node, or drains below if it cannot
+		}
 		if c.onDrain == nil {
 			c.stopOnLoop()
 			continue
 		}
 		t.safely(c, func() { c.onDrain(deadline) })
 	}
+}
+
+// drainAsBefore drains one room without a handoff: its OnDrain, or a stop. Loop-confined.
+func (t *table) drainAsBefore(c *core, deadline time.Time) {
+	if c.onDrain == nil {
+		c.stopOnLoop()
+		return
+	}
+	t.safely(c, func() { c.onDrain(deadline) })
 }
 
 // safely runs a room's OnDrain, containing a panic: logged, and the other rooms' hooks

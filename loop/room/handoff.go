@@ -1,0 +1,592 @@
+package room
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonrt/baton/directory"
+	"github.com/batonrt/baton/loop"
+	"github.com/batonrt/baton/offload"
+)
+
+// ErrHandingOff is returned by Room.Input while the room is frozen for a handoff to
+// another node (Room.Handoff, or the drain): the input was not queued; resend it. If the
+// handoff fails the room takes it again at once; once the room has moved, Input answers
+// ErrMoved and the player asks any node where the room is (Join). Error answers it 503
+// with Retry-After 0.
+var ErrHandingOff = errors.New("room: handing off to another node; resend the input")
+
+const (
+	// handoffPath is the target's endpoint (AcceptHandoffs routes it).
+	handoffPath = "/baton/handoff"
+	// macHeader carries base64url(HMAC-SHA256(HandoffKey, body)).
+	macHeader = "Baton-Handoff-Mac"
+	// minHandoffKey is the shortest HandoffKey: the seat tokens' minimum.
+	minHandoffKey = 32
+	// handoffVersion is the envelope's format.
+	handoffVersion = 1
+	// handoffExpiry bounds how long an envelope is accepted after it was sent: a captured
+	// request cannot be replayed later (the compare-and-swap on the token refuses a replay
+	// of a completed handoff anyway).
+	handoffExpiry = 30 * time.Second
+	// frozenNow and frozenMoved are handoffState.frozen's values: inputs are refused with
+	// ErrHandingOff, then ErrMoved.
+	frozenNow, frozenMoved = 1, 2
+	// gapWindow is how many freeze-to-first-tick gaps the figures keep.
+	gapWindow = 1024
+)
+
+// handoffState is a room's part in handoffs, in its core.
+type handoffState struct {
+	hooks    bool        // Config.Snapshot and Restore are set; immutable
+	req      *handoffReq // a handoff asked for, done by the tick task after the current tick. Loop-confined
+	frozen   int         // guarded by core.inMu: 0, frozenNow, frozenMoved
+	movedOut bool        // the room was handed off: its claim is the target's. Loop-confined
+	resumed  int64       // Unix ns of the freeze this room was restored from; 0 once it has ticked. Loop-confined
+}
+
+// handoffReq is one handoff asked for.
+type handoffReq struct {
+	to       string    // the target node; "" lets placement choose (and, on drain, try the next)
+	drain    bool      // asked by the drain: on failure the room drains as without hooks
+	deadline time.Time // the drain's deadline; zero: none
+	done     *loop.Future[directory.Token]
+}
+
+// refusal is what Input answers while frozen. Under core.inMu.
+func (h *handoffState) refusal() error {
+	if h.frozen == frozenMoved {
+		return ErrMoved
+	}
+	return ErrHandingOff
+}
+
+// abandon settles a handoff asked for that the tick task will not do (the room stopped).
+// Loop-confined.
+func (h *handoffState) abandon() {
+	if q := h.req; q != nil {
+		h.req = nil
+		if q.done != nil {
+			q.done.Resolve(0, ErrRoomStopped)
+		}
+	}
+}
+
+// firstTick records the freeze-to-first-tick gap of a room restored from a handoff, at its
+// first tick here. The tick task's own.
+func (h *handoffState) firstTick(n *node) {
+	n.hos.gap(time.Duration(time.Now().UnixNano() - h.resumed))
+	h.resumed = 0
+}
+
+// handoffStats are a node's handoff figures. Safe for concurrent use.
+type handoffStats struct {
+	started, completed, failed, accepted atomic.Int64
+
+	mu   sync.Mutex
+	gaps []time.Duration // the last gapWindow gaps, a ring; guarded by mu
+	next int             // guarded by mu
+}
+
+func (s *handoffStats) gap(d time.Duration) {
+	s.mu.Lock()
+	if len(s.gaps) < gapWindow {
+		s.gaps = append(s.gaps, d)
+	} else {
+		s.gaps[s.next] = d
+		s.next = (s.next + 1) % gapWindow
+	}
+	s.mu.Unlock()
+}
+
+// handoffFigures are a node's handoff figures on the stats page "cluster": handoffs this
+// node started (as the source), completed and failed; rooms it accepted (as the target);
+// and the freeze-to-first-tick gap of the last rooms it accepted (up to 1024): from the
+// moment the source stopped taking inputs to the room's first tick here, by the two
+// nodes' wall clocks.
+type handoffFigures struct {
+	Started   int64         `json:"started"`
+	Completed int64         `json:"completed"`
+	Failed    int64         `json:"failed"`
+	Accepted  int64         `json:"accepted"`
+	Gaps      int           `json:"gaps"` // how many gaps the percentiles are over
+	GapP50    time.Duration `json:"gap_p50_ns"`
+	GapP99    time.Duration `json:"gap_p99_ns"`
+	GapMax    time.Duration `json:"gap_max_ns"`
+}
+
+func (s *handoffStats) figures() handoffFigures {
+	f := handoffFigures{Started: s.started.Load(), Completed: s.completed.Load(), Failed: s.failed.Load(), Accepted: s.accepted.Load()}
+	s.mu.Lock()
+	g := slices.Clone(s.gaps)
+	s.mu.Unlock()
+	if len(g) == 0 {
+		return f
+	}
+	slices.Sort(g)
+	at := func(q float64) time.Duration { return g[min(len(g)-1, int(q*float64(len(g))))] }
+	f.Gaps, f.GapP50, f.GapP99, f.GapMax = len(g), at(0.50), at(0.99), g[len(g)-1]
+	return f
+}
+
+// envelope is what a handoff sends: the room's snapshot and what the runtime carries.
+type envelope struct {
+	V       int             `json:"v"`
+	Room    string          `json:"room"`
+	From    string          `json:"from"`
+	Token   int64           `json:"token"` // the room's token at the source: the compare-and-swap's
+	Period  int64           `json:"period_ns"`
+	N       uint64          `json:"n"`               // the next tick's number
+	Next    int64           `json:"next_unix_ns"`    // the next tick's deadline
+	Prev    int64           `json:"prev_unix_ns"`    // when the last tick began (its DT's origin)
+	Frozen  int64           `json:"frozen_unix_ns"`  // when the source stopped taking inputs
+	Expires int64           `json:"expires_unix_ns"` // not accepted after
+	State   []byte          `json:"state"`
+	Inputs  json.RawMessage `json:"inputs,omitempty"` // the queued inputs, oldest first
+}
+
+// errExpired is decodeEnvelope's error for an envelope past its expiry.
+var errExpired = errors.New("room: handoff envelope expired")
+
+// decodeEnvelope parses and checks a handoff's body (already authenticated) at time now
+// (Unix ns). Any goroutine.
+func decodeEnvelope(body []byte, now int64) (envelope, error) {
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return env, fmt.Errorf("room: handoff envelope: %w", err)
+	}
+	switch {
+	case env.V != handoffVersion:
+		return env, fmt.Errorf("room: handoff envelope: version %d, not %d", env.V, handoffVersion)
+	case directory.CheckRoom(env.Room) != nil:
+		return env, fmt.Errorf("room: handoff envelope: room: %w", directory.CheckRoom(env.Room))
+	case env.Token <= 0 || env.Period <= 0 || env.N == 0:
+		return env, fmt.Errorf("room: handoff envelope: token (%d), period (%d ns) and tick number (%d) must be positive", env.Token, env.Period, env.N)
+	case now > env.Expires:
+		return env, fmt.Errorf("%w %v ago", errExpired, time.Duration(now-env.Expires))
+	}
+	if len(env.Inputs) > 0 && !json.Valid(env.Inputs) {
+		return env, errors.New("room: handoff envelope: inputs are not JSON")
+	}
+	return env, nil
+}
+
+// Handoff moves the room, live, to the node named to (empty: the directory's placement
+// chooses, never this node nor a draining one) and returns the room's new token. After
+// the current tick the room stops taking inputs (ErrHandingOff), takes its snapshot
+// (Config.Snapshot) and sends it, with its next tick number and deadline and its queued
+// inputs, to the target's endpoint (AcceptHandoffs); the target restores it, moves the
+// room's claim to itself with a compare-and-swap on the token (a new, greater token) and
+// ticks it from its next deadline. The room here then stops as moved: Config.OnMoved, its
+// members cancelled with ErrMoved, and it never ticks again. If any step fails the room
+// carries on here and takes inputs again, and the error says what failed (try another
+// target). The server must be a node of a shared directory (UseDirectory) with a
+// HandoffKey. Loop-confined: w is a task of the room's loop, which Handoff parks.
+func (r *Room[I]) Handoff(w loop.Waiter, to string) (directory.Token, error) {
+	c := &r.core
+	c.confined("Handoff")
+	if err := c.canHandOff(); err != nil {
+		return 0, err
+	}
+	if c.ho.req != nil {
+		return 0, fmt.Errorf("room: Handoff of %q: a handoff is in progress", c.name)
+	}
+	if w == loop.Waiter(c.tickTask) {
+		// The tick task does the handoff after the tick: parked here, it never would.
+		return 0, fmt.Errorf("room: Handoff of %q from its own tick: call it from another task of the loop (Room.Go)", c.name)
+	}
+	f := loop.NewFuture[directory.Token](c.tbl.l)
+	c.ho.req = &handoffReq{to: to, done: f}
+	return f.Await(w)
+}
+
+// canHandOff says why the room cannot be handed off, or nil. Loop-confined.
+func (c *core) canHandOff() error {
+	n := c.tbl.node
+	switch {
+	case !c.ho.hooks:
+		return fmt.Errorf("room: Handoff of %q: Config.Snapshot and Restore are not set", c.name)
+	case n.local || n.hoKey == nil:
+		return fmt.Errorf("room: Handoff of %q: the server is not a node of a shared directory with a HandoffKey (UseDirectory)", c.name)
+	case c.stopping || c.ended || c.tickTask == nil:
+		return ErrRoomStopped
+	case c.dir == nil:
+		return fmt.Errorf("room: Handoff of %q: the room is not claimed yet (Claimed)", c.name)
+	}
+	return nil
+}
+
+// handOffOnDrain asks the room's tick task to hand the room off as the server drains, and
+// reports whether it did (a room without hooks or a shared directory drains as before).
+// Loop-confined.
+func (c *core) handOffOnDrain(deadline time.Time) bool {
+	if c.canHandOff() != nil || c.ho.req != nil {
+		return false
+	}
+	c.ho.req = &handoffReq{drain: true, deadline: deadline}
+	return true
+}
+
+// errLost is wrapped by transfer when the room's claim is no longer this node's after a
+// failed attempt (the target moved it and then failed, or the claim is gone): the room
+// must not tick here again.
+var errLost = errors.New("the room's claim is no longer this node's")
+
+// handOff does the handoff asked for, between two ticks: the next tick is n, due at
+// clock reading next; the last began at prev. It returns the clock after it, and whether
+// the room moved out (the tick task returns). The tick task's own.
+func (r *Room[I]) handOff(bt *loop.Task, n uint64, next, prev int64) (int64, bool) {
+	c := &r.core
+	q := c.ho.req
+	c.ho.req = nil
+	nd := c.tbl.node
+	nd.hos.started.Add(1)
+	tok, to, err := r.transfer(bt, q, n, next, prev)
+	if err == nil {
+		nd.hos.completed.Add(1)
+		c.tbl.logger.Info("room: handed off", "room", c.name, "to", to, "token", tok)
+		if q.done != nil {
+			q.done.Resolve(tok, nil)
+		}
+		c.moveOut(bt)
+		return c.tbl.now(), true
+	}
+	nd.hos.failed.Add(1)
+	if q.done != nil {
+		q.done.Resolve(0, err)
+	}
+	if bt.Err() != nil {
+		// The room was stopped during its handoff: it ends as asked. Its release (after it
+		// ends) compares the token: harmless if the target took the claim meanwhile.
+		return c.tbl.now(), true
+	}
+	if errors.Is(err, errLost) {
+		c.tbl.logger.Error("room: handoff failed and the claim may have left this node; the room stops here", "room", c.name, "err", err)
+		c.lapse(bt)
+		return c.tbl.now(), true
+	}
+	c.inMu.Lock()
+	c.ho.frozen = 0
+	c.inMu.Unlock()
+	c.tbl.logger.Warn("room: handoff failed; the room carries on here", "room", c.name, "err", err)
+	if q.drain {
+		c.tbl.drainAsBefore(c, q.deadline)
+	}
+	return c.tbl.now(), false
+}
+
+// moveOut stops the room that was handed off: inputs get ErrMoved, OnMoved tells the
+// members, and they are cancelled with ErrMoved. The tick task's own.
+func (c *core) moveOut(bt *loop.Task) {
+	c.ho.movedOut = true
+	c.inMu.Lock()
+	c.ho.frozen = frozenMoved
+	c.inMu.Unlock()
+	if c.onMoved != nil && bt.Contain(c.onMoved) {
+		c.rec.Panicked()
+	}
+	c.stopWith(ErrMoved)
+}
+
+// transfer freezes the room, snapshots it and sends it to a target until one takes it,
+// returning the new token and the target. The tick task's own.
+func (r *Room[I]) transfer(bt *loop.Task, q *handoffReq, n uint64, next, prev int64) (directory.Token, string, error) {
+	c := &r.core
+	nd, d, tbl := c.tbl.node, c.dir, c.tbl
+	if err := c.canHandOff(); err != nil {
+		return 0, "", err
+	}
+	c.inMu.Lock()
+	c.ho.frozen = frozenNow
+	pending := slices.Clone(r.in)
+	c.inMu.Unlock()
+	frozen := time.Now()
+	var state []byte
+	var err error
+	if bt.Contain(func() { state, err = r.cfg.Snapshot(r) }) {
+		c.rec.Panicked()
+		return 0, "", fmt.Errorf("room: handoff of %q: Config.Snapshot panicked", c.name)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("room: handoff of %q: Config.Snapshot: %w", c.name, err)
+	}
+	env := envelope{V: handoffVersion, Room: c.name, From: d.Node(), Token: c.token.Load(), Period: c.period, N: n,
+		Frozen: frozen.UnixNano(), State: state}
+	wall := func(at int64) int64 { return frozen.UnixNano() + (at - tbl.now()) }
+	env.Next, env.Prev = wall(next), wall(prev)
+	if len(pending) > 0 {
+		if env.Inputs, err = json.Marshal(pending); err != nil {
+			return 0, "", fmt.Errorf("room: handoff of %q: the queued inputs: %w", c.name, err)
+		}
+	}
+	tried := []string{d.Node()}
+	for {
+		target, err := pickTarget(bt, d, q.to, tried)
+		if err != nil {
+			return 0, "", fmt.Errorf("room: handoff of %q: %w", c.name, err)
+		}
+		tried = append(tried, target.ID)
+		timeout := 2*nd.cfg.RequestTimeout + time.Second
+		if !q.deadline.IsZero() {
+			timeout = min(timeout, time.Until(q.deadline))
+		}
+		env.Expires = time.Now().Add(handoffExpiry).UnixNano()
+		body, err := json.Marshal(env)
+		if err != nil {
+			return 0, "", fmt.Errorf("room: handoff of %q: %w", c.name, err)
+		}
+		tok, err := send(bt, nd.hoKey, target.InternalAddr, body, timeout)
+		if err == nil {
+			return tok, target.ID, nil
+		}
+		err = fmt.Errorf("room: handoff of %q to %q: %w", c.name, target.ID, err)
+		// The target may have moved the claim and failed to answer: the directory says.
+		cl, lerr := r.owner(bt, d)
+		switch {
+		case lerr != nil:
+			return 0, "", fmt.Errorf("%w; then %w: %w", err, errLost, lerr)
+		case cl.Node == target.ID && cl.Token > directory.Token(env.Token):
+			return cl.Token, target.ID, nil // it took the room; only its answer was lost
+		case cl.Node != d.Node() || cl.Token != directory.Token(env.Token):
+			return 0, "", fmt.Errorf("%w; then %w (owner %q, token %d)", err, errLost, cl.Node, cl.Token)
+		}
+		if !q.drain || q.to != "" || (!q.deadline.IsZero() && time.Until(q.deadline) <= 0) {
+			return 0, "", err
+		}
+		tbl.logger.Warn("room: handoff to a node failed; trying another", "room", c.name, "err", err)
+	}
+}
+
+// owner reads the room's claim, retrying while the directory does not answer and the
+// node's lease holds (past it the room lapses anyway). The tick task's own.
+func (r *Room[I]) owner(bt *loop.Task, d directory.Directory) (directory.Claim, error) {
+	for {
+		cl, err := offload.Do(bt, func(ctx context.Context) (directory.Claim, error) { return d.Lookup(ctx, r.core.name) })
+		if errors.Is(err, directory.ErrNotClaimed) {
+			return directory.Claim{}, nil
+		}
+		if err == nil || !errors.Is(err, directory.ErrUnavailable) || !d.Valid() || bt.Err() != nil {
+			return cl, err
+		}
+		if bt.Sleep(100*time.Millisecond) != nil {
+			return cl, err
+		}
+	}
+}
+
+// pickTarget names the node to hand off to: to if given (live, not draining, not this
+// one), else the placement's best candidate not yet tried. The task's own.
+func pickTarget(t *loop.Task, d directory.Directory, to string, tried []string) (directory.NodeInfo, error) {
+	if to != "" {
+		if slices.Contains(tried, to) {
+			return directory.NodeInfo{}, fmt.Errorf("cannot hand off to node %q (this node, or tried)", to)
+		}
+		ns, err := offload.Do(t, func(ctx context.Context) ([]directory.NodeInfo, error) { return d.Nodes(ctx) })
+		if err != nil {
+			return directory.NodeInfo{}, err
+		}
+		for _, ni := range ns {
+			if ni.ID == to {
+				if ni.Draining {
+					return directory.NodeInfo{}, fmt.Errorf("node %q is draining", to)
+				}
+				return ni, nil
+			}
+		}
+		return directory.NodeInfo{}, fmt.Errorf("node %q: %w", to, directory.ErrUnknownNode)
+	}
+	p, err := offload.Do(t, func(ctx context.Context) (directory.Placement, error) { return d.Place(ctx) })
+	if err != nil {
+		return directory.NodeInfo{}, err
+	}
+	best := -1
+	for i, cd := range p.Candidates { // in ID order: the first of equal headrooms wins
+		if cd.Skipped != "" || cd.Node.Draining || slices.Contains(tried, cd.Node.ID) {
+			continue
+		}
+		if best < 0 || cd.Headroom > p.Candidates[best].Headroom {
+			best = i
+		}
+	}
+	if best < 0 {
+		return directory.NodeInfo{}, fmt.Errorf("no node to hand off to (tried %v): %w", tried, directory.ErrNoNode)
+	}
+	return p.Candidates[best].Node, nil
+}
+
+// handoffClient sends handoffs: no proxy (nodes talk directly), no kept connections (a
+// handoff is rare; an idle connection would outlive the server's tasks).
+var handoffClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+
+// send posts body to the target and returns the token it answered. Offloaded from t.
+func send(t *loop.Task, key []byte, addr string, body []byte, timeout time.Duration) (directory.Token, error) {
+	if timeout <= 0 {
+		return 0, errors.New("no time left before the drain deadline")
+	}
+	return offload.Do(t, func(ctx context.Context) (directory.Token, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+handoffPath, bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(macHeader, mac(key, body))
+		res, err := handoffClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
+		if res.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("target answered %d: %s", res.StatusCode, bytes.TrimSpace(b))
+		}
+		var ans struct {
+			Token directory.Token `json:"token"`
+		}
+		if err := json.Unmarshal(b, &ans); err != nil || ans.Token == 0 {
+			return 0, fmt.Errorf("target answered 200 without a token: %q", b)
+		}
+		return ans.Token, nil
+	})
+}
+
+// mac is base64url(HMAC-SHA256(key, body)), unpadded.
+func mac(key, body []byte) string {
+	h := hmac.New(sha256.New, key)
+	h.Write(body)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// AcceptHandoffs lets srv take rooms handed off by other nodes (Room.Handoff, and the
+// handoff on drain): it routes POST /baton/handoff to a handler that checks the request's
+// HMAC (NodeConfig.HandoffKey), asks configFor for the room's Config by its name (Tick,
+// hooks, OnMoved...; Name is set to the room's, and Period must be the room's), makes the
+// room on the handler's loop, restores it (Config.Restore, then the queued inputs),
+// moves the room's claim to this node with a compare-and-swap on the source's token, and
+// ticks it from the room's next deadline with the next tick number. It answers the new
+// token, or an error status after which the room is not this node's. One input type per
+// server. Call it after UseDirectory (with a HandoffKey) and before ListenAndServe, from
+// one goroutine; the handler runs on the loop (loop mode).
+func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config[I], error)) error {
+	v, ok := nodes.Load(serverKey(srv))
+	if !ok || v.(*node).local || v.(*node).hoKey == nil {
+		return errors.New("room: AcceptHandoffs: call UseDirectory with a NodeConfig.HandoffKey first")
+	}
+	if configFor == nil {
+		return errors.New("room: AcceptHandoffs: nil configFor")
+	}
+	n := v.(*node)
+	srv.Handle("POST "+handoffPath, func(c *loop.Ctx) { accept(c, n, configFor) })
+	return nil
+}
+
+// accept is the handoff endpoint's handler. The handler's task (on the loop).
+func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I], error)) {
+	l := c.Loop()
+	body := c.Body()
+	if !hmac.Equal([]byte(c.Header(macHeader)), []byte(mac(n.hoKey, body))) {
+		c.String(401, "401 Unauthorized: bad handoff signature\n")
+		return
+	}
+	env, err := decodeEnvelope(body, time.Now().UnixNano())
+	if errors.Is(err, errExpired) {
+		c.String(401, "401 Unauthorized: "+err.Error()+"\n")
+		return
+	} else if err != nil {
+		c.String(400, "400 Bad Request: "+err.Error()+"\n")
+		return
+	}
+	if !l.OnLoop() {
+		c.String(500, "500 Internal Server Error: the handoff endpoint runs on the loop (loop mode)\n")
+		return
+	}
+	d := n.handle()
+	if d == nil || n.draining.Load() || l.Phase() != "serving" {
+		c.SetHeader("Retry-After", "1")
+		c.String(503, "503 Service Unavailable: this node takes no rooms now\n")
+		return
+	}
+	cfg, err := configFor(env.Room)
+	if err != nil {
+		c.String(404, "404 Not Found: "+err.Error()+"\n")
+		return
+	}
+	cfg.Name = env.Room
+	if err := cfg.Validate(); err != nil {
+		c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
+		return
+	}
+	if cfg.Restore == nil || cfg.Period != time.Duration(env.Period) {
+		c.String(409, fmt.Sprintf("409 Conflict: room %q here has no Restore or another period (%v, the room's %v)\n", env.Room, cfg.Period, time.Duration(env.Period)))
+		return
+	}
+	if cfg, err = fill(cfg); err != nil {
+		c.String(400, "400 Bad Request: "+err.Error()+"\n")
+		return
+	}
+	tbl := tableOf(l)
+	if old := tbl.byName[env.Room]; old != nil && !old.ended && !old.stopping {
+		c.String(409, fmt.Sprintf("409 Conflict: room %q runs here already\n", env.Room))
+		return
+	}
+	claimed := loop.NewFuture[directory.Token](l)
+	r := build(tbl, cfg, claimed, 0)
+	if c.Task.Contain(func() { err = cfg.Restore(r, env.State) }) {
+		err = errors.New("Config.Restore panicked")
+	}
+	if err == nil && len(env.Inputs) > 0 {
+		err = json.Unmarshal(env.Inputs, &r.in)
+	}
+	if err != nil {
+		c.String(422, fmt.Sprintf("422 Unprocessable Entity: room %q: %v\n", env.Room, err))
+		return
+	}
+	r.core.queueLen = len(r.in)
+	cl, err := offload.Do(&c.Task, func(ctx context.Context) (directory.Claim, error) {
+		cl, err := d.Move(ctx, env.Room, directory.Token(env.Token), d.Node())
+		if errors.Is(err, directory.ErrUnavailable) { // it may have taken effect: the directory says
+			if cl2, err2 := d.Lookup(ctx, env.Room); err2 == nil && cl2.Node == d.Node() && cl2.Token > directory.Token(env.Token) {
+				return cl2, nil
+			}
+		}
+		return cl, err
+	})
+	if err != nil {
+		status := 503
+		if errors.Is(err, directory.ErrNotOwner) || errors.Is(err, directory.ErrUnknownNode) {
+			status = 409
+		}
+		c.String(status, fmt.Sprintf("%d %s: moving room %q: %v\n", status, http.StatusText(status), env.Room, err))
+		return
+	}
+	rc := &r.core
+	rc.dir = d
+	rc.token.Store(int64(cl.Token))
+	claimed.Resolve(cl.Token, nil)
+	rc.ho.resumed = env.Frozen
+	now, wall := tbl.now(), time.Now().UnixNano()
+	if err := r.launch(now+(env.Prev-wall), now+(env.Next-wall), env.N); err != nil {
+		// The loop is stopping: the room is this node's and cannot run. Give the claim back
+		// (the source sees it unclaimed and stops: the room is lost, as with any stop).
+		l.Start("room:release", func(t *loop.Task) {
+			_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, env.Room, cl.Token) })
+		})
+		c.String(503, "503 Service Unavailable: this node is stopping\n")
+		return
+	}
+	n.hos.accepted.Add(1)
+	c.JSON(200, map[string]directory.Token{"token": cl.Token})
+}
