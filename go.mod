@@ -9,7 +9,10 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require github.com/gorilla/websocket v1.5.3
+require (
+	github.com/gorilla/websocket v1.5.3
+	github.com/klauspost/compress v1.18.2
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect

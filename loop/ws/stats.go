@@ -47,6 +47,13 @@ type loopState struct {
 	fineEvery time.Duration
 
 	scratch  []byte // a frame header or close frame being written
+	deflated []byte // a compressed frame being written (deflate.go)
+
+	// permessage-deflate's decompressor, shared by the loop's connections: a message is
+	// decompressed whole when it has arrived (deflate.go).
+	inflater io.ReadCloser
+	src      inflateSrc
+	inflated []byte
 	slowLog  logLimit
 	panicLog logLimit
 }

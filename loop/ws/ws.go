@@ -20,6 +20,7 @@ package ws
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/batonrt/baton/internal/httpcodec"
 )
@@ -65,6 +66,30 @@ type PreparedMessage struct {
 	frame  []byte
 	binary bool
 	n      int // payload length
+
+	// z is the compressed frame (permessage-deflate), made by the first Send to a
+	// connection that negotiated it: empty when compressing does not pay. Made without
+	// context, it is valid on every such connection. Racing loops may both make it; one
+	// wins, and no loop waits for another.
+	z atomic.Pointer[[]byte]
+}
+
+// deflated returns m's compressed frame, or nil when compressing does not make it
+// shorter. Safe for concurrent use.
+func (m *PreparedMessage) deflated() []byte {
+	if z := m.z.Load(); z != nil {
+		return *z
+	}
+	op := httpcodec.WSText
+	if m.binary {
+		op = httpcodec.WSBinary
+	}
+	z, ok := deflateFrame(nil, op, m.frame[len(m.frame)-m.n:], nil)
+	if !ok {
+		z = nil
+	}
+	m.z.CompareAndSwap(nil, &z)
+	return *m.z.Load()
 }
 
 // NewPrepared encodes p as one text (binary false: p must be UTF-8, unchecked) or binary
