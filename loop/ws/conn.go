@@ -118,8 +118,8 @@ type Conn struct {
 
 	laterQueued bool // in loopState.later (callback form)
 
-	dfl *deflateConn // permessage-deflate, nil when not negotiated (deflate.go)
-	closeCalled bool // OnClose ran (callback form)
+	dfl         *deflateConn // permessage-deflate, nil when not negotiated (deflate.go)
+	closeCalled bool         // OnClose ran (callback form)
 
 	fig figures
 }
