@@ -56,6 +56,30 @@ func gameState(t int) []byte {
 	return []byte(b.String())
 }
 
+// deflateEcho is an echo handler upgrading with cfg.
+func deflateEcho(cfg Config) loop.HandlerFunc {
+	return func(c *loop.Ctx) {
+		w, err := Upgrade(c, cfg)
+		if err != nil {
+			return
+		}
+		for {
+			bin, p, err := w.ReadMessage()
+			if err != nil {
+				return
+			}
+			if bin {
+				err = w.WriteBinary(p)
+			} else {
+				err = w.WriteText(p)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
 // noise returns n bytes deflate cannot shrink.
 func noise(n int) []byte {
 	b := make([]byte, n)
