@@ -11,14 +11,13 @@ import (
 	"github.com/batonrt/baton/internal/httpcodec"
 )
 
-// permessage-deflate (RFC 7692). Messages are compressed with klauspost/compress's
-// stateless deflate: no compressor state lives between messages, so a connection costs
-// nothing while idle and a PreparedMessage's compressed frame is valid on every connection
-// (encode once). Context takeover, where negotiated, is a preset dictionary: the last
-// plaintext this connection sent compressed (at most deflateOutDict bytes), which the
-// client's decompressor holds in its window anyway. Decompression uses one decompressor
-// per loop, reset per message with the connection's dictionary when the client takes its
-// context over.
+// permessage-deflate (RFC 7692), with klauspost/compress's flate. Each loop has one
+// compressor and one decompressor, reset for every message: no compressor state lives
+// between messages, so a connection costs nothing while idle, and a PreparedMessage's
+// compressed frame is valid on every connection (encode once). Context takeover, where
+// negotiated, is a preset dictionary: on the way out, the last plaintext this connection
+// sent compressed (at most deflateOutDict bytes), which the client's decompressor holds in
+// its window anyway; on the way in, the last 32 KiB the client sent compressed.
 
 // deflateTail is the end of a sync flush: RFC 7692, 7.2.1, strips it from each compressed
 // message; 7.2.2 appends it back before decompressing.
@@ -30,8 +29,14 @@ var deflateTail = [4]byte{0x00, 0x00, 0xff, 0xff}
 const deflateWindow = 1 << 15
 
 // deflateOutDict is the most of its own past output a connection keeps as the dictionary
-// of its next compressed message (context takeover): what the stateless encoder uses.
-const deflateOutDict = 8 << 10
+// of its next compressed message (context takeover); deflateMinDict is how much of it a
+// message shorter than that uses. The compressor hashes its dictionary for every message,
+// so a longer one costs time: for a 20 Hz game state the last two states give all the
+// gain (docs/websocket.md).
+const (
+	deflateOutDict = 8 << 10
+	deflateMinDict = 2 << 10
+)
 
 // errDeflateTooBig and errDeflateCorrupt end a connection whose compressed message
 // inflates past MaxMessageBytes (1009) or is not valid deflate data (1007).
@@ -391,22 +396,34 @@ func (s *sliceWriter) Write(p []byte) (int, error) {
 }
 
 // deflateFrame appends to dst the frame of p compressed with dict (RSV1 set, op the
-// message's opcode), or returns ok false when compressing does not make p shorter.
-func deflateFrame(dst []byte, op httpcodec.WSOpcode, p, dict []byte) (frame []byte, ok bool) {
-	sw := sliceWriter{b: dst[:0]}
-	// StatelessDeflate cannot fail writing to memory; its output ends with the sync
-	// flush, which RFC 7692, 7.2.1 strips.
-	_ = flate.StatelessDeflate(&sw, p, false, dict)
-	z := sw.b[:len(sw.b)-len(deflateTail)]
-	if len(z) >= len(p) {
-		return sw.b[:0], false
+// message's opcode), or returns ok false when compressing does not make p shorter. It
+// uses the loop's compressor, reset for each message: no compressor state lives between
+// messages, so that a connection keeps none (one costs most of a MiB). Loop-confined.
+func (st *loopState) deflateFrame(dst []byte, op httpcodec.WSOpcode, p, dict []byte) (frame []byte, ok bool) {
+	// Room for the longest header first: the payload is compressed behind it.
+	const room = 10
+	st.sw.b = append(dst[:0], make([]byte, room)...)
+	if st.deflater == nil {
+		st.deflater, _ = flate.NewWriter(&st.sw, flate.BestSpeed) // a valid level: no error
 	}
-	hl := httpcodec.WSFrameHeaderLen(len(z))
-	frame = append(sw.b, make([]byte, hl)...)[:len(z)+hl]
-	copy(frame[hl:], z)
-	hdr, _ := httpcodec.AppendWSFrameHeader(frame[:0], op, true, len(z))
-	hdr[0] |= 0x40 // RSV1: compressed
-	return frame, true
+	st.deflater.ResetDict(&st.sw, dict)
+	// Writing to memory cannot fail; Flush ends with the sync flush RFC 7692, 7.2.1 strips.
+	_, _ = st.deflater.Write(p)
+	_ = st.deflater.Flush()
+	st.deflater.ResetDict(nil, nil) // keep no reference to the connection's dictionary
+	b := st.sw.b
+	st.sw.b = nil
+	n := len(b) - room - len(deflateTail)
+	if n >= len(p) {
+		return b[:0], false
+	}
+	hl := httpcodec.WSFrameHeaderLen(n)
+	_, _ = httpcodec.AppendWSFrameHeader(b[room-hl:room-hl], op, true, n)
+	b[room-hl] |= 0x40 // RSV1: compressed
+	if hl == room {
+		return b[:room+n], true
+	}
+	return append(b[:0], b[room-hl:room+n]...), true
 }
 
 // compressible reports whether a message of n bytes is sent compressed on this
@@ -418,12 +435,13 @@ func (d *deflateConn) compressible(n int) bool {
 }
 
 // dict returns the dictionary for a message of n bytes: the connection's recent output
-// (context takeover), trimmed so that no reference reaches past the client's window.
+// (context takeover), as long as the message but at least deflateMinDict, trimmed so that
+// no reference reaches past the client's window.
 func (d *deflateConn) dict(n int) []byte {
 	if !d.outTake {
 		return nil
 	}
-	keep := len(d.outDict)
+	keep := min(len(d.outDict), max(n, deflateMinDict))
 	if d.window < deflateWindow {
 		keep = min(keep, max(d.window-n, 0))
 	}

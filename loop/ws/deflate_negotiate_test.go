@@ -97,7 +97,7 @@ func FuzzDeflateInflate(f *testing.F) {
 		}
 		d.inDict = nil
 		for range 2 { // the second with the first as its dictionary
-			frame, ok := deflateFrame(nil, 2, plain, d.dict(len(plain)))
+			frame, ok := st.deflateFrame(nil, 2, plain, d.dict(len(plain)))
 			if !ok {
 				return
 			}

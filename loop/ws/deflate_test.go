@@ -245,7 +245,7 @@ func (r *wsRaw) expectClose(t testing.TB, code uint16) {
 // fragmented message split exactly at a sync-flush boundary, a message sent with its
 // tail not stripped, and the threshold: a short message goes uncompressed.
 func TestDeflateEdgeCases(t *testing.T) {
-	_, addr := startWS(t, loop.Config{}, Config{Compression: true, CompressionThreshold: 64}, func(s *loop.Server) {
+	_, addr := startWS(t, loop.Config{}, Config{Compression: true, CompressionThreshold: 200}, func(s *loop.Server) {
 		s.Handle("GET /ws", wsEcho(nil))
 	})
 	r, ext := deflateRawDial(t, addr, "permessage-deflate; client_max_window_bits")
@@ -288,12 +288,12 @@ func TestDeflateEdgeCases(t *testing.T) {
 	r.write(t, rawFrame(0xc1, append(deflated(t, []byte(strings.Repeat("abc", 50))), deflateTail[:]...)))
 	echo(strings.Repeat("abc", 50))
 
-	// The threshold: 63 bytes go plain, 64 compressed.
-	r.write(t, rawFrame(0x81, []byte(strings.Repeat("z", 63))))
-	b0, _ = echo(strings.Repeat("z", 63))
+	// The threshold: 199 bytes go plain, 200 compressed.
+	r.write(t, rawFrame(0x81, []byte(strings.Repeat("z", 199))))
+	b0, _ = echo(strings.Repeat("z", 199))
 	require.Equal(t, byte(0x81), b0)
-	r.write(t, rawFrame(0x81, []byte(strings.Repeat("z", 64))))
-	b0, _ = echo(strings.Repeat("z", 64))
+	r.write(t, rawFrame(0x81, []byte(strings.Repeat("z", 200))))
+	b0, _ = echo(strings.Repeat("z", 200))
 	require.Equal(t, byte(0xc1), b0)
 	// Incompressible data goes plain whatever its size.
 	rnd := noise(300)

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/klauspost/compress/flate"
+
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 )
@@ -48,6 +50,10 @@ type loopState struct {
 
 	scratch  []byte // a frame header or close frame being written
 	deflated []byte // a compressed frame being written (deflate.go)
+
+	// permessage-deflate's compressor, shared by the loop's connections, and its output.
+	deflater *flate.Writer
+	sw       sliceWriter
 
 	// permessage-deflate's decompressor, shared by the loop's connections: a message is
 	// decompressed whole when it has arrived (deflate.go).

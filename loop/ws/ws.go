@@ -75,8 +75,8 @@ type PreparedMessage struct {
 }
 
 // deflated returns m's compressed frame, or nil when compressing does not make it
-// shorter. Safe for concurrent use.
-func (m *PreparedMessage) deflated() []byte {
+// shorter, made with st's compressor. Safe for concurrent use; st is the caller's loop's.
+func (m *PreparedMessage) deflated(st *loopState) []byte {
 	if z := m.z.Load(); z != nil {
 		return *z
 	}
@@ -84,7 +84,7 @@ func (m *PreparedMessage) deflated() []byte {
 	if m.binary {
 		op = httpcodec.WSBinary
 	}
-	z, ok := deflateFrame(nil, op, m.frame[len(m.frame)-m.n:], nil)
+	z, ok := st.deflateFrame(nil, op, m.frame[len(m.frame)-m.n:], nil)
 	if !ok {
 		z = nil
 	}
