@@ -116,7 +116,7 @@ func TestDeflateGorilla(t *testing.T) {
 	require.Equal(t, "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
 		resp.Header.Get("Sec-WebSocket-Extensions"))
 
-	big := bytes.Repeat(gameState(1), 64) // 64+ KiB of JSON
+	big := bytes.Repeat(gameState(1), 64) // 52 KB of JSON
 	rnd := noise(5000)
 	for _, m := range [][]byte{nil, []byte("a"), bytes.Repeat([]byte("x"), 127), bytes.Repeat([]byte("y"), 128), gameState(2), rnd, big} {
 		for _, kind := range []int{websocket.TextMessage, websocket.BinaryMessage} {
@@ -337,7 +337,7 @@ func TestDeflateProtocolErrors(t *testing.T) {
 	}
 }
 
-// TestDeflateZipBomb: a compressed message of 16 KiB that inflates to 16 MiB, past
+// TestDeflateZipBomb: a compressed message of 16.6 KB that inflates to 16 MiB, past
 // MaxMessageBytes (64 KiB), is refused with 1009 as soon as the bound is passed, and the
 // other connections of the loop play on.
 func TestDeflateZipBomb(t *testing.T) {
