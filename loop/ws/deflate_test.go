@@ -100,14 +100,25 @@ func deflateDialer(cc **countConn) *websocket.Dialer {
 		}}
 }
 
-// TestDeflateGorilla: gorilla/websocket with compression on negotiates permessage-deflate;
+// TestDeflateGorilla: gorilla/websocket with compression on negotiates permessage-deflate,
+// with a handler of either form;
 // messages of every size round-trip both ways (gorilla compresses what it sends, the
 // server what it echoes), a message gorilla fragments arrives whole, and a compressible
 // message costs far fewer bytes on the wire both ways.
 func TestDeflateGorilla(t *testing.T) {
+	for _, form := range []string{"task", "callback"} {
+		t.Run(form, func(t *testing.T) { testDeflateGorilla(t, form) })
+	}
+}
+
+func testDeflateGorilla(t *testing.T, form string) {
 	done := make(chan error, 1)
+	h := wsEcho(done)
+	if form == "callback" {
+		h = wsCallbackEcho(done)
+	}
 	_, addr := startWS(t, loop.Config{}, Config{Compression: true}, func(s *loop.Server) {
-		s.Handle("GET /ws", wsEcho(done))
+		s.Handle("GET /ws", h)
 	})
 	var cc *countConn
 	conn, resp, err := deflateDialer(&cc).Dial("ws://"+addr+"/ws", nil)
