@@ -4,7 +4,8 @@
 // one encoded frame to many connections for the cost of a copy each. Each connection has
 // bounded input and output (a client that does not read is closed as a slow consumer),
 // keepalive pings, a close handshake with a timeout, and a 1001 close frame when the server
-// drains. Its figures are the stats section "websockets" (the page /debug/baton/websockets,
+// drains. Config.Compression turns on permessage-deflate (RFC 7692) per route. Its
+// figures are the stats section "websockets" (the page /debug/baton/websockets,
 // Snapshot.Sections["websockets"] as a Stats, and a dashboard panel).
 //
 // A connection is loop-confined: its methods are called from tasks of its loop (the
