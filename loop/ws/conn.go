@@ -569,6 +569,8 @@ func (w *Conn) writeData(op httpcodec.WSOpcode, p []byte) {
 		if ok {
 			_, _ = w.rc.Write(frame)
 			d.sentCompressed(p)
+			w.route.zOut++
+			w.route.zBytesOut += uint64(wireLen(frame))
 		}
 		if cap(frame) <= maxKeptBuf {
 			w.st.deflated = frame[:0]
@@ -607,6 +609,8 @@ func (w *Conn) decompress(m *httpcodec.WSMessage) bool {
 		w.fail(we.Code, we.Reason, we, true)
 		return false
 	}
+	w.route.zIn++
+	w.route.zBytesIn += uint64(len(m.Payload))
 	m.Payload = p
 	return true
 }
@@ -861,6 +865,8 @@ func (w *Conn) Send(m *PreparedMessage) error {
 		if z := m.deflated(w.st); z != nil {
 			_, _ = w.rc.Write(z)
 			d.sentCompressed(m.frame[len(m.frame)-m.n:])
+			w.route.zOut++
+			w.route.zBytesOut += uint64(wireLen(z))
 			w.sent(m.n)
 			return nil
 		}

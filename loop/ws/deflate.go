@@ -269,6 +269,23 @@ func agreedDeflate(o deflateOffer, lim *limits) (string, *deflateConn) {
 	return resp, d
 }
 
+// terms names what was negotiated, for the stats page: "deflate", then "takeover-out" and
+// "takeover-in" for the context kept each way and "window-N" for a window the client
+// limited to N bytes.
+func (d *deflateConn) terms() string {
+	s := "deflate"
+	if d.outTake {
+		s += " takeover-out"
+	}
+	if d.inTake {
+		s += " takeover-in"
+	}
+	if d.window < deflateWindow {
+		s += " window-" + strconv.Itoa(d.window)
+	}
+	return s
+}
+
 // frameHead looks at the frame at in's start before the frame reader does: the first frame
 // of a compressed message has RSV1, which the reader (RFC 6455 only) refuses, so it is
 // cleared here and remembered. RSV1 anywhere else (a control or continuation frame) is
@@ -446,6 +463,17 @@ func (d *deflateConn) dict(n int) []byte {
 		keep = min(keep, max(d.window-n, 0))
 	}
 	return d.outDict[len(d.outDict)-keep:]
+}
+
+// wireLen is the payload length of the server frame f (its header skipped).
+func wireLen(f []byte) int {
+	switch f[1] & 0x7f {
+	case 126:
+		return len(f) - 4
+	case 127:
+		return len(f) - 10
+	}
+	return len(f) - 2
 }
 
 // sentCompressed records p, just sent compressed, in the client's window.

@@ -117,7 +117,7 @@ func testDeflateGorilla(t *testing.T, form string) {
 	if form == "callback" {
 		h = wsCallbackEcho(done)
 	}
-	_, addr := startWS(t, loop.Config{}, Config{Compression: true}, func(s *loop.Server) {
+	s, addr := startWS(t, loop.Config{}, Config{Compression: true}, func(s *loop.Server) {
 		s.Handle("GET /ws", h)
 	})
 	var cc *countConn
@@ -164,6 +164,24 @@ func testDeflateGorilla(t *testing.T, form string) {
 		want = append(want, gameState(i)...)
 	}
 	require.Equal(t, string(want), string(got))
+
+	// The websockets page: what went compressed each way, and what it cost on the wire.
+	doc := wsStats(t, s)
+	require.Len(t, doc.Routes, 1)
+	r := doc.Routes[0]
+	require.True(t, r.Config.Compression)
+	require.Equal(t, 128, r.Config.Threshold)
+	require.Equal(t, "deflate", doc.Connections[0].Compression)
+	// gorilla compresses all 14 messages it sent (the empty one and the noise too); the
+	// server the 7 of at least 128 bytes that shrink (128 bytes, the state and the 52 KB
+	// both ways, the fragmented message).
+	require.Equal(t, uint64(14), r.MessagesIn)
+	require.Equal(t, uint64(14), r.CompressedIn)
+	require.Equal(t, uint64(14), r.MessagesOut)
+	require.Equal(t, uint64(7), r.CompressedOut)
+	require.Less(t, r.CompressedBytesOut, r.BytesOut/10)
+	require.Less(t, r.CompressedBytesIn, r.BytesIn/10)
+
 	require.NoError(t, conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, "")))
 	var ce *CloseError
 	require.ErrorAs(t, recvErr(t, done), &ce)
