@@ -695,6 +695,9 @@ func (w *Conn) end(err error) {
 	}
 	w.state, w.err = stateDone, err
 	w.st.closed(w)
+	if w.dfl != nil {
+		w.dfl.inDict, w.dfl.outDict = nil, nil // a room may hold the Conn: keep no window
+	}
 	if w.h != nil {
 		w.later() // OnClose, once what ended it has been handled
 		return

@@ -80,8 +80,8 @@ func TestDeflatePython(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "client.py")
 	require.NoError(t, os.WriteFile(script, []byte(pythonClient), 0o600))
 	_, addr := startWS(t, loop.Config{}, Config{}, func(s *loop.Server) {
-		s.Handle("GET /plain", deflateEcho(Config{Compression: true}))
-		s.Handle("GET /take", deflateEcho(Config{Compression: true, CompressionContextTakeover: true}))
+		s.Handle("GET /plain", deflateEcho(steady(Config{Compression: true})))
+		s.Handle("GET /take", deflateEcho(steady(Config{Compression: true, CompressionContextTakeover: true})))
 	})
 	for _, tc := range []struct {
 		path, window, ext string
