@@ -565,7 +565,7 @@ func (w *Conn) writeFrame(op httpcodec.WSOpcode, p []byte) {
 // negotiated and p is worth it, so the sending task spends the CPU. Loop-confined.
 func (w *Conn) writeData(op httpcodec.WSOpcode, p []byte) {
 	if d := w.dfl; d != nil && d.compressible(len(p)) {
-		frame, ok := w.st.deflateFrame(w.st.deflated, op, p, d.dict(len(p)))
+		frame, ok := w.st.deflateFrame(w.st.deflated, op, p, d.dict(len(p)), d.window)
 		if ok {
 			_, _ = w.rc.Write(frame)
 			d.sentCompressed(p)
@@ -864,7 +864,7 @@ func (w *Conn) Send(m *PreparedMessage) error {
 		w.slowConsumer(false)
 		return ErrSlowConsumer
 	}
-	if d := w.dfl; d != nil && d.compressible(m.n) {
+	if d := w.dfl; d != nil && d.sharable(m.n) {
 		if z := m.deflated(w.st); z != nil {
 			_, _ = w.rc.Write(z)
 			d.sentCompressed(m.frame[len(m.frame)-m.n:])

@@ -413,21 +413,20 @@ func (s *sliceWriter) Write(p []byte) (int, error) {
 }
 
 // deflateFrame appends to dst the frame of p compressed with dict (RSV1 set, op the
-// message's opcode), or returns ok false when compressing does not make p shorter. It
-// uses the loop's compressor, reset for each message: no compressor state lives between
+// message's opcode), its references reaching at most window bytes back, or returns ok
+// false when compressing does not make p shorter. It uses the loop's compressor (one per
+// window a client asked for), reset for each message: no compressor state lives between
 // messages, so that a connection keeps none (one costs most of a MiB). Loop-confined.
-func (st *loopState) deflateFrame(dst []byte, op httpcodec.WSOpcode, p, dict []byte) (frame []byte, ok bool) {
+func (st *loopState) deflateFrame(dst []byte, op httpcodec.WSOpcode, p, dict []byte, window int) (frame []byte, ok bool) {
 	// Room for the longest header first: the payload is compressed behind it.
 	const room = 10
 	st.sw.b = append(dst[:0], make([]byte, room)...)
-	if st.deflater == nil {
-		st.deflater, _ = flate.NewWriter(&st.sw, flate.BestSpeed) // a valid level: no error
-	}
-	st.deflater.ResetDict(&st.sw, dict)
+	fw := st.compressor(window)
+	fw.ResetDict(&st.sw, dict)
 	// Writing to memory cannot fail; Flush ends with the sync flush RFC 7692, 7.2.1 strips.
-	_, _ = st.deflater.Write(p)
-	_ = st.deflater.Flush()
-	st.deflater.ResetDict(nil, nil) // keep no reference to the connection's dictionary
+	_, _ = fw.Write(p)
+	_ = fw.Flush()
+	fw.ResetDict(nil, nil) // keep no reference to the connection's dictionary
 	b := st.sw.b
 	st.sw.b = nil
 	n := len(b) - room - len(deflateTail)
@@ -443,25 +442,48 @@ func (st *loopState) deflateFrame(dst []byte, op httpcodec.WSOpcode, p, dict []b
 	return append(b[:0], b[room-hl:room+n]...), true
 }
 
+// compressor returns the loop's compressor for window: BestSpeed for the full 32 KiB, else
+// one whose references reach at most window bytes back (server_max_window_bits below 15;
+// made when a client first asks for it). Loop-confined.
+func (st *loopState) compressor(window int) *flate.Writer {
+	if window >= deflateWindow {
+		if st.deflater == nil {
+			st.deflater, _ = flate.NewWriter(&st.sw, flate.BestSpeed) // a valid level: no error
+		}
+		return st.deflater
+	}
+	if st.windowed == nil {
+		st.windowed = map[int]*flate.Writer{}
+	}
+	fw := st.windowed[window]
+	if fw == nil {
+		fw, _ = flate.NewWriterWindow(&st.sw, window) // 256 to 16 KiB: valid, no error
+		st.windowed[window] = fw
+	}
+	return fw
+}
+
 // compressible reports whether a message of n bytes is sent compressed on this
-// connection: at least the threshold, and within the window the client limited ours to
-// (the encoder's references reach back over its dictionary and the message; without a
-// limit it keeps them within 32 KiB itself).
+// connection: at least the threshold.
 func (d *deflateConn) compressible(n int) bool {
-	return n >= d.threshold && n > 0 && (n <= d.window || d.window == deflateWindow)
+	return n >= d.threshold && n > 0
+}
+
+// sharable reports whether a PreparedMessage of n bytes may go to this connection in its
+// shared compressed frame: made for a 32 KiB window, its references reach back at most
+// over the message itself, so it fits a smaller window the message fits in.
+func (d *deflateConn) sharable(n int) bool {
+	return d.compressible(n) && (n <= d.window || d.window == deflateWindow)
 }
 
 // dict returns the dictionary for a message of n bytes: the connection's recent output
-// (context takeover), as long as the message but at least deflateMinDict, trimmed so that
-// no reference reaches past the client's window.
+// (context takeover), as long as the message but at least deflateMinDict, and no longer
+// than the client's window (the compressor refers no further back).
 func (d *deflateConn) dict(n int) []byte {
 	if !d.outTake {
 		return nil
 	}
-	keep := min(len(d.outDict), max(n, deflateMinDict))
-	if d.window < deflateWindow {
-		keep = min(keep, max(d.window-n, 0))
-	}
+	keep := min(len(d.outDict), max(n, deflateMinDict), d.window)
 	return d.outDict[len(d.outDict)-keep:]
 }
 

@@ -43,7 +43,7 @@ func BenchmarkDeflateGameState(b *testing.B) {
 					buf, _ = httpcodec.AppendWSFrame(buf[:0], httpcodec.WSText, true, p)
 				} else {
 					var ok bool
-					if buf, ok = st.deflateFrame(buf, httpcodec.WSText, p, d.dict(len(p))); ok {
+					if buf, ok = st.deflateFrame(buf, httpcodec.WSText, p, d.dict(len(p)), d.window); ok {
 						d.sentCompressed(p)
 					}
 				}

@@ -14,10 +14,11 @@ import (
 )
 
 // pythonClient is a client run by Python's websockets (its asyncio API, 10.x and later):
-// it sends JSON game states, a fragmented text message, a binary message and an empty one,
-// and checks each echo; it prints the extension the server accepted.
+// it sends JSON game states, a fragmented text message, a binary message, an empty one and
+// 1500 random bytes twice over, and checks each echo; it prints the extension the server
+// accepted and how many frames came compressed.
 const pythonClient = `
-import asyncio, json, sys
+import asyncio, json, os, sys
 import websockets
 from websockets.extensions import permessage_deflate
 from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
@@ -53,6 +54,9 @@ async def main(uri, window):
         assert await ws.recv() == b, "binary"
         await ws.send("")
         assert await ws.recv() == "", "empty"
+        r = os.urandom(1500)
+        await ws.send(r + r)  # its best match is 1500 bytes back
+        assert await ws.recv() == r + r, "repeat"
     print("COMPRESSED", compressed, flush=True)
     print("OK", flush=True)
 
@@ -73,8 +77,8 @@ func pythonWithWebsockets(t *testing.T) string {
 
 // TestDeflatePython: Python's websockets library (zlib underneath) with permessage-deflate
 // against the server, without and with context takeover, and with the server's window
-// limited to 2^10 (zlib refuses a reference past it): every message round-trips, a
-// fragmented one included.
+// limited to 2^10 (zlib refuses a reference past it, "invalid distance too far back"):
+// every message round-trips, a fragmented one included, and comes compressed.
 func TestDeflatePython(t *testing.T) {
 	py := pythonWithWebsockets(t)
 	script := filepath.Join(t.TempDir(), "client.py")
@@ -87,11 +91,12 @@ func TestDeflatePython(t *testing.T) {
 		path, window, ext string
 		compressed        string // frames from the server with RSV1
 	}{
-		// The 40 states, the fragmented message and the binary one.
-		{"/plain", "", "permessage-deflate; server_no_context_takeover; client_no_context_takeover", "42"},
-		{"/take", "", "permessage-deflate", "42"},
-		// The last two are longer than the 1 KiB window: sent plain.
-		{"/take", "10", "permessage-deflate; server_max_window_bits=10", "40"},
+		// The 40 states, the fragmented message, the binary one and the repeat.
+		{"/plain", "", "permessage-deflate; server_no_context_takeover; client_no_context_takeover", "43"},
+		{"/take", "", "permessage-deflate", "43"},
+		// The fragmented and binary messages are longer than the 1 KiB window: compressed
+		// within it; the repeat's match is out of its reach: plain.
+		{"/take", "10", "permessage-deflate; server_max_window_bits=10", "42"},
 	} {
 		t.Run(strings.TrimPrefix(tc.path, "/")+tc.window, func(t *testing.T) {
 			args := []string{script, "ws://" + addr + tc.path}

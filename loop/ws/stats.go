@@ -53,6 +53,7 @@ type loopState struct {
 
 	// permessage-deflate's compressor, shared by the loop's connections, and its output.
 	deflater *flate.Writer
+	windowed map[int]*flate.Writer // for clients that limit the window (server_max_window_bits)
 	sw       sliceWriter
 
 	// permessage-deflate's decompressor, shared by the loop's connections: a message is

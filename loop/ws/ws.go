@@ -85,7 +85,7 @@ func (m *PreparedMessage) deflated(st *loopState) []byte {
 	if m.binary {
 		op = httpcodec.WSBinary
 	}
-	z, ok := st.deflateFrame(nil, op, m.frame[len(m.frame)-m.n:], nil)
+	z, ok := st.deflateFrame(nil, op, m.frame[len(m.frame)-m.n:], nil, deflateWindow)
 	if !ok {
 		z = nil
 	}
