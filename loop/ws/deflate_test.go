@@ -411,7 +411,7 @@ func TestDeflateZipBomb(t *testing.T) {
 // refers back to the first (and costs a fraction of it), and the client's does too (the
 // server inflates it with its window); a window the client limits is kept.
 func TestDeflateContextTakeover(t *testing.T) {
-	_, addr := startWS(t, loop.Config{}, steady(Config{Compression: true, CompressionContextTakeover: true}), func(s *loop.Server) {
+	s, addr := startWS(t, loop.Config{}, steady(Config{Compression: true, CompressionContextTakeover: true}), func(s *loop.Server) {
 		s.Handle("GET /ws", wsEcho(nil))
 	})
 	r, ext := deflateRawDial(t, addr, "permessage-deflate; client_max_window_bits")
@@ -455,6 +455,13 @@ func TestDeflateContextTakeover(t *testing.T) {
 		require.Equal(t, string(m), string(inflated(t, p, window[max(0, len(window)-512):])))
 		window = append(window, m...)
 	}
+	// The websockets page names what each connection negotiated.
+	var terms []string
+	for _, c := range wsStats(t, s).Connections {
+		terms = append(terms, c.Compression)
+	}
+	require.ElementsMatch(t, []string{"deflate takeover-out takeover-in", "deflate takeover-in",
+		"deflate takeover-out takeover-in window-512"}, terms)
 }
 
 // TestDeflatePrepared: a PreparedMessage is compressed once, for the first connection
