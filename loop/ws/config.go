@@ -61,6 +61,29 @@ type Config struct {
 	// the players already connected keep playing rather than every player lagging.
 	SaturatedLag time.Duration
 
+	// Compression turns on permessage-deflate (RFC 7692) for the route: a client that
+	// offers it gets it, and its messages of at least CompressionThreshold bytes are sent
+	// compressed; the client may compress what it sends. Off by default: compression
+	// costs CPU on the loop for every message sent (the sending task's) and received,
+	// worth it where bandwidth costs more than CPU (mobile players, JSON state). The
+	// figures are in docs/websocket.md.
+	Compression bool
+
+	// CompressionThreshold: a message shorter than this many bytes is sent uncompressed
+	// (deflate saves little on it and costs a call). Negative compresses every message.
+	// Default 128 bytes.
+	CompressionThreshold int
+
+	// CompressionContextTakeover lets each side compress a message with reference to the
+	// messages it sent before (RFC 7692's context takeover), unless the client's offer
+	// refuses it: small messages that repeat the last ones (a game state at 20 Hz)
+	// compress far better, at a memory cost per connection (the server keeps the last
+	// 8 KiB it sent compressed and the last 32 KiB it received compressed). Off by default:
+	// every message is compressed on its own (server_no_context_takeover and
+	// client_no_context_takeover are negotiated) and an idle connection keeps nothing.
+	// PreparedMessage frames are compressed once, without context, either way.
+	CompressionContextTakeover bool
+
 	// SaturatedUtilisation: an upgrade is refused with 503 and Retry-After while the loop's
 	// utilisation over the last ten seconds is over it. Negative turns the check off; at
 	// most 1. Default 0.95 (as /readyz by default).
@@ -97,13 +120,16 @@ type limits struct {
 	pingInterval, pongTimeout, stall, closeAfter time.Duration
 	satLag                                       time.Duration
 	satUtil                                      float64
+	compress, takeover                           bool
+	compressThreshold                            int
 }
 
 // limitsOf returns c's figures with every zero field replaced by its default.
 func limitsOf(c *Config) limits {
 	l := limits{maxMessage: c.MaxMessageBytes, maxQueued: c.MaxQueuedBytes, pingInterval: c.PingInterval,
 		pongTimeout: c.PongTimeout, stall: c.StallTimeout, closeAfter: c.CloseTimeout,
-		satLag: c.SaturatedLag, satUtil: c.SaturatedUtilisation}
+		satLag: c.SaturatedLag, satUtil: c.SaturatedUtilisation,
+		compress: c.Compression, takeover: c.CompressionContextTakeover, compressThreshold: c.CompressionThreshold}
 	if l.maxMessage == 0 {
 		l.maxMessage = 1 << 20
 	}
@@ -124,6 +150,12 @@ func limitsOf(c *Config) limits {
 	}
 	if l.satLag == 0 {
 		l.satLag = 100 * time.Millisecond
+	}
+	switch {
+	case l.compressThreshold == 0:
+		l.compressThreshold = 128
+	case l.compressThreshold < 0:
+		l.compressThreshold = 0
 	}
 	if l.satUtil == 0 {
 		l.satUtil = 0.95

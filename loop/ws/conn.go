@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/batonrt/baton/internal/httpcodec"
@@ -116,7 +117,9 @@ type Conn struct {
 	pong    []byte
 
 	laterQueued bool // in loopState.later (callback form)
-	closeCalled bool // OnClose ran (callback form)
+
+	dfl         *deflateConn // permessage-deflate, nil when not negotiated (deflate.go)
+	closeCalled bool         // OnClose ran (callback form)
 
 	fig figures
 }
@@ -208,12 +211,34 @@ func upgrade(c *loop.Ctx, cfg *Config, h *Handler) (*Conn, error) {
 		c.String(400, "400 Bad Request: "+err.Error()+"\n")
 		return nil, fmt.Errorf("ws: upgrade refused (400): %w", err)
 	}
+	var dfl *deflateConn
+	ext := ""
+	if lim.compress {
+		var offers []string
+		for name, value := range c.Headers() {
+			if strings.EqualFold(name, "Sec-WebSocket-Extensions") {
+				offers = append(offers, value)
+			}
+		}
+		o, found, err := negotiateDeflate(offers)
+		if err != nil {
+			c.String(400, "400 Bad Request: "+err.Error()+"\n")
+			return nil, fmt.Errorf("ws: upgrade refused (400): %w", err)
+		}
+		if found {
+			ext, dfl = agreedDeflate(o, lim)
+		}
+	}
 	resp, err := httpcodec.AppendWSUpgradeResponse(st.scratch[:0], key, proto)
 	if err != nil {
 		panic("ws: " + err.Error()) // the subprotocol was checked to be a token
 	}
+	if ext != "" {
+		// The head ends with its empty line: the extension header goes before it.
+		resp = append(append(append(resp[:len(resp)-2], "Sec-WebSocket-Extensions: "...), ext...), "\r\n\r\n"...)
+	}
 	w := &Conn{st: st, task: &c.Task, h: h, lim: lim, idx: -1, proto: string(proto), remote: c.RemoteAddr(),
-		since: l.Now(), running: true}
+		since: l.Now(), running: true, dfl: dfl}
 	w.lastIn = w.since.UnixNano()
 	rc, err := c.Takeover((*taken)(w), resp)
 	if err != nil {
@@ -339,7 +364,13 @@ func (w *Conn) pump(in []byte) int {
 		if len(rest) == 0 || len(rest) < w.need {
 			return used // the frame is still incomplete: no need to look at it again
 		}
+		if w.dfl != nil {
+			w.dfl.frameHead(rest)
+		}
 		n, ok, err := w.rd.Next(rest, &w.msg)
+		if n > 0 && w.dfl != nil {
+			w.dfl.rewrote = false
+		}
 		if err != nil {
 			if errors.Is(err, httpcodec.ErrNeedMore) {
 				w.need = frameNeed(rest)
@@ -474,6 +505,9 @@ func (w *Conn) handle(m *httpcodec.WSMessage) {
 			return // after the server's close frame: dropped
 		}
 		w.partial = 0
+		if w.dfl != nil && w.dfl.compressed && !w.decompress(m) {
+			return
+		}
 		w.fig.msgsIn++
 		w.fig.bytesIn += uint64(len(m.Payload))
 		w.route.msgsIn++
@@ -525,6 +559,60 @@ func (w *Conn) writeFrame(op httpcodec.WSOpcode, p []byte) {
 	if len(p) > 0 {
 		_, _ = w.rc.Write(p)
 	}
+}
+
+// writeData queues the data frame of message p: compressed where permessage-deflate was
+// negotiated and p is worth it, so the sending task spends the CPU. Loop-confined.
+func (w *Conn) writeData(op httpcodec.WSOpcode, p []byte) {
+	if d := w.dfl; d != nil && d.compressible(len(p)) {
+		frame, ok := w.st.deflateFrame(w.st.deflated, op, p, d.dict(len(p)), d.window)
+		if ok {
+			_, _ = w.rc.Write(frame)
+			d.sentCompressed(p)
+			w.route.zOut++
+			w.route.zBytesOut += uint64(wireLen(frame))
+		}
+		if cap(frame) <= maxKeptBuf {
+			w.st.deflated = frame[:0]
+		} else {
+			w.st.deflated = nil
+		}
+		if ok {
+			return
+		}
+	}
+	w.writeFrame(op, p)
+}
+
+// decompress replaces the compressed message m's payload by its plaintext (a view into
+// the loop's buffer, valid until the next message) and reports true; or fails the
+// connection (1009 past MaxMessageBytes, 1007 for invalid data or text that is not UTF-8)
+// and reports false. The time counts as the connection's on-loop time. Loop-confined.
+func (w *Conn) decompress(m *httpcodec.WSMessage) bool {
+	var start time.Time
+	if w.st.acct {
+		start = time.Now()
+	}
+	p, we := w.st.inflate(w.dfl, m.Payload, w.lim.maxMessage)
+	if we == nil && w.dfl.text {
+		m.Opcode = httpcodec.WSText
+		if !utf8.Valid(p) {
+			we = errDeflateUTF8
+		}
+	}
+	if w.st.acct {
+		w.fig.onLoop += time.Since(start)
+	}
+	if we != nil {
+		w.dropQueue()
+		w.st.protocolErrors++
+		w.fail(we.Code, we.Reason, we, true)
+		return false
+	}
+	w.route.zIn++
+	w.route.zBytesIn += uint64(len(m.Payload))
+	m.Payload = p
+	return true
 }
 
 // writeClose queues a close frame, dropping a reason that cannot be sent (too long or not
@@ -607,6 +695,9 @@ func (w *Conn) end(err error) {
 	}
 	w.state, w.err = stateDone, err
 	w.st.closed(w)
+	if w.dfl != nil {
+		w.dfl.inDict, w.dfl.outDict = nil, nil // a room may hold the Conn: keep no window
+	}
 	if w.h != nil {
 		w.later() // OnClose, once what ended it has been handled
 		return
@@ -718,7 +809,7 @@ func (w *Conn) write(op httpcodec.WSOpcode, p []byte) error {
 			return ErrSlowConsumer
 		}
 	}
-	w.writeFrame(op, p)
+	w.writeData(op, p)
 	w.sent(len(p))
 	if t == nil || w.rc.Queued() <= limit {
 		return nil
@@ -772,6 +863,16 @@ func (w *Conn) Send(m *PreparedMessage) error {
 	if q := w.rc.Queued(); q > 0 && q+len(m.frame) > w.lim.maxQueued {
 		w.slowConsumer(false)
 		return ErrSlowConsumer
+	}
+	if d := w.dfl; d != nil && d.sharable(m.n) {
+		if z := m.deflated(w.st); z != nil {
+			_, _ = w.rc.Write(z)
+			d.sentCompressed(m.frame[len(m.frame)-m.n:])
+			w.route.zOut++
+			w.route.zBytesOut += uint64(wireLen(z))
+			w.sent(m.n)
+			return nil
+		}
 	}
 	_, _ = w.rc.Write(m.frame)
 	w.sent(m.n)

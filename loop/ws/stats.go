@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/klauspost/compress/flate"
+
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 )
@@ -47,6 +49,18 @@ type loopState struct {
 	fineEvery time.Duration
 
 	scratch  []byte // a frame header or close frame being written
+	deflated []byte // a compressed frame being written (deflate.go)
+
+	// permessage-deflate's compressor, shared by the loop's connections, and its output.
+	deflater *flate.Writer
+	windowed map[int]*flate.Writer // for clients that limit the window (server_max_window_bits)
+	sw       sliceWriter
+
+	// permessage-deflate's decompressor, shared by the loop's connections: a message is
+	// decompressed whole when it has arrived (deflate.go).
+	inflater io.ReadCloser
+	src      inflateSrc
+	inflated []byte
 	slowLog  logLimit
 	panicLog logLimit
 }
@@ -101,6 +115,7 @@ type route struct {
 	msgsIn, bytesIn, msgsOut, bytesOut uint64
 	slowConsumers, pingTimeouts        uint64
 	peerCloses                         uint64
+	zIn, zBytesIn, zOut, zBytesOut     uint64                // messages compressed (permessage-deflate) and their bytes on the wire
 	onLoop                             *accounting.Histogram // nanoseconds per message read
 	onLoopSum, onLoopMax               time.Duration
 }
@@ -234,6 +249,10 @@ type RouteStats struct {
 	SlowConsumerCloses uint64      `json:"slow_consumer_closes"`
 	PingTimeouts       uint64      `json:"ping_timeouts"`
 	PeerCloses         uint64      `json:"peer_closes"`
+	CompressedIn       uint64      `json:"compressed_messages_in"`
+	CompressedBytesIn  uint64      `json:"compressed_bytes_in"`
+	CompressedOut      uint64      `json:"compressed_messages_out"`
+	CompressedBytesOut uint64      `json:"compressed_bytes_out"`
 	OnLoop             perMessage  `json:"on_loop_per_message"`
 	Config             routeConfig `json:"config"`
 }
@@ -255,6 +274,9 @@ type routeConfig struct {
 	PongTimeout     float64 `json:"pong_timeout_seconds"`
 	StallTimeout    float64 `json:"stall_timeout_seconds"`
 	CloseTimeout    float64 `json:"close_timeout_seconds"`
+	Compression     bool    `json:"compression"`
+	Threshold       int     `json:"compression_threshold_bytes"`
+	Takeover        bool    `json:"compression_context_takeover"`
 }
 
 // ConnStats is one open connection's figures. Plain data.
@@ -265,6 +287,7 @@ type ConnStats struct {
 	State       string  `json:"state"`
 	Form        string  `json:"form"`
 	Subprotocol string  `json:"subprotocol"`
+	Compression string  `json:"compression"`
 	Age         float64 `json:"age_seconds"`
 	MessagesIn  uint64  `json:"messages_in"`
 	BytesIn     uint64  `json:"bytes_in"`
@@ -308,9 +331,13 @@ func take(l *loop.Loop) Stats {
 		if w.remote != nil {
 			remote = w.remote.String()
 		}
+		comp := ""
+		if d := w.dfl; d != nil {
+			comp = d.terms()
+		}
 		doc.Connections = append(doc.Connections, ConnStats{
 			ID: w.id, Route: w.route.pattern, Remote: remote, State: stateNames[w.state], Form: form,
-			Subprotocol: w.proto, Age: seconds(now.Sub(w.since)),
+			Subprotocol: w.proto, Compression: comp, Age: seconds(now.Sub(w.since)),
 			MessagesIn: w.fig.msgsIn, BytesIn: w.fig.bytesIn, MessagesOut: w.fig.msgsOut, BytesOut: w.fig.bytesOut,
 			QueuedBytes: q, OnLoop: seconds(w.fig.onLoop), OnLoopMax: seconds(w.fig.onLoopMax),
 		})
@@ -323,7 +350,8 @@ func take(l *loop.Loop) Stats {
 	for _, r := range st.order {
 		rd := RouteStats{Route: r.pattern, Open: r.open, Upgrades: r.upgrades, MessagesIn: r.msgsIn, BytesIn: r.bytesIn,
 			MessagesOut: r.msgsOut, BytesOut: r.bytesOut, QueuedBytes: queued[r], SlowConsumerCloses: r.slowConsumers,
-			PingTimeouts: r.pingTimeouts, PeerCloses: r.peerCloses}
+			PingTimeouts: r.pingTimeouts, PeerCloses: r.peerCloses,
+			CompressedIn: r.zIn, CompressedBytesIn: r.zBytesIn, CompressedOut: r.zOut, CompressedBytesOut: r.zBytesOut}
 		if r.onLoop != nil {
 			sm := accounting.SummaryOf(r.onLoop, 1, r.onLoopSum, r.onLoopMax)
 			rd.OnLoop = perMessage{Count: sm.Count, Mean: seconds(sm.Mean()), P50: seconds(sm.P50), P99: seconds(sm.P99), Max: seconds(sm.Max)}
@@ -331,7 +359,8 @@ func take(l *loop.Loop) Stats {
 		if lim := r.lim; lim != nil {
 			rd.Config = routeConfig{MaxMessageBytes: lim.maxMessage, MaxQueuedBytes: lim.maxQueued,
 				PingInterval: seconds(lim.pingInterval), PongTimeout: seconds(lim.pongTimeout),
-				StallTimeout: seconds(lim.stall), CloseTimeout: seconds(lim.closeAfter)}
+				StallTimeout: seconds(lim.stall), CloseTimeout: seconds(lim.closeAfter),
+				Compression: lim.compress, Threshold: lim.compressThreshold, Takeover: lim.takeover}
 		}
 		doc.Routes = append(doc.Routes, rd)
 	}
@@ -384,6 +413,10 @@ func sum(per []Stats) Stats {
 			d.SlowConsumerCloses += r.SlowConsumerCloses
 			d.PingTimeouts += r.PingTimeouts
 			d.PeerCloses += r.PeerCloses
+			d.CompressedIn += r.CompressedIn
+			d.CompressedBytesIn += r.CompressedBytesIn
+			d.CompressedOut += r.CompressedOut
+			d.CompressedBytesOut += r.CompressedBytesOut
 			if n := d.OnLoop.Count + r.OnLoop.Count; n > 0 {
 				d.OnLoop.Mean = (d.OnLoop.Mean*float64(d.OnLoop.Count) + r.OnLoop.Mean*float64(r.OnLoop.Count)) / float64(n)
 			}

@@ -4,7 +4,8 @@
 // one encoded frame to many connections for the cost of a copy each. Each connection has
 // bounded input and output (a client that does not read is closed as a slow consumer),
 // keepalive pings, a close handshake with a timeout, and a 1001 close frame when the server
-// drains. Its figures are the stats section "websockets" (the page /debug/baton/websockets,
+// drains. Config.Compression turns on permessage-deflate (RFC 7692) per route. Its
+// figures are the stats section "websockets" (the page /debug/baton/websockets,
 // Snapshot.Sections["websockets"] as a Stats, and a dashboard panel).
 //
 // A connection is loop-confined: its methods are called from tasks of its loop (the
@@ -20,6 +21,7 @@ package ws
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/batonrt/baton/internal/httpcodec"
 )
@@ -65,6 +67,30 @@ type PreparedMessage struct {
 	frame  []byte
 	binary bool
 	n      int // payload length
+
+	// z is the compressed frame (permessage-deflate), made by the first Send to a
+	// connection that negotiated it: empty when compressing does not pay. Made without
+	// context, it is valid on every such connection. Racing loops may both make it; one
+	// wins, and no loop waits for another.
+	z atomic.Pointer[[]byte]
+}
+
+// deflated returns m's compressed frame, or nil when compressing does not make it
+// shorter, made with st's compressor. Safe for concurrent use; st is the caller's loop's.
+func (m *PreparedMessage) deflated(st *loopState) []byte {
+	if z := m.z.Load(); z != nil {
+		return *z
+	}
+	op := httpcodec.WSText
+	if m.binary {
+		op = httpcodec.WSBinary
+	}
+	z, ok := st.deflateFrame(nil, op, m.frame[len(m.frame)-m.n:], nil, deflateWindow)
+	if !ok {
+		z = nil
+	}
+	m.z.CompareAndSwap(nil, &z)
+	return *m.z.Load()
 }
 
 // NewPrepared encodes p as one text (binary false: p must be UTF-8, unchecked) or binary
