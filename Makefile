@@ -10,7 +10,7 @@ ADDR        ?= 127.0.0.1:8080
 # (Debian's etcd-server) and skip where it is missing.
 MODULES     ?= bench promexport integration examples/gameserver directory/etcd otelbaton
 
-.PHONY: run run-hello run-game test test-pkg test-note vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
+.PHONY: run run-hello run-game cluster test test-pkg test-note vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
 
 ## run: start the game server example (examples/gameserver, its own module) on $(ADDR),
 ## the dashboard, stats and health on $(ADMIN_ADDR), its database under $(GAME_DATA); it
@@ -22,6 +22,13 @@ GAME_DATA  ?= $(CURDIR)/data
 run:
 	@echo "make run: building examples/gameserver; the first build compiles SQLite (modernc.org/sqlite) and takes about 8 minutes on a cold 2-core machine, with no output meanwhile; later runs start in seconds. Then it serves on $(ADDR) (override: make run ADDR=HOST:PORT ADMIN_ADDR=HOST:PORT)."
 	cd examples/gameserver && $(GO) run . -addr $(ADDR) -admin $(ADMIN_ADDR) -data $(GAME_DATA)
+
+## cluster: the flagship as a cluster on one machine (docs/cluster.md): one etcd (Debian's
+## etcd-server, or ETCD=/path) on 127.0.0.1:2479 and three game nodes on 127.0.0.1:8091,
+## 8092, 8093 (admin pages on 8191-8193), data under data/cluster; open
+## http://127.0.0.1:8091/?room=lobby, or the same room through another node. Ctrl-C stops all.
+cluster:
+	cd examples/gameserver && GO=$(GO) CLUSTER_DATA=$(GAME_DATA)/cluster ./cluster.sh
 
 ## run-game: the same as run
 run-game: run
