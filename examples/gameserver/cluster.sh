@@ -29,7 +29,8 @@ trap stop EXIT INT TERM
 "$ETCD" --name cluster --data-dir "$CLUSTER_DATA/etcd" \
 	--listen-client-urls "http://$ETCD_ADDR" --advertise-client-urls "http://$ETCD_ADDR" \
 	--listen-peer-urls "http://$ETCD_PEER" --initial-advertise-peer-urls "http://$ETCD_PEER" \
-	--initial-cluster "cluster=http://$ETCD_PEER" >"$CLUSTER_DATA/etcd.log" 2>&1 &
+	--initial-cluster "cluster=http://$ETCD_PEER" \
+	--auto-compaction-mode=periodic --auto-compaction-retention=1h >"$CLUSTER_DATA/etcd.log" 2>&1 &
 pids="$!"
 sleep 1 # the nodes retry until etcd answers; this only catches an etcd that cannot start
 kill -0 "$pids" 2>/dev/null || { echo "make cluster: etcd did not start; see $CLUSTER_DATA/etcd.log" >&2; exit 1; }
