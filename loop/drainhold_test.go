@@ -109,3 +109,36 @@ func TestGoFromOnDrainStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestUnrunTaskHandleEnds: a task started from an OnDrain hook without a hold, in a drain
+// that ends in the hook's turn (nothing in flight), never runs (HoldDrain's doc), but its
+// handle is done once the server stopped, for Go and Start alike. Before, the scheduler
+// dropped the spawned task unrun at the stop, its deferred end with it, and Done was
+// never closed: whoever waited for it waited forever.
+func TestUnrunTaskHandleEnds(t *testing.T) {
+	for _, how := range []string{"Go", "Start"} {
+		t.Run(how, func(t *testing.T) {
+			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+			var h *TaskHandle
+			l := s.Loop(0)
+			l.OnDrain(func() {
+				save := func(tk *Task) { _ = tk.Sleep(time.Millisecond) }
+				if how == "Go" {
+					h = l.Go("unheld-on-drain", save)
+				} else {
+					h = l.Start("unheld-on-drain", save)
+				}
+			})
+			errc := serveInBackground(t, s)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, s.Shutdown(ctx))
+			require.ErrorIs(t, <-errc, ErrServerClosed)
+			select {
+			case <-h.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handle of a task the stop dropped unrun was not done 10 s after the server stopped")
+			}
+		})
+	}
+}
