@@ -101,6 +101,31 @@ func startEtcd(t *testing.T, dir string) string {
 	}
 }
 
+// startGameCluster starts one etcd and three gameserver processes on loopback (this test
+// binary running the real main with -etcd, so built from the tree under test), waits
+// until each answers joins, and returns their addresses; it skips where etcd is missing.
+func startGameCluster(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	etcdURL := startEtcd(t, dir)
+	addrs := freeAddrs(t, 3)
+	for i, addr := range addrs {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
+			"GAMESERVER_SEAT_KEY="+strings.Repeat("k", 32),
+			"GAMESERVER_TEST_ARGS="+strings.Join([]string{"-addr", addr, "-admin", "127.0.0.1:0",
+				"-data", filepath.Join(dir, fmt.Sprintf("node%d", i+1)), "-bots=false",
+				"-etcd", etcdURL, "-node", fmt.Sprintf("game-%d", i+1)}, " "))
+		startClusterProcess(t, dir, fmt.Sprintf("game-%d", i+1), cmd)
+	}
+	for _, addr := range addrs {
+		require.Eventually(t, func() bool { _, err := joinThrough(addr, "probe", "nobody"); return err == nil },
+			60*time.Second, 50*time.Millisecond, "the node at %s did not answer joins", addr)
+	}
+
+	return addrs
+}
+
 // clusterJoin is room.Join's answer.
 type clusterJoin struct {
 	Room, Node, Addr, Seat string
@@ -131,22 +156,7 @@ func TestClusterJoinsThroughAnyNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and three game servers")
 	}
-	dir := t.TempDir()
-	etcdURL := startEtcd(t, dir)
-	addrs := freeAddrs(t, 3)
-	for i, addr := range addrs {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
-			"GAMESERVER_SEAT_KEY="+strings.Repeat("k", 32),
-			"GAMESERVER_TEST_ARGS="+strings.Join([]string{"-addr", addr, "-admin", "127.0.0.1:0",
-				"-data", filepath.Join(dir, fmt.Sprintf("node%d", i+1)), "-bots=false",
-				"-etcd", etcdURL, "-node", fmt.Sprintf("game-%d", i+1)}, " "))
-		startClusterProcess(t, dir, fmt.Sprintf("game-%d", i+1), cmd)
-	}
-	for _, addr := range addrs {
-		require.Eventually(t, func() bool { _, err := joinThrough(addr, "probe", "nobody"); return err == nil },
-			60*time.Second, 50*time.Millisecond, "the node at %s did not answer joins", addr)
-	}
+	addrs := startGameCluster(t)
 
 	type seat struct{ node, via string }
 	rooms := []string{"lobby-1", "lobby-2", "lobby-3", "lobby-4"}
