@@ -5,12 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,10 +24,7 @@ func TestBrowserJoinsCluster(t *testing.T) {
 	addrs := startGameCluster(t)
 	j, err := joinThrough(addrs[0], "lobby", "anchor")
 	require.NoError(t, err)
-	conn, resp, err := websocket.DefaultDialer.Dial("ws://"+j.Addr+"/play/lobby?seat="+url.QueryEscape(j.Seat), nil)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	conn, _, err := dialSeat(j)
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
