@@ -11,7 +11,7 @@ ADDR        ?= 127.0.0.1:8080
 # (Debian's etcd-server) and skip where it is missing.
 MODULES     ?= bench promexport integration examples/gameserver directory/etcd otelbaton examples/newcomer
 
-.PHONY: run run-hello run-game test test-pkg test-note vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
+.PHONY: run run-hello run-game cluster test test-pkg test-note vet vet-cross staticcheck race tools bench bench-full bench-go fuzz fmt
 
 ## run: start the game server example (examples/gameserver, its own module) on $(ADDR),
 ## the dashboard, stats and health on $(ADMIN_ADDR), its database under $(GAME_DATA); it
@@ -23,6 +23,13 @@ GAME_DATA  ?= $(CURDIR)/data
 run:
 	@echo "make run: building examples/gameserver; the first build compiles SQLite (modernc.org/sqlite) and takes about 8 minutes on a cold 2-core machine, with no output meanwhile; later runs start in seconds. Then it serves on $(ADDR) (override: make run ADDR=HOST:PORT ADMIN_ADDR=HOST:PORT)."
 	cd examples/gameserver && $(GO) run . -addr $(ADDR) -admin $(ADMIN_ADDR) -data $(GAME_DATA)
+
+## cluster: the flagship as a cluster on one machine (docs/cluster.md): one etcd (Debian's
+## etcd-server, or ETCD=/path) on 127.0.0.1:2479 and three game nodes on 127.0.0.1:8091,
+## 8092, 8093 (admin pages on 8191-8193), data under data/cluster; open
+## http://127.0.0.1:8091/?room=lobby, or the same room through another node. Ctrl-C stops all.
+cluster:
+	cd examples/gameserver && GO=$(GO) CLUSTER_DATA=$(GAME_DATA)/cluster ./cluster.sh
 
 ## run-game: the same as run
 run-game: run
@@ -82,12 +89,12 @@ staticcheck: tools
 # integration/ runs without -race: it drives a browser, the server's races are the root
 # module's tests' business, and instrumenting chromedp would cost CI a minute or more.
 # examples/gameserver runs with -race, where its browser test (chromedp) is not built
-# (TestBrowserPlays skips and says so); the last line runs that test without -race.
+# (TestBrowserPlays and TestBrowserJoinsCluster skip and say so); the last line runs them without -race.
 race:
 	$(GO) test -race -count=1 -timeout 10m ./...
 	for m in $(filter-out integration,$(MODULES)); do (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
 	$(if $(filter integration,$(MODULES)),cd integration && $(GO) test -count=1 -timeout 10m ./...)
-	$(if $(filter examples/gameserver,$(MODULES)),cd examples/gameserver && $(GO) test -count=1 -timeout 10m -run '^TestBrowserPlays$$' .)
+	$(if $(filter examples/gameserver,$(MODULES)),cd examples/gameserver && $(GO) test -count=1 -timeout 10m -run '^TestBrowser(Plays|JoinsCluster)$$' .)
 
 ## tools: install staticcheck if it is missing
 tools:

@@ -129,17 +129,13 @@ func (s *Server) tick(t *Task, fn func(*Task)) {
 	fn(t)
 }
 
-// spawnBackground starts fn as the background task of h once the loop runs. Until then h
-// is pending: if the loop never runs it, endPending ends it.
+// spawnBackground starts fn as the background task of h once the loop runs. Until fn
+// begins h is pending: if the loop never runs it, endPending ends it.
 func (s *Server) spawnBackground(h *TaskHandle, fn func(t *Task)) {
-	s.pendingMu.Lock()
-	s.pending[h] = struct{}{}
-	s.pendingMu.Unlock()
+	s.pend(h)
 	err := s.post(func() {
-		s.pendingMu.Lock()
-		delete(s.pending, h)
-		s.pendingMu.Unlock()
 		if h.run.stopped || s.life.load() >= stateStopping {
+			s.unpend(h)
 			h.end()
 			return
 		}
@@ -154,6 +150,7 @@ func (s *Server) spawnBackground(h *TaskHandle, fn func(t *Task)) {
 				}
 				h.end()
 			}()
+			s.unpend(h)
 			s.publishTask(t, &bt.name)
 			fn(bt)
 		}, bt)
@@ -166,6 +163,23 @@ func (s *Server) spawnBackground(h *TaskHandle, fn func(t *Task)) {
 	if err != nil {
 		h.end()
 	}
+}
+
+// pend records h as a task that has not begun: until its function runs, the stop ends it
+// (endPending). A task spawned in the loop's last turns (from an OnDrain hook, when the
+// drain ends in that turn) is dropped by the scheduler's Close without running, and its
+// deferred end with it. Safe for concurrent use.
+func (s *Server) pend(h *TaskHandle) {
+	s.pendingMu.Lock()
+	s.pending[h] = struct{}{}
+	s.pendingMu.Unlock()
+}
+
+// unpend records that h's task began, or ended before it could. Safe for concurrent use.
+func (s *Server) unpend(h *TaskHandle) {
+	s.pendingMu.Lock()
+	delete(s.pending, h)
+	s.pendingMu.Unlock()
 }
 
 // endPending ends the handles of background tasks that were posted but will never start:

@@ -68,3 +68,77 @@ func TestHoldDrainForcedByDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, <-errc, ErrServerClosed)
 }
+
+// TestGoFromOnDrainStarts: a task started with Go from an OnDrain hook, which holds the
+// drain for it (HoldDrain's doc), runs and saves before Shutdown returns, as one started
+// with Start does. (Go posts the start to the loop's next turn, Start spawns at once: a
+// task that blocks the loop thread from the hook's turn on delays a Go task, never a Start
+// task already spawned.)
+func TestGoFromOnDrainStarts(t *testing.T) {
+	for _, how := range []string{"Go", "Start"} {
+		t.Run(how, func(t *testing.T) {
+			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+			var saved atomic.Bool
+			var h *TaskHandle
+			l := s.Loop(0)
+			l.OnDrain(func() {
+				release := l.HoldDrain() // in the hook: HoldDrain's doc says why
+				save := func(tk *Task) {
+					defer release()
+					if tk.Sleep(10*time.Millisecond) == nil { // the work parks, as a write would
+						saved.Store(true)
+					}
+				}
+				if how == "Go" {
+					h = l.Go("save-on-drain", save)
+				} else {
+					h = l.Start("save-on-drain", save)
+				}
+			})
+			errc := serveInBackground(t, s)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, s.Shutdown(ctx))
+			require.ErrorIs(t, <-errc, ErrServerClosed)
+			assert.True(t, saved.Load(), "the task started from OnDrain did not run before Shutdown returned")
+			select {
+			case <-h.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the task's handle was not done 10 s after Shutdown returned")
+			}
+		})
+	}
+}
+
+// TestUnrunTaskHandleEnds: a task started from an OnDrain hook without a hold, in a drain
+// that ends in the hook's turn (nothing in flight), never runs (HoldDrain's doc), but its
+// handle is done once the server stopped, for Go and Start alike. Before, the scheduler
+// dropped the spawned task unrun at the stop, its deferred end with it, and Done was
+// never closed: whoever waited for it waited forever.
+func TestUnrunTaskHandleEnds(t *testing.T) {
+	for _, how := range []string{"Go", "Start"} {
+		t.Run(how, func(t *testing.T) {
+			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
+			var h *TaskHandle
+			l := s.Loop(0)
+			l.OnDrain(func() {
+				save := func(tk *Task) { _ = tk.Sleep(time.Millisecond) }
+				if how == "Go" {
+					h = l.Go("unheld-on-drain", save)
+				} else {
+					h = l.Start("unheld-on-drain", save)
+				}
+			})
+			errc := serveInBackground(t, s)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, s.Shutdown(ctx))
+			require.ErrorIs(t, <-errc, ErrServerClosed)
+			select {
+			case <-h.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handle of a task the stop dropped unrun was not done 10 s after the server stopped")
+			}
+		})
+	}
+}

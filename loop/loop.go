@@ -159,7 +159,9 @@ func (l *Loop) Start(name string, fn func(t *Task)) *TaskHandle {
 		h.end()
 		return h
 	}
+	s.pend(h) // until fn begins: a task the stop drops unrun is ended by endPending
 	bt := s.spawnOnLoop(h.name, func(bt *Task) {
+		s.unpend(h)
 		defer func() {
 			h.run.bt = nil
 			h.end()

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonrt/baton/directory"
 	"github.com/batonrt/baton/examples/gameserver/game"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
@@ -24,27 +25,32 @@ import (
 
 // options are the command line's settings; tests fill them directly.
 type options struct {
-	Loop       loop.Config   // the server (Addr from -addr, the rest from BATON_*)
-	Admin      string        // admin address for stats and health; "" turns it off
-	DB         string        // the SQLite file
-	Bots       bool          // fill short matches with bots and keep bot arenas running
-	BotRooms   int           // arenas of bots only, restarted when they end (with Bots)
-	Size       int           // players per match
-	Wait       time.Duration // longest wait for a full match before bots fill it
-	Match      time.Duration // match length
-	ScoreLimit int           // points that end a match (0: none)
-	Heavy      bool          // one bot arena burns heavyBurn per tick
-	BlockLoop  bool          // a background task blocks the loop now and then
-	MaxQueued  int           // tickets queued at most: past it POST /tickets and /ws answer 503 (0: defaultMaxQueued)
-	MaxArenas  int           // live matches formed from tickets at most; the rest wait queued (0: defaultMaxArenas)
-	AddrRate   float64       // new tickets per second per client address (0: defaultAddrRate)
-	AddrBurst  int           // and at once (0: defaultAddrBurst)
-	TicketAge  time.Duration // a queued ticket expires after this long (0: maxTicketAge)
-	PlayerTTL  time.Duration // a profile that never finished a match is deleted after this long (0: defaultPlayerTTL)
-	Drain      time.Duration // the graceful shutdown's deadline (0: drainTimeout)
-	DBBusy     time.Duration // how long a write waits for a locked database (0: store's default)
-	Log        *slog.Logger  // nil: slog.Default()
-	Arena      game.Config   // filled from the above by newApp
+	Loop       loop.Config    // the server (Addr from -addr, the rest from BATON_*)
+	Admin      string         // admin address for stats and health; "" turns it off
+	DB         string         // the SQLite file
+	Bots       bool           // fill short matches with bots and keep bot arenas running
+	BotRooms   int            // arenas of bots only, restarted when they end (with Bots)
+	Size       int            // players per match
+	Wait       time.Duration  // longest wait for a full match before bots fill it
+	Match      time.Duration  // match length
+	ScoreLimit int            // points that end a match (0: none)
+	Heavy      bool           // one bot arena burns heavyBurn per tick
+	BlockLoop  bool           // a background task blocks the loop now and then
+	MaxQueued  int            // tickets queued at most: past it POST /tickets and /ws answer 503 (0: defaultMaxQueued)
+	MaxArenas  int            // live matches formed from tickets at most; the rest wait queued (0: defaultMaxArenas)
+	AddrRate   float64        // new tickets per second per client address (0: defaultAddrRate)
+	AddrBurst  int            // and at once (0: defaultAddrBurst)
+	TicketAge  time.Duration  // a queued ticket expires after this long (0: maxTicketAge)
+	PlayerTTL  time.Duration  // a profile that never finished a match is deleted after this long (0: defaultPlayerTTL)
+	Drain      time.Duration  // the graceful shutdown's deadline (0: drainTimeout)
+	DBBusy     time.Duration  // how long a write waits for a locked database (0: store's default)
+	Log        *slog.Logger   // nil: slog.Default()
+	Arena      game.Config    // filled from the above by newApp
+	Etcd       []string       // cluster: etcd endpoints (-etcd); empty: one process
+	Node       string         // cluster: this node's ID (-node)
+	Public     string         // cluster: the address players reach it at (-public)
+	SeatKey    []byte         // cluster: the seat key every node shares (GAMESERVER_SEAT_KEY)
+	Cluster    *clusterConfig // nil: one process on the embedded directory; else a node of a shared one (-etcd)
 }
 
 const (
@@ -174,6 +180,16 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 	if a.health, err = health.New(a.srv, health.Config{}); err != nil {
 		return nil, err
 	}
+	if cl := opts.Cluster; cl != nil {
+		// Room names are the cluster's: this node's own rooms (the writer, matches from its
+		// tickets, bot arenas) carry its ID.
+		a.prefix = cl.Node + "-" + a.prefix
+		if err := room.UseDirectory(a.srv, cl.Directory, room.NodeConfig{
+			Directory: directory.Config{Node: cl.Node, PublicAddr: cl.Public}, Seats: cl.Seats}); err != nil {
+			return nil, err
+		}
+		a.clusterRoutes()
+	}
 	a.routes()
 	a.srv.OnStart(a.start) // rooms are made on the loop, before its first connection
 	return a, nil
@@ -203,7 +219,7 @@ func (a *app) routes() {
 // server does not start: ListenAndServe returns the error.
 func (a *app) start(l *loop.Loop) error {
 	db, err := room.New(l, room.Config[store.Finished]{
-		Name:       "db-writer",
+		Name:       a.writerName(),
 		Period:     dbPeriod,
 		Tick:       a.writeTick,
 		InputQueue: 4096,
@@ -228,6 +244,15 @@ func (a *app) start(l *loop.Loop) error {
 		l.Every("block-loop-demo", blockEvery, func(*loop.Task) { time.Sleep(blockFor) })
 	}
 	return nil
+}
+
+// writerName is the writer room's name: "db-writer", with the node's ID in a cluster
+// (every node has its writer and its database).
+func (a *app) writerName() string {
+	if a.opts.Cluster != nil {
+		return a.opts.Cluster.Node + "-db-writer"
+	}
+	return "db-writer"
 }
 
 // beginDrain runs on the loop when Shutdown begins (OnDrain): no more matches; queued

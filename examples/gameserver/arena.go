@@ -39,6 +39,11 @@ type arena struct {
 
 // newArena starts an empty match in a new room named after it.
 func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
+	return a.makeArena(id, "arena-"+id, loner, heavy)
+}
+
+// makeArena starts an empty match with id in a new room named roomName.
+func (a *app) makeArena(id, roomName string, loner, heavy bool) (*arena, error) {
 	m, err := game.NewMatch(id, a.opts.Arena, rand.Uint64())
 	if err != nil {
 		return nil, err
@@ -46,13 +51,14 @@ func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
 	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
 		conns: map[game.PlayerID]*ws.Conn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv.Loop(0))}
 	ar.room, err = room.New(a.srv.Loop(0), room.Config[game.Input]{
-		Name:       "arena-" + id,
+		Name:       roomName,
 		Period:     tickPeriod,
 		Tick:       ar.tick,
 		InputQueue: 256,
 		// A dropped input is superseded by the player's next one (sent at up to 20 Hz).
 		InputFull: room.DropInput,
 		OnDrain:   ar.onDrain,
+		OnMoved:   ar.onMoved,
 	})
 	if err != nil {
 		return nil, err
@@ -89,6 +95,25 @@ func (ar *arena) onDrain(r *room.Room[game.Input], deadline time.Time) {
 	ar.m.End(game.EndShutdown)
 	ar.publish()
 	ar.finish(time.Now())
+}
+
+// onMoved runs when the room stopped because its node's lease lapsed (a cluster node cut
+// off from the directory, or paused): another node may run the room now, so this match
+// ends here without a result (its token is stale: the store would refuse it). Its
+// members' handlers close their sockets with room.CloseMoved (servePlay).
+func (ar *arena) onMoved(r *room.Room[game.Input]) {
+	if ar.ended {
+		return
+	}
+	ar.ended, ar.endedAt = true, time.Now()
+	ar.app.live--
+	if ar.fromTickets {
+		ar.app.matches--
+	}
+	ar.app.log.Warn("gameserver: the room moved: its node's lease lapsed", "room", r.Name(), "token", r.Token())
+	if ar.loner {
+		ar.app.startBotArena(ar.heavy)
+	}
 }
 
 // finish hands the result to the writer and stops the room: its WebSocket tasks are

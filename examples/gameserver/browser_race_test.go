@@ -10,3 +10,8 @@ import "testing"
 func TestBrowserPlays(t *testing.T) {
 	t.Skip("gameserver: the browser test runs without -race: cd examples/gameserver && go test -run TestBrowserPlays . (make test does)")
 }
+
+// TestBrowserJoinsCluster is built without -race only, as TestBrowserPlays.
+func TestBrowserJoinsCluster(t *testing.T) {
+	t.Skip("gameserver: the browser test runs without -race: cd examples/gameserver && go test -run TestBrowserJoinsCluster . (make test does)")
+}

@@ -38,11 +38,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batonrt/baton/directory"
+	etcd "github.com/batonrt/baton/directory/etcd"
 	"github.com/batonrt/baton/examples/gameserver/store"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/room"
@@ -88,6 +91,9 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	addrBurst := fs.Int("addr-burst", defaultAddrBurst, "new tickets at once per client address")
 	ticketAge := fs.Duration("ticket-age", maxTicketAge, "a queued ticket expires after this long")
 	unplayed := fs.Duration("unplayed-ttl", defaultPlayerTTL, "a player who never finished a match is forgotten after this long")
+	etcdEPs := fs.String("etcd", getenv("GAMESERVER_ETCD"), "cluster: etcd endpoints, comma-separated (env GAMESERVER_ETCD); empty: one process on the embedded directory. Needs GAMESERVER_SEAT_KEY")
+	node := fs.String("node", getenv("GAMESERVER_NODE"), "cluster: this node's ID, unique in the cluster (env GAMESERVER_NODE; default: the -addr port)")
+	public := fs.String("public", getenv("GAMESERVER_PUBLIC"), "cluster: the address players reach this node at (env GAMESERVER_PUBLIC; default: the listening address)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -99,6 +105,20 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 		Wait: *wait, Match: *match, ScoreLimit: *limit, Heavy: *heavy, BlockLoop: *block,
 		MaxQueued: *maxQueued, MaxArenas: *maxArenas, AddrRate: *addrRate, AddrBurst: *addrBurst,
 		TicketAge: *ticketAge, PlayerTTL: *unplayed}
+	if *etcdEPs != "" {
+		key, err := seatKey(getenv)
+		if err != nil {
+			return options{}, err
+		}
+		o.Etcd, o.SeatKey, o.Node, o.Public = strings.Split(*etcdEPs, ","), key, *node, *public
+		if o.Node == "" {
+			_, port, _ := net.SplitHostPort(*addr)
+			o.Node = "node-" + port
+		}
+		if err := directory.CheckNode(o.Node); err != nil {
+			return options{}, fmt.Errorf("-node: %w", err)
+		}
+	}
 	if o.DB == "" {
 		o.DB = filepath.Join(*data, "gameserver.db")
 	}
@@ -162,6 +182,18 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		return err
 	}
 	defer st.Close()
+	if len(opts.Etcd) > 0 && opts.Cluster == nil {
+		cli, err := etcd.Connect(opts.Etcd)
+		if err != nil {
+			return fmt.Errorf("-etcd %s: %w", strings.Join(opts.Etcd, ","), err)
+		}
+		defer cli.Close()
+		seats, err := directory.NewSeatSigner(directory.SeatConfig{Key: opts.SeatKey})
+		if err != nil {
+			return err
+		}
+		opts.Cluster = &clusterConfig{Directory: etcd.New(cli, ""), Node: opts.Node, Public: opts.Public, Seats: seats}
+	}
 	a, err := newApp(opts, st, log)
 	if err != nil {
 		return err
@@ -204,6 +236,9 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		fmt.Fprintf(out, "gameserver: leaderboard http://%s/leaderboard\n", r.addr)
 	}
 	fmt.Fprintf(out, "gameserver: database %s\n", st.Path())
+	if cl := opts.Cluster; cl != nil {
+		fmt.Fprintf(out, "gameserver: cluster node %s: join a room through any node at http://%s/?room=NAME\n", cl.Node, r.addr)
+	}
 	if ready != nil {
 		ready(r)
 	}

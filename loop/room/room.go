@@ -164,9 +164,11 @@ type Config[I any] struct {
 	OnDrain func(r *Room[I], deadline time.Time)
 	// OnMoved runs on the loop when the room stops because its ownership lapsed (the node's
 	// lease ran out: the loop stalled, the process was paused, the directory was out of
-	// reach), before its member tasks are cancelled with ErrMoved: tell the players the
-	// room moved (close their WebSockets with CloseMoved and the room's name). The room
-	// runs no further tick, under its old token or any other.
+	// reach), before its member tasks are cancelled with ErrMoved: end the game here. The
+	// members' own handlers close their WebSockets with CloseMoved when their task ends
+	// with ErrMoved (a close from OnMoved, on the tick task, would wait for each close
+	// handshake; docs/cluster.md has the recipe). The room runs no further tick, under its
+	// old token or any other.
 	OnMoved func(r *Room[I])
 	// Snapshot and Restore let the room move live to another node (Room.Handoff, and
 	// handoff on drain with UseDirectory and NodeConfig.HandoffKey): Snapshot turns the
