@@ -112,20 +112,22 @@ func (a *app) servePlay(c *loop.Ctx) {
 		_ = conn.Close(1008, "cannot join: "+err.Error())
 		return
 	}
-	if err := r.Attach(&c.Task); err != nil {
+	// The hello goes out before the connection joins the room's broadcast (nothing runs
+	// on the loop in between: the write does not park), so it is the client's first
+	// message.
+	hello, _ := json.Marshal(clusterHello{Type: "joined", Room: name, Node: a.opts.Cluster.Node, Token: r.Token(), Player: seat.Player})
+	if conn.WriteText(hello) != nil {
+		ar.m.Leave(player)
+		return
+	}
+	if err := ar.join(&c.Task, player, conn); err != nil {
 		ar.m.Leave(player)
 		if errors.Is(err, room.ErrMoved) {
 			_ = conn.Close(room.CloseMoved, name)
 		}
 		return
 	}
-	hello, _ := json.Marshal(clusterHello{Type: "joined", Room: name, Node: a.opts.Cluster.Node, Token: r.Token(), Player: seat.Player})
-	if conn.WriteText(hello) != nil {
-		ar.m.Leave(player)
-		return
-	}
-	ar.addConn(player, conn)
-	defer ar.removeConn(player, conn)
+	defer ar.leave(player, conn)
 	for {
 		_, data, err := conn.ReadMessage()
 		if err != nil {
