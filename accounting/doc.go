@@ -1,13 +1,12 @@
 // Package accounting holds the figures baton records about where a single-threaded loop's
 // time goes (per task, per route, per room and for the loop itself) and renders them as
 // JSON and as a top-style text view: the snapshot and summary types that
-// stats.Take (package loop/stats), the stats pages and exporters (promexport) read, and an HDR
-// [Histogram] for packages that keep distributions of their own (offload).
+// stats.Take (package loop/stats), the stats pages and exporters (promexport) read.
 //
 // The recorders that fill these figures on the loop are not part of the API: they live in
 // baton's internal/recorder, which only loop imports. accounting is a leaf: it imports the
-// standard library and baton's internal/hdr (its histograms, standard library only); the
-// scheduler, the recorders, the HTTP codec and the loop itself are never imported.
+// standard library only; the histograms (baton's internal/hdr), the scheduler, the
+// recorders, the HTTP codec and the loop itself are never imported.
 //
 // # Goroutines
 //
@@ -15,8 +14,6 @@
 //     [Summary], [RouteSnapshot], [LoopSnapshot], [StallStats], [TasksSnapshot],
 //     [RoomSnapshot], [RoomsSnapshot]. Their methods (derived figures) may be called from
 //     any goroutine that may read the value.
-//   - Owned by whoever holds it, not safe for concurrent use: [Histogram] (read with
-//     [SummaryOf]).
 //   - Functions ([AppendServerTiming], [TaskJSON], [SortTasks], the Write* renderers) may
 //     be called from any goroutine.
 //
@@ -28,7 +25,7 @@
 // and the derived values. Distributions are HDR histograms with two significant digits;
 // exact count, sum and maximum are kept beside each histogram, so means and maxima are
 // exact and only the percentiles are approximate (within 1% relative error). The
-// histograms are baton's own ([Histogram]), with hdrhistogram-go's layout and percentile
+// histograms are baton's own (internal/hdr), with hdrhistogram-go's layout and percentile
 // definition, so the figures are those hdrhistogram-go would give without the module in
 // the importer's module graph.
 //

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -52,7 +52,7 @@ func runMixed(b *testing.B, withSlow, noLanes bool) {
 
 	var (
 		mu                   sync.Mutex
-		fastLat              = accounting.NewHistogram(int64(time.Minute/time.Microsecond), 3)
+		fastLat              = hdr.New(hdr.NewLayout(int64(time.Minute/time.Microsecond), 3))
 		fastRejected, slowOK int64
 		wg                   sync.WaitGroup
 	)

@@ -6,30 +6,34 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 )
 
 // hist is a distribution of durations: an HDR histogram in microseconds (2 significant
 // digits, 1 us to 1 h) for the percentiles, and the exact count, sum and maximum. The zero
 // value is empty. Guarded by its owner's mutex.
 type hist struct {
-	h        *accounting.Histogram // created by the first record
+	h        *hdr.Histogram // created by the first record
 	n        uint64
 	sum, max time.Duration
 }
 
 // histSnap is a copy of a hist, taken under the owner's mutex and read after.
 type histSnap struct {
-	h        *accounting.Histogram // a copy; nil when empty
+	h        *hdr.Histogram // a copy; nil when empty
 	n        uint64
 	sum, max time.Duration
 }
 
 const histMax = int64(time.Hour / time.Microsecond)
 
+// histLayout is the layout of every hist (shared: a Layout is immutable).
+var histLayout = hdr.NewLayout(histMax, 2)
+
 func (h *hist) record(d time.Duration) {
 	d = max(d, 0)
 	if h.h == nil {
-		h.h = accounting.NewHistogram(histMax, 2)
+		h.h = hdr.New(histLayout)
 	}
 	h.n++
 	h.sum += d
@@ -52,7 +56,7 @@ func (s histSnap) summary() accounting.Summary {
 	if s.n == 0 {
 		return accounting.Summary{}
 	}
-	return accounting.SummaryOf(s.h, time.Microsecond, s.sum, s.max)
+	return hdr.SummaryOf(s.h, time.Microsecond, s.sum, s.max)
 }
 
 // Stats is a snapshot of a pool, from Pool.Stats.

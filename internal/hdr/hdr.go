@@ -3,11 +3,12 @@
 // per-request and per-slice paths touch ([Recorder]), and a reading side of 64-bit
 // counters that computes percentiles exactly as hdrhistogram-go does ([Histogram]).
 //
-// It is shared by the public package accounting (whose Histogram wraps this one, for
-// packages such as offload that keep distributions of their own) and the loop's recorders
-// (internal/recorder). It imports the standard library only, so that accounting stays a
-// leaf; the bench module checks its figures against hdrhistogram-go value for value
-// (bench/internal/hdrdiff, through accounting.Histogram).
+// It is shared by the loop's recorders (internal/recorder), the rooms' (loop/room), and the
+// packages that keep distributions of their own (offload, loop/ws), which read a
+// [Histogram] as an accounting.Summary through [SummaryOf]. It imports the standard library
+// and accounting (itself standard library only), never hdrhistogram-go, whose go.mod would
+// bring gonum into the module graph of every program importing baton; the bench module
+// checks its figures against hdrhistogram-go value for value (bench/internal/hdrdiff).
 //
 // # Goroutines
 //
@@ -17,6 +18,7 @@
 package hdr
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"sort"
@@ -45,9 +47,17 @@ type Layout struct {
 	n       int    // number of counters
 }
 
-// NewLayout returns the layout of hdrhistogram-go's New(1, limit, digits). The caller
-// checks its arguments (limit >= 2, digits 1 to 5).
+// MaxDigits is the most significant digits a layout can keep: hdrhistogram-go refuses
+// more, and each digit multiplies a histogram's size by about ten.
+const MaxDigits = 5
+
+// NewLayout returns the layout of hdrhistogram-go's New(1, limit, digits). It panics unless
+// 1 <= digits <= MaxDigits and limit >= 2: the arguments are the caller's constants (or a
+// configuration it has validated), not input.
 func NewLayout(limit int64, digits int) *Layout {
+	if digits < 1 || digits > MaxDigits || limit < 2 {
+		panic(fmt.Sprintf("hdr: NewLayout(%d, %d): limit must be at least 2 and digits 1 to %d", limit, digits, MaxDigits))
+	}
 	// As hdrhistogram-go's New computes it, for lowestDiscernibleValue 1 (unit magnitude 0).
 	largest := 2 * math.Pow10(digits)
 	countMag := max(int(math.Ceil(math.Log2(largest))), 1)
@@ -256,9 +266,13 @@ func (h *Histogram) TotalCount() uint64 { return h.total }
 // Counts returns h's counters (not a copy: the caller only reads them).
 func (h *Histogram) Counts() []uint64 { return h.counts }
 
-// Merge adds src's counts to h; src has h's limit and digits (the caller checks). It does
-// not allocate.
+// Merge adds src's counts to h. Both must have the same limit and digits (it panics
+// otherwise). It does not allocate.
 func (h *Histogram) Merge(src *Histogram) {
+	if hl, sl := h.l, src.l; sl != hl && (sl.limit != hl.limit || sl.digits != hl.digits) {
+		panic(fmt.Sprintf("hdr: Histogram.Merge of limit %d digits %d into limit %d digits %d",
+			sl.limit, sl.digits, hl.limit, hl.digits))
+	}
 	if src.total == 0 {
 		return
 	}

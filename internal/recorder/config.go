@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/hdr"
 )
 
@@ -79,7 +78,7 @@ type Config struct {
 	HistogramMax time.Duration
 
 	// HistogramDigits is the histograms' significant decimal digits, 1 to
-	// MaxHistogramDigits (default defaultHistogramDigits).
+	// hdr.MaxDigits (default defaultHistogramDigits).
 	HistogramDigits int
 
 	// SlowSlice is the length above which Loop counts a slice as slow (default
@@ -104,9 +103,9 @@ func (c Config) validate() error {
 	case c.HistogramMax < 0 || (c.HistogramMax > 0 && c.HistogramMax < minHistogramMax):
 		return fmt.Errorf("recorder: Config.HistogramMax (%v) must be 0 (default %v) or at least %v",
 			c.HistogramMax, defaultHistogramMax, minHistogramMax)
-	case c.HistogramDigits < 0 || c.HistogramDigits > accounting.MaxHistogramDigits:
+	case c.HistogramDigits < 0 || c.HistogramDigits > hdr.MaxDigits:
 		return fmt.Errorf("recorder: Config.HistogramDigits (%d) must be 0 (default %d) or 1 to %d",
-			c.HistogramDigits, defaultHistogramDigits, accounting.MaxHistogramDigits)
+			c.HistogramDigits, defaultHistogramDigits, hdr.MaxDigits)
 	case c.SlowSlice < 0:
 		return fmt.Errorf("recorder: Config.SlowSlice (%v) must not be negative", c.SlowSlice)
 	}

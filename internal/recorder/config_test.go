@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -15,7 +15,7 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{Config{}, ""},
-		{Config{RecentWindow: time.Second, HistogramMax: time.Microsecond, HistogramDigits: accounting.MaxHistogramDigits, SlowSlice: time.Nanosecond}, ""},
+		{Config{RecentWindow: time.Second, HistogramMax: time.Microsecond, HistogramDigits: hdr.MaxDigits, SlowSlice: time.Nanosecond}, ""},
 		{Config{RecentWindow: -time.Second}, "recorder: Config.RecentWindow (-1s) must not be negative"},
 		{Config{HistogramMax: -1}, "recorder: Config.HistogramMax (-1ns) must be 0 (default 1h0m0s) or at least 1µs"},
 		{Config{HistogramMax: time.Nanosecond}, "recorder: Config.HistogramMax (1ns) must be 0 (default 1h0m0s) or at least 1µs"},

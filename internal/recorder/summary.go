@@ -40,12 +40,9 @@ func (s *store) record(v int64) {
 func (s *store) summary() accounting.Summary { return summarize(s.h, s.sum, s.max) }
 
 // summarize reads percentiles and buckets from h (its count is the Summary's) and takes
-// the exact sum and maximum as given: accounting.SummaryOf for an hdr.Histogram in
-// nanoseconds. It does not allocate.
+// the exact sum and maximum as given: hdr.SummaryOf in nanoseconds. It does not allocate.
 func summarize(h *hdr.Histogram, sum, maxV int64) accounting.Summary {
-	s := quantilesOf(h, time.Duration(sum), time.Duration(maxV))
-	h.Buckets(1, accounting.BucketBounds[:], s.Buckets[:])
-	return s
+	return hdr.SummaryOf(h, 1, time.Duration(sum), time.Duration(maxV))
 }
 
 // quantilesOf is summarize without the buckets, for the recent views, which exporters do

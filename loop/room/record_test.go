@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 )
 
 func TestRoomTickAndOverrun(t *testing.T) {
@@ -130,7 +131,7 @@ func TestRoomTickAllocatesNothing(t *testing.T) {
 // Histogram of the same layout gives.
 func TestRoomSummaryMatchesHistogram(t *testing.T) {
 	r := newRecord("a", time.Second, time.Second, 0)
-	h := accounting.NewHistogram(int64(roomHistogramMax), roomHistogramDigits)
+	h := hdr.New(roomLayout)
 	var sum, mx int64
 	v := int64(1)
 	for i := range 5000 {
@@ -145,7 +146,7 @@ func TestRoomSummaryMatchesHistogram(t *testing.T) {
 		mx = max(mx, d)
 	}
 	got := r.Snapshot(0).TickDuration
-	want := accounting.SummaryOf(h, 1, time.Duration(sum), time.Duration(mx))
+	want := hdr.SummaryOf(h, 1, time.Duration(sum), time.Duration(mx))
 	want.Buckets = accounting.Buckets{} // a room's summaries carry no exporter buckets (yet)
 	assert.Equal(t, want, got)
 }

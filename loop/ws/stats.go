@@ -13,7 +13,7 @@ import (
 
 	"github.com/klauspost/compress/flate"
 
-	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 	"github.com/batonrt/baton/loop"
 )
 
@@ -115,17 +115,20 @@ type route struct {
 	msgsIn, bytesIn, msgsOut, bytesOut uint64
 	slowConsumers, pingTimeouts        uint64
 	peerCloses                         uint64
-	zIn, zBytesIn, zOut, zBytesOut     uint64                // messages compressed (permessage-deflate) and their bytes on the wire
-	onLoop                             *accounting.Histogram // nanoseconds per message read
+	zIn, zBytesIn, zOut, zBytesOut     uint64         // messages compressed (permessage-deflate) and their bytes on the wire
+	onLoop                             *hdr.Histogram // nanoseconds per message read
 	onLoopSum, onLoopMax               time.Duration
 }
 
 // onLoopLimit is the largest per-message on-loop time the histogram tells apart (10 s).
 const onLoopLimit = int64(10 * time.Second)
 
+// onLoopLayout is the routes' histograms' layout (shared: a Layout is immutable).
+var onLoopLayout = hdr.NewLayout(onLoopLimit, 2)
+
 func (r *route) recordOnLoop(d time.Duration) {
 	if r.onLoop == nil {
-		r.onLoop = accounting.NewHistogram(onLoopLimit, 2)
+		r.onLoop = hdr.New(onLoopLayout)
 	}
 	r.onLoop.Record(int64(d))
 	r.onLoopSum += d
@@ -353,7 +356,7 @@ func take(l *loop.Loop) Stats {
 			PingTimeouts: r.pingTimeouts, PeerCloses: r.peerCloses,
 			CompressedIn: r.zIn, CompressedBytesIn: r.zBytesIn, CompressedOut: r.zOut, CompressedBytesOut: r.zBytesOut}
 		if r.onLoop != nil {
-			sm := accounting.SummaryOf(r.onLoop, 1, r.onLoopSum, r.onLoopMax)
+			sm := hdr.SummaryOf(r.onLoop, 1, r.onLoopSum, r.onLoopMax)
 			rd.OnLoop = perMessage{Count: sm.Count, Mean: seconds(sm.Mean()), P50: seconds(sm.P50), P99: seconds(sm.P99), Max: seconds(sm.Max)}
 		}
 		if lim := r.lim; lim != nil {

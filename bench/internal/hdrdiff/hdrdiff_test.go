@@ -9,30 +9,31 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/hdr"
 	"github.com/stretchr/testify/require"
 )
 
 // limits are the highest trackable values the tests use: tiny, small, a second and an hour
-// in nanoseconds (accounting's default), and two near the top of int64.
+// in nanoseconds (the recorders' default), and two near the top of int64.
 var limits = []int64{2, 1000, int64(time.Second), int64(time.Hour), math.MaxInt64 / 4, math.MaxInt64}
 
 // edgeQuantiles are the quantiles every comparison asks, clamped ones and NaN included.
 var edgeQuantiles = []float64{0, 100, 50, 90, 99, 99.9, 99.99, 1e-9, 0.001, 1, 25, 75,
 	99.9999, -1, 101, 1e9, math.NaN(), math.Inf(1), math.Inf(-1), math.SmallestNonzeroFloat64}
 
-// pair is an accounting.Histogram and an hdrhistogram.Histogram fed the same values.
+// pair is an hdr.Histogram and an hdrhistogram.Histogram fed the same values.
 type pair struct {
-	own   *accounting.Histogram
+	own   *hdr.Histogram
 	ref   *hdrhistogram.Histogram
 	limit int64
 }
 
 func newPair(limit int64, digits int) pair {
-	return pair{own: accounting.NewHistogram(limit, digits), ref: hdrhistogram.New(1, limit, digits), limit: limit}
+	return pair{own: hdr.New(hdr.NewLayout(limit, digits)), ref: hdrhistogram.New(1, limit, digits), limit: limit}
 }
 
 // record records v in both; hdrhistogram-go refuses values out of range, where
-// accounting.Histogram clamps them, so the reference gets the clamped value.
+// hdr.Histogram clamps them, so the reference gets the clamped value.
 func (p pair) record(t *testing.T, v int64) {
 	p.own.Record(v)
 	require.NoError(t, p.ref.RecordValue(min(max(v, 0), p.limit)))
@@ -79,7 +80,7 @@ func values(rng *rand.Rand, limit int64, n int) []int64 {
 	return vs
 }
 
-// TestValueAtQuantileMatchesHDR records the same random values into accounting.Histogram
+// TestValueAtQuantileMatchesHDR records the same random values into hdr.Histogram
 // and hdrhistogram-go for digits 1 to 5 and several limits and compares the value at every
 // rank (for digits up to 3; above, whose histograms have up to three million counters, only
 // at random and edge quantiles), at random quantiles and at the edge quantiles, after each
@@ -87,10 +88,10 @@ func values(rng *rand.Rand, limit int64, n int) []int64 {
 // counter is wide (quantile 0 reports its lowest value, the others its top).
 func TestValueAtQuantileMatchesHDR(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for digits := 1; digits <= accounting.MaxHistogramDigits; digits++ {
+	for digits := 1; digits <= hdr.MaxDigits; digits++ {
 		for _, limit := range limits {
 			if digits == 5 && limit > int64(time.Hour) {
-				continue // 6 million counters and no new case; accounting's TestLayoutMatchesHDR counts them
+				continue // 6 million counters and no new case; internal/hdr's TestLayoutMatchesHDR counts them
 			}
 			t.Run(fmt.Sprintf("digits=%d/limit=%d", digits, limit), func(t *testing.T) {
 				valueAtQuantile(t, rng, digits, limit)
@@ -101,8 +102,8 @@ func TestValueAtQuantileMatchesHDR(t *testing.T) {
 
 func valueAtQuantile(t *testing.T, rng *rand.Rand, digits int, limit int64) {
 	p := newPair(limit, digits)
-	require.Equal(t, limit, p.own.Limit())
-	require.Equal(t, digits, p.own.Digits())
+	require.Equal(t, limit, p.own.Layout().Limit())
+	require.Equal(t, digits, p.own.Layout().Digits())
 	p.check(t, "empty", nil)
 	// high gets only the values above limit/64: its lowest counter is wide, where
 	// quantile 0 (its lowest value) and the others (its top) differ.
@@ -179,7 +180,7 @@ func qsFrom(rng *rand.Rand, n int) []float64 {
 	return qs
 }
 
-// TestSummaryOfMatchesHDR: accounting.SummaryOf gives hdrhistogram-go's percentiles in the
+// TestSummaryOfMatchesHDR: hdr.SummaryOf gives hdrhistogram-go's percentiles in the
 // given unit, capped at the exact maximum, as offload computed them with hdrhistogram-go.
 func TestSummaryOfMatchesHDR(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -198,7 +199,7 @@ func TestSummaryOfMatchesHDR(t *testing.T) {
 		}
 		want := accounting.Summary{Count: uint64(p.ref.TotalCount()), Sum: sum, Max: mx,
 			P50: q(50), P90: q(90), P99: q(99), P999: q(99.9)}
-		got := accounting.SummaryOf(p.own, time.Microsecond, sum, mx)
+		got := hdr.SummaryOf(p.own, time.Microsecond, sum, mx)
 		got.Buckets = accounting.Buckets{} // exporters' buckets: hdrdiff compares the percentiles
 		require.Equal(t, want, got)
 	}

@@ -1,4 +1,4 @@
-package accounting
+package hdr
 
 import (
 	"math"
@@ -13,7 +13,7 @@ import (
 // from hdrhistogram-go's definition: rank q/100*n rounded half up, clamped to 1..n; the top
 // of that rank's counter, the bottom for q = 0.
 func TestHistogramValueAtQuantile(t *testing.T) {
-	h := NewHistogram(int64(time.Hour), 2)
+	h := New(NewLayout(int64(time.Hour), 2))
 	assert.Equal(t, int64(0), h.ValueAtQuantile(50), "empty")
 	assert.Equal(t, int64(0), h.ValueAtQuantile(100), "empty")
 	for _, v := range []int64{10, 1000, 1001, 5000} {
@@ -34,7 +34,7 @@ func TestHistogramValueAtQuantile(t *testing.T) {
 	assert.Equal(t, uint64(4), h.TotalCount())
 
 	// The lowest value of the first counter for q = 0, its top otherwise.
-	g := NewHistogram(int64(time.Hour), 2)
+	g := New(NewLayout(int64(time.Hour), 2))
 	g.Record(5001)
 	assert.Equal(t, int64(4992), g.ValueAtQuantile(0))
 	assert.Equal(t, int64(5023), g.ValueAtQuantile(0.0001))
@@ -43,16 +43,16 @@ func TestHistogramValueAtQuantile(t *testing.T) {
 
 // TestHistogramClampsMergesAndResets: Record's clamps, Merge, Clone and Reset.
 func TestHistogramClampsMergesAndResets(t *testing.T) {
-	h := NewHistogram(1000, 2)
-	assert.Equal(t, int64(1000), h.Limit())
-	assert.Equal(t, 2, h.Digits())
+	h := New(NewLayout(1000, 2))
+	assert.Equal(t, int64(1000), h.Layout().Limit())
+	assert.Equal(t, 2, h.Layout().Digits())
 	h.Record(-5)
 	h.Record(5000)
 	assert.Equal(t, int64(0), h.ValueAtQuantile(50))
 	assert.Equal(t, int64(1003), h.ValueAtQuantile(100), "5000 counts at the limit, whose counter ends at 1003")
 
 	c := h.Clone()
-	g := NewHistogram(1000, 2)
+	g := New(NewLayout(1000, 2))
 	g.Record(300)
 	h.Merge(g)
 	assert.Equal(t, uint64(3), h.TotalCount())
@@ -63,36 +63,11 @@ func TestHistogramClampsMergesAndResets(t *testing.T) {
 	h.Reset()
 	assert.Equal(t, uint64(0), h.TotalCount())
 	assert.Equal(t, int64(0), h.ValueAtQuantile(100))
-	assert.False(t, slices.ContainsFunc(h.h.Counts(), func(c uint64) bool { return c != 0 }), "Reset left counts")
+	assert.False(t, slices.ContainsFunc(h.Counts(), func(c uint64) bool { return c != 0 }), "Reset left counts")
 
-	assert.Panics(t, func() { h.Merge(NewHistogram(2000, 2)) }, "different limit")
-	assert.Panics(t, func() { h.Merge(NewHistogram(1000, 3)) }, "different digits")
-	assert.Panics(t, func() { NewHistogram(1000, 0) })
-	assert.Panics(t, func() { NewHistogram(1000, MaxHistogramDigits+1) })
-	assert.Panics(t, func() { NewHistogram(1, 2) })
-}
-
-// TestSummaryOf: the exact figures as given, percentiles in units, never above the max.
-func TestSummaryOf(t *testing.T) {
-	h := NewHistogram(int64(time.Hour/time.Microsecond), 2)
-	assert.Equal(t, Summary{Sum: 7, Max: 9}, SummaryOf(h, time.Microsecond, 7, 9), "empty")
-	for v := int64(1); v <= 1000; v++ {
-		h.Record(v)
-	}
-	s := SummaryOf(h, time.Microsecond, 500500*time.Microsecond, 1000*time.Microsecond)
-	// Counters are 1 us wide up to 255 us, 2 us to 511 us, 4 us to 1023 us: the counter of
-	// 500 us (500-501) ends above the 500 us bound, that of 1000 us (1000-1003) above 1 ms.
-	buckets := Buckets{1, 2, 5, 10, 25, 50, 100, 250, 499, 999}
-	for k := 10; k < NumBuckets; k++ {
-		buckets[k] = 1000
-	}
-	assert.Equal(t, Summary{Count: 1000, Sum: 500500 * time.Microsecond,
-		P50: 501 * time.Microsecond, P90: 903 * time.Microsecond, P99: 991 * time.Microsecond,
-		P999: 999 * time.Microsecond, Max: 1000 * time.Microsecond, Buckets: buckets}, s)
-	for _, q := range []struct {
-		got time.Duration
-		p   float64
-	}{{s.P50, 50}, {s.P90, 90}, {s.P99, 99}} {
-		assert.Equal(t, time.Duration(h.ValueAtQuantile(q.p))*time.Microsecond, q.got, "q %v", q.p)
-	}
+	assert.Panics(t, func() { h.Merge(New(NewLayout(2000, 2))) }, "different limit")
+	assert.Panics(t, func() { h.Merge(New(NewLayout(1000, 3))) }, "different digits")
+	assert.Panics(t, func() { New(NewLayout(1000, 0)) })
+	assert.Panics(t, func() { New(NewLayout(1000, MaxDigits+1)) })
+	assert.Panics(t, func() { New(NewLayout(1, 2)) })
 }
