@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/hdr"
+	"github.com/batonrt/baton/internal/render"
 )
 
 func TestRoomTickAndOverrun(t *testing.T) {
@@ -94,7 +95,7 @@ func TestTopRooms(t *testing.T) {
 	assert.Equal(t, 5, top.Total)
 
 	var buf bytes.Buffer
-	require.NoError(t, accounting.WriteRoomsJSON(&buf, top))
+	require.NoError(t, render.WriteRoomsJSON(&buf, top))
 	var doc struct {
 		Total int `json:"rooms_total"`
 		Rooms []struct {
@@ -111,7 +112,7 @@ func TestTopRooms(t *testing.T) {
 	assert.InDelta(t, 0.04, doc.Rooms[0].Share, 1e-9)
 	assert.Equal(t, 3, doc.Other.Rooms)
 	buf.Reset()
-	require.NoError(t, accounting.WriteRoomsText(&buf, top))
+	require.NoError(t, render.WriteRoomsText(&buf, top))
 	assert.Contains(t, buf.String(), "baton rooms: 5 (top 2")
 	assert.Contains(t, buf.String(), "r4")
 	assert.Contains(t, buf.String(), "(other: 3 rooms)")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/accounting"
+	"github.com/batonrt/baton/internal/render"
 	"github.com/batonrt/baton/loop"
 )
 
@@ -225,8 +226,8 @@ var Section = loop.StatsSection{
 		}
 		return sum(fs)
 	},
-	JSON:   func(w io.Writer, v any) error { return accounting.WriteRoomsJSON(w, v.(Figures).RoomsSnapshot) },
-	Text:   func(w io.Writer, v any) error { return accounting.WriteRoomsText(w, v.(Figures).RoomsSnapshot) },
+	JSON:   func(w io.Writer, v any) error { return render.WriteRoomsJSON(w, v.(Figures).RoomsSnapshot) },
+	Text:   func(w io.Writer, v any) error { return render.WriteRoomsText(w, v.(Figures).RoomsSnapshot) },
 	Panel:  func(v any) any { return panel(v.(Figures).RoomsSnapshot) },
 	Series: func(v any) map[string]float64 { return series(v.(Figures).RoomsSnapshot) },
 }
