@@ -123,9 +123,11 @@ func TestLimiterAllowOffItsLoopPanicsUnderInvariants(t *testing.T) {
 			c.String(200, "ok")
 		})
 	})
+	bound := make(chan struct{})
 	looptest.OnLoop(t, s.Loop(0), func() {
-		s.Loop(0).Start("bind", func(tk *loop.Task) { lim.AllowTask(tk, "k") })
+		s.Loop(0).Start("bind", func(tk *loop.Task) { lim.AllowTask(tk, "k"); close(bound) })
 	})
+	<-bound // the task runs on a later turn: a request before it would use the limiter unbound
 	// Connections land on either loop: those on loop 0 are answered 200, those on loop 1
 	// 500 (the handler's panic), until one of each was seen.
 	var codes = map[int]int{}
