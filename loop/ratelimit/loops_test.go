@@ -127,7 +127,7 @@ func TestLimiterAllowOffItsLoopPanicsUnderInvariants(t *testing.T) {
 	looptest.OnLoop(t, s.Loop(0), func() {
 		s.Loop(0).Start("bind", func(tk *loop.Task) { lim.AllowTask(tk, "k"); close(bound) })
 	})
-	<-bound // the task runs on a later turn: a request before it would use the limiter unbound
+	<-bound // the task runs in loop 0's pump after OnLoop returns; a request on loop 1 before it would use the limiter unbound
 	// Connections land on either loop: those on loop 0 are answered 200, those on loop 1
 	// 500 (the handler's panic), until one of each was seen.
 	var codes = map[int]int{}
