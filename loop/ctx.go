@@ -140,10 +140,10 @@ func (s *Server) releaseCtx(c *Ctx) {
 		c.params.Reset()
 	}
 	c.reader.Reset(nil)
-	c.body = trimKept(c.body)
+	trimKept(&c.body)
 	c.stream = nil
-	c.arena = trimKept(c.arena)
-	c.out = trimKept(c.out)
+	trimKept(&c.arena)
+	trimKept(&c.out)
 	c.hdrs, c.hdrArena = c.hdrs[:0], c.hdrArena[:0]
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
@@ -158,11 +158,15 @@ func (s *Server) releaseCtx(c *Ctx) {
 	}
 }
 
-func trimKept(b []byte) []byte {
-	if cap(b) > maxKeptArena {
-		return nil
+// trimKept empties *b, and lets it go if it grew past maxKeptArena. The kept case only
+// shortens the slice in place (no pointer written, so no write barrier): releaseCtx runs
+// once per request.
+func trimKept(b *[]byte) {
+	if cap(*b) > maxKeptArena {
+		*b = nil
+		return
 	}
-	return b[:0]
+	*b = (*b)[:0]
 }
 
 // Method returns the request method, e.g. "GET".
