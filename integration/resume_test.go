@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ type resumeNode struct {
 	events chan string
 	hold   time.Duration
 
-	slowRestore time.Duration // Restore sleeps this long (on the target's loop)
+	slowRestore atomic.Int64 // ns Restore sleeps (on the target's loop)
 }
 
 func (n *resumeNode) config(name string) room.Config[seqInput] {
@@ -75,7 +76,7 @@ func (n *resumeNode) config(name string) room.Config[seqInput] {
 	cfg.Restore = func(r *room.Room[seqInput], b []byte) error {
 		// A restore that takes a while (a big state): the source stays frozen meanwhile,
 		// so the inputs it gets are refused with "retry", whatever the machine's speed.
-		time.Sleep(n.slowRestore)
+		time.Sleep(time.Duration(n.slowRestore.Load()))
 		return restore(r, b)
 	}
 	return cfg
@@ -84,12 +85,17 @@ func (n *resumeNode) config(name string) room.Config[seqInput] {
 // startResumeNode starts a node with the contract's routes: /join/{room}?player=P,
 // /play/{room}?seat=S or ?resume=R (room.Admit, ws.Upgrade, room.Play), and for the test
 // /state/{room} (the room's state here) and POST /handoff/{room}?to=N (Room.Handoff).
-func startResumeNode(t *testing.T, id string, emb directory.Opener, seats *directory.SeatSigner, hold time.Duration) *resumeNode {
+// configure, if given, changes the server and its node's config before they start.
+func startResumeNode(t *testing.T, id string, emb directory.Opener, seats *directory.SeatSigner, hold time.Duration,
+	configure ...func(s *loop.Server, nc *room.NodeConfig)) *resumeNode {
 	t.Helper()
 	n := &resumeNode{id: id, games: map[string]*seqGame{}, events: make(chan string, 1024), hold: hold}
 	s := loop.New(looptest.Config(t, loop.Config{Shards: 1}))
-	require.NoError(t, room.UseDirectory(s, emb, room.NodeConfig{
-		Directory: directory.Config{Node: id}, Seats: seats, HandoffKey: resumeKey}))
+	nc := room.NodeConfig{Directory: directory.Config{Node: id}, Seats: seats, HandoffKey: resumeKey}
+	for _, f := range configure {
+		f(s, &nc)
+	}
+	require.NoError(t, room.UseDirectory(s, emb, nc))
 	require.NoError(t, room.AcceptHandoffs(s, func(name string) (room.Config[seqInput], error) { return n.config(name), nil }))
 	rooms := map[string]*room.Room[seqInput]{}
 	stats.Mount(s, "/debug/baton")
@@ -472,7 +478,7 @@ func TestResumeAfterMove(t *testing.T) {
 	conn, h, _, err := dialPlay(j.Addr, "hall", "seat="+url.QueryEscape(j.Seat))
 	require.NoError(t, err)
 	from, to := nodes[h.Node], nodes[map[string]string{"a": "b", "b": "a"}[h.Node]]
-	to.slowRestore = 20 * time.Millisecond // set before the move: the handoff's request orders it
+	to.slowRestore.Store(int64(20 * time.Millisecond))
 	b := &bot{t: t, room: "hall"}
 	b.attach(conn, h)
 	const total = 2000
