@@ -182,6 +182,11 @@ func decodeEnvelope(body []byte, now int64) (envelope, error) {
 	if len(env.Inputs) > 0 && !json.Valid(env.Inputs) {
 		return env, errors.New("room: handoff envelope: inputs are not JSON")
 	}
+	for _, st := range env.Seats {
+		if st.Player == "" || st.Nonce == 0 {
+			return env, fmt.Errorf("room: handoff envelope: a seat without a player or nonce (%q, %d)", st.Player, st.Nonce)
+		}
+	}
 	return env, nil
 }
 
