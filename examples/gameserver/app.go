@@ -199,6 +199,7 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 func (a *app) routes() {
 	s := a.srv
 	s.Handle("GET /", a.serveIndex) // exactly "/": the router matches whole paths
+	s.Handle("GET /baton.mjs", a.serveClient)
 	s.Handle("POST /tickets", a.addrLimit.Middleware(addrKey)(a.postTicket))
 	s.Handle("GET /tickets/{id}", a.getTicket)
 	s.Handle("DELETE /tickets/{id}", a.deleteTicket)

@@ -59,6 +59,15 @@ func (a *app) makeArena(id, roomName string, loner, heavy bool) (*arena, error) 
 		InputFull: room.DropInput,
 		OnDrain:   ar.onDrain,
 		OnMoved:   ar.onMoved,
+		// Seated players (cluster mode, servePlay) keep their place while their
+		// connection is away: they stop moving, and leave the match only when their
+		// seat's hold (30 s) ran out.
+		OnLeave: func(_ *room.Room[game.Input], id string) {
+			if p := ar.m.Player(game.PlayerID(id)); p != nil {
+				p.DX, p.DY = 0, 0
+			}
+		},
+		OnRemove: func(_ *room.Room[game.Input], id string) { ar.m.Leave(game.PlayerID(id)) },
 	})
 	if err != nil {
 		return nil, err

@@ -76,15 +76,18 @@ func (a *app) openClusterArena(name string) func(l *loop.Loop) (*room.Room[game.
 	}
 }
 
-// servePlay is GET /play/{room}?seat=S&name=NAME: a player's WebSocket in a clustered
-// room, at the address /join named. room.Admit checks the seat (401), makes the room here
-// or finds it, and answers 307 to the owner when another node owns it (a WebSocket client
-// in a browser cannot follow it: the page asks /join again when its socket fails before
-// the hello), 503 when the directory is out of reach. Then the upgrade (any origin: the
-// seat token is the credential, and the page may come from another node), the hello
-// {"type":"joined","room","node","token","player"}, and the inputs and states of serveWS.
-// When the room moved (its node's lease lapsed) the socket is closed with room.CloseMoved
-// (4001) and the room's name as the reason: the page asks /join again.
+// servePlay is GET /play/{room}?seat=S&name=NAME (or ?resume=R): a player's WebSocket
+// in a clustered room, at the address /join named, by the client protocol
+// (docs/client-protocol.md; the page's client is baton.mjs). room.Admit checks the seat or
+// resume token (401), makes the room here or finds it, seats the player (taking back the
+// seat held for them after a drop or a move), and answers 307 to the owner when another
+// node owns it (a browser cannot follow it: the client asks /join again when its socket
+// fails before the hello), 503 when the directory is out of reach. Then the upgrade (any
+// origin: the token is the credential, and the page may come from another node), the
+// player into the match (back from a drop: still there), and room.Play: the hello
+// {"type":"joined","room","node","token","player","resume","ack","resumed"}, the match's
+// states, the player's inputs {"type":"input","seq":N,"input":{"dx","dy"}} answered
+// ack/retry/refused, and the close 4001 naming the new owner when the room moves.
 func (a *app) servePlay(c *loop.Ctx) {
 	name := c.PathValue("room")
 	r, seat, ok := room.Admit(c, name, a.openClusterArena(name))
@@ -106,45 +109,33 @@ func (a *app) servePlay(c *loop.Ctx) {
 	if display == "" || len(display) > 24 {
 		display = seat.Player
 	}
-	if err := ar.m.Join(player, display, false); err != nil {
-		b, _ := json.Marshal(wsMessage{Type: "error", Error: err.Error()})
-		_ = conn.WriteText(b)
-		_ = conn.Close(1008, "cannot join: "+err.Error())
-		return
-	}
-	// The hello goes out before the connection joins the room's broadcast (nothing runs
-	// on the loop in between: the write does not park), so it is the client's first
-	// message.
-	hello, _ := json.Marshal(clusterHello{Type: "joined", Room: name, Node: a.opts.Cluster.Node, Token: r.Token(), Player: seat.Player})
-	if conn.WriteText(hello) != nil {
-		ar.m.Leave(player)
-		return
-	}
-	if err := ar.join(&c.Task, player, conn); err != nil {
-		ar.m.Leave(player)
-		if errors.Is(err, room.ErrMoved) {
-			_ = conn.Close(room.CloseMoved, name)
+	if p := ar.m.Player(player); p == nil || p.Left {
+		if err := ar.m.Join(player, display, false); err != nil {
+			b, _ := json.Marshal(wsMessage{Type: "error", Error: err.Error()})
+			_ = conn.WriteText(b)
+			_ = conn.Close(1008, "cannot join: "+err.Error())
+			return
 		}
-		return
 	}
-	defer ar.leave(player, conn)
-	for {
-		_, data, err := conn.ReadMessage()
-		if err != nil {
-			break // the client left, the match ended, or the room moved
+	ar.conns[player] = conn // the arena broadcasts its states while it has connections
+	defer func() {
+		if ar.conns[player] == conn {
+			delete(ar.conns, player)
 		}
-		if ok, _ := a.inputLimit.Allow(string(player), c.Now()); !ok {
+	}()
+	_ = room.Play(c, r, conn, func(id string, raw json.RawMessage) (game.Input, error) {
+		if ok, _ := a.inputLimit.Allow(id, c.Now()); !ok {
 			a.droppedInputs.Add(1)
-			continue
+			return game.Input{}, errInputRate
 		}
 		in := game.Input{}
-		if json.Unmarshal(data, &in) != nil {
-			continue
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return in, err
 		}
-		in.Player = player
-		_ = r.Input(in)
-	}
-	if errors.Is(c.Err(), room.ErrMoved) {
-		_ = conn.Close(room.CloseMoved, name) // the task is cancelled: this does not wait
-	}
+		in.Player = game.PlayerID(id)
+		return in, nil
+	})
 }
+
+// errInputRate refuses a seated player's input over the per-player rate.
+var errInputRate = errors.New("over the input rate")
