@@ -21,6 +21,9 @@ type clusterConfig struct {
 	Node      string                // this node's ID (-node)
 	Public    string                // the address players reach it at (-public; "": the listening address)
 	Seats     *directory.SeatSigner // signs and checks seat tokens, with the key every node shares
+	// HandoffKey authenticates the rooms nodes hand each other (and signs players' resume
+	// tokens); nil: rooms joined by name end with their node, as before.
+	HandoffKey []byte
 }
 
 // clusterHello is the first message of GET /play/{room}: where the player was seated.
@@ -68,7 +71,7 @@ func (a *app) openClusterArena(name string) func(l *loop.Loop) (*room.Room[game.
 			return nil, fmt.Errorf("room %s: an arena of that name runs here", name)
 		}
 		delete(a.arenas, name) // an ended one of the same name: replaced
-		ar, err := a.makeArena(name, name, false, false)
+		ar, err := a.makeArena(name, name, false, false, a.opts.Cluster != nil && a.opts.Cluster.HandoffKey != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -94,8 +97,8 @@ func (a *app) servePlay(c *loop.Ctx) {
 	if !ok {
 		return
 	}
-	ar := a.arenas[name]
-	if ar == nil || ar.room != r || ar.ended {
+	ar := a.arenaOf(name, r)
+	if ar == nil || ar.ended {
 		c.SetHeader("Retry-After", "1")
 		c.String(503, "503 Service Unavailable: the match in room "+name+" is over; join again\n")
 		return
@@ -139,3 +142,54 @@ func (a *app) servePlay(c *loop.Ctx) {
 
 // errInputRate refuses a seated player's input over the per-player rate.
 var errInputRate = errors.New("over the input rate")
+
+// handedConfig is AcceptHandoffs' configFor: the config of a match another node hands
+// to this one, whose Restore sets a fresh match from the snapshot. The arena joins
+// a.arenas when the room first ticks or a player arrives (arenaOf): a restore whose
+// compare-and-swap then fails leaves nothing behind. Loop-confined (the endpoint's
+// handler).
+func (a *app) handedConfig(name string) (room.Config[game.Input], error) {
+	m, err := game.NewMatch(name, a.opts.Arena, 0)
+	if err != nil {
+		return room.Config[game.Input]{}, err
+	}
+	ar := a.newArenaState(name, m, false, false)
+	cfg := ar.config(name, true)
+	restore := cfg.Restore
+	cfg.Restore = func(r *room.Room[game.Input], b []byte) error {
+		if err := restore(r, b); err != nil {
+			return err
+		}
+		ar.room = r
+		a.handed[name] = ar
+		return nil
+	}
+	return cfg, nil
+}
+
+// arenaOf returns the arena of room r named name: the one this node made, or one handed
+// to it (adopted now). Loop-confined.
+func (a *app) arenaOf(name string, r *room.Room[game.Input]) *arena {
+	if ar := a.arenas[name]; ar != nil && ar.room == r {
+		return ar
+	}
+	if ar := a.handed[name]; ar != nil && ar.room == r {
+		a.adopt(ar)
+		return ar
+	}
+	return nil
+}
+
+// adopt makes a match handed to this node one of its arenas. Loop-confined.
+func (a *app) adopt(ar *arena) {
+	if a.handed[ar.id] == ar {
+		delete(a.handed, ar.id)
+	}
+	if ar.adopted {
+		return
+	}
+	ar.adopted = true
+	a.arenas[ar.id] = ar
+	a.live++
+	a.log.Info("gameserver: match handed to this node", "room", ar.room.Name(), "token", ar.room.Token(), "tick", ar.m.Tick())
+}
