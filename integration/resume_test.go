@@ -144,13 +144,23 @@ func startResumeNode(t *testing.T, id string, emb directory.Opener, seats *direc
 // state reads a room's state on the node.
 func (n *resumeNode) state(t *testing.T, name string) seqGame {
 	t.Helper()
-	resp, err := http.Get("http://" + n.addr + "/state/" + name)
+	g, err := n.stateOf(name)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
-	var g seqGame
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&g))
 	return g
+}
+
+// stateOf reads a room's state on the node. Any goroutine.
+func (n *resumeNode) stateOf(name string) (seqGame, error) {
+	var g seqGame
+	resp, err := http.Get("http://" + n.addr + "/state/" + name)
+	if err != nil {
+		return g, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return g, errors.New(resp.Status)
+	}
+	return g, json.NewDecoder(resp.Body).Decode(&g)
 }
 
 // waitEvent waits for the event ev ("node:kind:player") among n's hook calls.
@@ -488,9 +498,9 @@ func TestResumeAfterMove(t *testing.T) {
 	wg.Add(1)
 	go func() { // move the room once the player is well under way
 		defer wg.Done()
-		for time.Now(); ; time.Sleep(5 * time.Millisecond) {
-			if g := from.state(t, "hall"); len(g.Inputs["dee"]) >= 200 {
-				break
+		for ; ; time.Sleep(5 * time.Millisecond) {
+			if g, err := from.stateOf("hall"); err != nil || len(g.Inputs["dee"]) >= 200 {
+				break // an error: the handoff below fails and says so
 			}
 		}
 		resp, err := http.Post("http://"+from.addr+"/handoff/hall?to="+to.id, "", nil)
