@@ -171,7 +171,10 @@ export class RoomClient extends EventTarget {
           this._droppedAt = Date.now();
           this._emit("dropped", { code: ev.code, reason: ev.reason });
           this._status(`connection lost (${ev.code}); resuming`);
-          this._later(() => this._resume(addr, 0), 250);
+          // 1001: the node is draining (it refuses new connections); its rooms are being
+          // handed to other nodes: ask where the room is. Otherwise: back to the same node.
+          if (ev.code === 1001) this._later(() => this._join(0), 250);
+          else this._later(() => this._resume(addr, 0), 250);
       }
     };
   }
