@@ -543,3 +543,42 @@ func clusterFigures(t *testing.T, addr string) struct {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&f))
 	return f
 }
+
+// TestResumeDroppedBeforeMove: a player whose connection dropped is held when the room
+// moves: the seat travels in the snapshot, the resume token works at the new owner, and
+// the new owner's room is told of the return (the leave was told on the old one; the
+// game's record of both travelled with the state).
+func TestResumeDroppedBeforeMove(t *testing.T) {
+	emb := directory.NewEmbedded()
+	seats := newSeats(t)
+	nodes := map[string]*resumeNode{
+		"a": startResumeNode(t, "a", emb, seats, 10*time.Second),
+		"b": startResumeNode(t, "b", emb, seats, 10*time.Second),
+	}
+	j, err := joinRoom(nodes["a"].addr, "nook", "fay")
+	require.NoError(t, err)
+	conn, h, _, err := dialPlay(j.Addr, "nook", "seat="+url.QueryEscape(j.Seat))
+	require.NoError(t, err)
+	from, to := nodes[h.Node], nodes[map[string]string{"a": "b", "b": "a"}[h.Node]]
+	inputsAcked(t, conn, 1, 3)
+	require.NoError(t, conn.UnderlyingConn().Close())
+	from.waitEvent(t, from.id+":leave:fay", 5*time.Second)
+
+	status, err := httpPost("http://" + from.addr + "/handoff/nook?to=" + to.id)
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+	_, _, status, _ = dialPlay(from.addr, "nook", "resume="+url.QueryEscape(h.Resume))
+	assert.Equal(t, 307, status, "the old owner sends a resume to the new one")
+
+	conn2, h2, status, err := dialPlay(to.addr, "nook", "resume="+url.QueryEscape(h.Resume))
+	require.NoError(t, err, "status %d", status)
+	defer conn2.Close()
+	assert.Equal(t, hello{Type: "joined", Room: "nook", Node: to.id, Player: "fay", Resume: h2.Resume, Token: h2.Token, Ack: 3, Resumed: true}, h2)
+	assert.Greater(t, h2.Token, h.Token, "the new owner's token is greater")
+	to.waitEvent(t, to.id+":return:fay", 5*time.Second)
+	inputsAcked(t, conn2, 4, 5)
+	require.Eventually(t, func() bool { return len(to.state(t, "nook").Inputs["fay"]) == 5 }, 5*time.Second, 10*time.Millisecond)
+	g := to.state(t, "nook")
+	assert.Equal(t, seqs(1, 5), g.Inputs["fay"])
+	assert.Equal(t, []string{"leave:fay", "return:fay"}, g.Events)
+}
