@@ -17,8 +17,12 @@
 // each tick and stops for good once it lapsed, Room.Token is its fencing token, and Join
 // and Admit route players to the node that owns their room. A room with Snapshot and
 // Restore hooks can move, live, to another node between two ticks (Room.Handoff, and on
-// drain). docs/rooms.md describes rooms in full, docs/cluster.md the directory,
-// docs/handoff.md the handoff.
+// drain). Admit seats a player: the seat is held across a dropped connection
+// (Config.Reconnect) and a move, and taken back with a single-use resume token; Play
+// serves a seated player's WebSocket by the client protocol (numbered inputs, acks,
+// retries, the close that names the room's new owner). docs/rooms.md describes rooms in
+// full, docs/cluster.md the directory, docs/handoff.md the handoff,
+// docs/client-protocol.md the players' wire contract.
 package room
 
 import (
