@@ -582,3 +582,20 @@ func TestResumeDroppedBeforeMove(t *testing.T) {
 	assert.Equal(t, seqs(1, 5), g.Inputs["fay"])
 	assert.Equal(t, []string{"leave:fay", "return:fay"}, g.Events)
 }
+
+// TestResumeOffRemovesAtOnce: with a negative Config.Reconnect no seat is held: a drop
+// is a leave and a removal together, and the resume token is refused.
+func TestResumeOffRemovesAtOnce(t *testing.T) {
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeats(t), -1)
+	j, err := joinRoom(a.addr, "den", "gus")
+	require.NoError(t, err)
+	conn, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))
+	require.NoError(t, err)
+	inputsAcked(t, conn, 1, 1)
+	require.NoError(t, conn.UnderlyingConn().Close())
+	a.waitEvent(t, "a:leave:gus", 5*time.Second)
+	a.waitEvent(t, "a:remove:gus", 5*time.Second)
+	_, _, status, _ := dialPlay(j.Addr, "den", "resume="+url.QueryEscape(h.Resume))
+	assert.Equal(t, 401, status)
+	assert.Equal(t, []string{"leave:gus", "remove:gus"}, a.state(t, "den").Events)
+}
