@@ -111,7 +111,7 @@ func TestBrowserClientResumes(t *testing.T) {
 	module, err := os.ReadFile("../examples/gameserver/baton.mjs")
 	require.NoError(t, err)
 	emb := directory.NewEmbedded()
-	seats := newSeats(t)
+	seats := newSeatSigner(t)
 	proxies := map[string]*cutProxy{"a": newCutProxy(t), "b": newCutProxy(t)}
 	nodes := map[string]*resumeNode{}
 	for _, id := range []string{"a", "b"} {
@@ -156,7 +156,7 @@ func TestBrowserClientResumes(t *testing.T) {
 	cutAt := time.Now()
 	proxies[owner].cut(2 * time.Second)
 	nodes[owner].waitEvent(t, owner+":leave:eve", 10*time.Second)
-	if err := chromedp.Run(ctx, poll(`client.stats.resumes >= 1 && client.hello.resumed && client.acked > `+itoa(acked+20))); err != nil {
+	if err := chromedp.Run(ctx, poll(`client.stats.resumes >= 1 && client.hello.resumed && client.acked > `+strconv.Itoa(acked+20))); err != nil {
 		var st []string
 		_ = chromedp.Run(ctx, chromedp.Evaluate(`statuses`, &st))
 		t.Fatalf("the page did not resume after the drop: %v; its statuses: %q", err, st)
@@ -168,7 +168,7 @@ func TestBrowserClientResumes(t *testing.T) {
 	// room frozen (inputs answered "retry") for 50 ms.
 	nodes[other].slowRestore.Store(int64(50 * time.Millisecond))
 	movedAt := time.Now()
-	resp, err := httpPost("http://" + nodes[owner].addr + "/handoff/den?to=" + other)
+	resp, err := postStatus("http://" + nodes[owner].addr + "/handoff/den?to=" + other)
 	require.NoError(t, err)
 	require.Equal(t, 200, resp)
 	var node string
@@ -187,7 +187,7 @@ func TestBrowserClientResumes(t *testing.T) {
 		chromedp.Evaluate(`events`, &events)))
 	require.Eventually(t, func() bool { return len(nodes[other].state(t, "den").Inputs["eve"]) >= sent }, 5*time.Second, 10*time.Millisecond)
 	g := nodes[other].state(t, "den")
-	assert.Equal(t, seqs(1, uint64(sent)), g.Inputs["eve"], "every input the page sent, once, in order, across the drop and the move")
+	assert.Equal(t, seqRange(1, uint64(sent)), g.Inputs["eve"], "every input the page sent, once, in order, across the drop and the move")
 	assert.Equal(t, []string{"leave:eve", "return:eve"}, g.Events, "the room's own record travelled with it")
 	assert.Equal(t, "joined", events[0])
 	assert.Contains(t, events, "dropped")
@@ -198,10 +198,8 @@ func TestBrowserClientResumes(t *testing.T) {
 	t.Logf("page: %d inputs sent, client stats %v, events %v", sent, stats, events)
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 // httpPost posts an empty body and returns the status.
-func httpPost(u string) (int, error) {
+func postStatus(u string) (int, error) {
 	resp, err := http.Post(u, "", nil)
 	if err != nil {
 		return 0, err

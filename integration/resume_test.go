@@ -179,16 +179,16 @@ func (n *resumeNode) waitEvent(t *testing.T, ev string, within time.Duration) {
 	}
 }
 
-// hello is the contract's first message.
-type hello struct {
+// playHello is the contract's first message.
+type playHello struct {
 	Type, Room, Node, Player, Resume string
 	Token                            directory.Token
 	Ack                              uint64
 	Resumed                          bool
 }
 
-// answer is a server message as the bot reads it.
-type answer struct {
+// playAnswer is a server message as the bot reads it.
+type playAnswer struct {
 	Type    string `json:"type"`
 	Seq     uint64 `json:"seq"`
 	Ack     uint64 `json:"ack"`
@@ -198,7 +198,7 @@ type answer struct {
 
 // dialPlay connects to /play/{room} at addr with a query (seat=... or resume=...) and
 // reads the hello; on a refused upgrade it returns the status.
-func dialPlay(addr, name, query string) (*websocket.Conn, hello, int, error) {
+func dialPlay(addr, name, query string) (*websocket.Conn, playHello, int, error) {
 	conn, resp, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play/"+name+"?"+query, nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
@@ -208,10 +208,10 @@ func dialPlay(addr, name, query string) (*websocket.Conn, hello, int, error) {
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		return nil, hello{}, status, err
+		return nil, playHello{}, status, err
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var h hello
+	var h playHello
 	if err := conn.ReadJSON(&h); err != nil {
 		conn.Close()
 		return nil, h, 0, err
@@ -221,7 +221,7 @@ func dialPlay(addr, name, query string) (*websocket.Conn, hello, int, error) {
 }
 
 // sendInput sends input seq (its value is seq) by the contract.
-func sendInput(conn *websocket.Conn, seq uint64) error {
+func sendSeqInput(conn *websocket.Conn, seq uint64) error {
 	return conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"input","seq":`+strconv.FormatUint(seq, 10)+`,"input":`+strconv.FormatUint(seq, 10)+`}`))
 }
 
@@ -229,14 +229,14 @@ func sendInput(conn *websocket.Conn, seq uint64) error {
 func inputsAcked(t *testing.T, conn *websocket.Conn, from, to uint64) {
 	t.Helper()
 	for seq := from; seq <= to; seq++ {
-		require.NoError(t, sendInput(conn, seq))
-		var a answer
+		require.NoError(t, sendSeqInput(conn, seq))
+		var a playAnswer
 		require.NoError(t, conn.ReadJSON(&a))
-		require.Equal(t, answer{Type: "ack", Seq: seq}, a)
+		require.Equal(t, playAnswer{Type: "ack", Seq: seq}, a)
 	}
 }
 
-func seqs(from, to uint64) []uint64 {
+func seqRange(from, to uint64) []uint64 {
 	var s []uint64
 	for i := from; i <= to; i++ {
 		s = append(s, i)
@@ -244,7 +244,7 @@ func seqs(from, to uint64) []uint64 {
 	return s
 }
 
-func newSeats(t *testing.T) *directory.SeatSigner {
+func newSeatSigner(t *testing.T) *directory.SeatSigner {
 	s, err := directory.NewSeatSigner(directory.SeatConfig{Key: []byte(strings.Repeat("s", 32))})
 	require.NoError(t, err)
 	return s
@@ -256,12 +256,12 @@ func newSeats(t *testing.T) *directory.SeatSigner {
 // last input taken; the room was told of the leave and the return; inputs go on from the
 // next number; the spent token is refused after.
 func TestResumeAfterDrop(t *testing.T) {
-	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeats(t), 10*time.Second)
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeatSigner(t), 10*time.Second)
 	j, err := joinRoom(a.addr, "den", "ann")
 	require.NoError(t, err)
 	conn, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))
 	require.NoError(t, err)
-	assert.Equal(t, hello{Type: "joined", Room: "den", Node: "a", Player: "ann", Resume: h.Resume, Token: h.Token}, h, "a new seat: ack 0, not resumed")
+	assert.Equal(t, playHello{Type: "joined", Room: "den", Node: "a", Player: "ann", Resume: h.Resume, Token: h.Token}, h, "a new seat: ack 0, not resumed")
 	require.NotEmpty(t, h.Resume)
 	inputsAcked(t, conn, 1, 5)
 
@@ -281,14 +281,14 @@ func TestResumeAfterDrop(t *testing.T) {
 	a.waitEvent(t, "a:return:ann", 5*time.Second)
 	t.Logf("resumed %v after the drop", time.Since(dropped).Round(time.Millisecond))
 	inputsAcked(t, conn2, 6, 8)
-	require.NoError(t, sendInput(conn2, 3)) // a duplicate: acked again, not taken
-	var dup answer
+	require.NoError(t, sendSeqInput(conn2, 3)) // a duplicate: acked again, not taken
+	var dup playAnswer
 	require.NoError(t, conn2.ReadJSON(&dup))
-	assert.Equal(t, answer{Type: "ack", Seq: 8}, dup, "a duplicate gets the cumulative ack")
+	assert.Equal(t, playAnswer{Type: "ack", Seq: 8}, dup, "a duplicate gets the cumulative ack")
 
 	require.Eventually(t, func() bool { return len(a.state(t, "den").Inputs["ann"]) == 8 }, 5*time.Second, 10*time.Millisecond)
 	g := a.state(t, "den")
-	assert.Equal(t, seqs(1, 8), g.Inputs["ann"], "every input once, in order, across the drop")
+	assert.Equal(t, seqRange(1, 8), g.Inputs["ann"], "every input once, in order, across the drop")
 	assert.Equal(t, []string{"leave:ann", "return:ann"}, g.Events)
 
 	// The spent token is refused; so is a token for another room, and a forged one.
@@ -313,7 +313,7 @@ func TestResumeAfterDrop(t *testing.T) {
 // is told (OnRemove after OnLeave), and their resume token is refused after.
 func TestResumePastTheLimit(t *testing.T) {
 	const hold = 300 * time.Millisecond
-	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeats(t), hold)
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeatSigner(t), hold)
 	j, err := joinRoom(a.addr, "den", "bob")
 	require.NoError(t, err)
 	conn, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))
@@ -345,7 +345,7 @@ func TestResumePastTheLimit(t *testing.T) {
 // server has not seen the drop: a half-open TCP connection) takes the seat over; the
 // older connection is closed with 4002.
 func TestResumeReplacesLiveConnection(t *testing.T) {
-	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeats(t), 10*time.Second)
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeatSigner(t), 10*time.Second)
 	j, err := joinRoom(a.addr, "den", "cy")
 	require.NoError(t, err)
 	old, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))
@@ -366,15 +366,15 @@ func TestResumeReplacesLiveConnection(t *testing.T) {
 	assert.Empty(t, a.state(t, "den").Events, "a replaced connection is no leave")
 }
 
-// bot is a client of the contract that pipelines inputs: it keeps every input until it is
+// seatBot is a client of the contract that pipelines inputs: it keeps every input until it is
 // acked, resends from the first unacked after a retry, and resumes after a 4001 at the
 // node the close names.
-type bot struct {
+type seatBot struct {
 	t      *testing.T
 	room   string
 	conn   *websocket.Conn
 	resume string
-	msgs   chan any // answer, or error at the end of a connection
+	msgs   chan any // playAnswer, or error at the end of a connection
 
 	sent, acked uint64 // the last sent and the last acked
 	retries     int    // retry answers
@@ -383,7 +383,7 @@ type bot struct {
 	resumeTook  []time.Duration // from a 4001 to the hello at the new owner
 }
 
-func (b *bot) attach(conn *websocket.Conn, h hello) {
+func (b *seatBot) attach(conn *websocket.Conn, h playHello) {
 	b.conn, b.resume = conn, h.Resume
 	b.acked = max(b.acked, h.Ack)
 	b.sent = b.acked // resend everything after the hello's ack
@@ -391,7 +391,7 @@ func (b *bot) attach(conn *websocket.Conn, h hello) {
 	b.msgs = msgs
 	go func() {
 		for {
-			var a answer
+			var a playAnswer
 			_, data, err := conn.ReadMessage()
 			if err == nil {
 				err = json.Unmarshal(data, &a)
@@ -408,7 +408,7 @@ func (b *bot) attach(conn *websocket.Conn, h hello) {
 
 // run sends inputs up to total, one new input per pace (resends at once, at most window
 // unacked), until all are acked, handling answers and moves.
-func (b *bot) run(total uint64, window uint64, pace time.Duration) {
+func (b *seatBot) run(total uint64, window uint64, pace time.Duration) {
 	t := b.t
 	tick := time.NewTicker(pace)
 	defer tick.Stop()
@@ -420,7 +420,7 @@ func (b *bot) run(total uint64, window uint64, pace time.Duration) {
 			t.Fatalf("acked %d of %d in 30 s", b.acked, total)
 		case m := <-b.msgs:
 			switch m := m.(type) {
-			case answer:
+			case playAnswer:
 				switch m.Type {
 				case "ack":
 					b.acked = max(b.acked, m.Seq)
@@ -463,7 +463,7 @@ func (b *bot) run(total uint64, window uint64, pace time.Duration) {
 			}
 			for burst := b.sent - b.acked + 1; b.sent < total && b.sent-b.acked < min(window, burst); { // resends at once, one new input per tick
 				b.sent++
-				if sendInput(b.conn, b.sent) != nil {
+				if sendSeqInput(b.conn, b.sent) != nil {
 					b.sent-- // the connection is ending: its close comes through msgs
 					break
 				}
@@ -479,7 +479,7 @@ func (b *bot) run(total uint64, window uint64, pace time.Duration) {
 // holds every input exactly once, in order.
 func TestResumeAfterMove(t *testing.T) {
 	emb := directory.NewEmbedded()
-	seats := newSeats(t)
+	seats := newSeatSigner(t)
 	a := startResumeNode(t, "a", emb, seats, 10*time.Second)
 	bn := startResumeNode(t, "b", emb, seats, 10*time.Second)
 	nodes := map[string]*resumeNode{"a": a, "b": bn}
@@ -489,7 +489,7 @@ func TestResumeAfterMove(t *testing.T) {
 	require.NoError(t, err)
 	from, to := nodes[h.Node], nodes[map[string]string{"a": "b", "b": "a"}[h.Node]]
 	to.slowRestore.Store(int64(20 * time.Millisecond))
-	b := &bot{t: t, room: "hall"}
+	b := &seatBot{t: t, room: "hall"}
 	b.attach(conn, h)
 	const total = 2000
 
@@ -520,7 +520,7 @@ func TestResumeAfterMove(t *testing.T) {
 	require.Equal(t, []string{to.id}, b.moved, "one move, to the node asked")
 	require.Eventually(t, func() bool { return len(to.state(t, "hall").Inputs["dee"]) >= total }, 5*time.Second, 10*time.Millisecond)
 	g := to.state(t, "hall")
-	assert.Equal(t, seqs(1, total), g.Inputs["dee"], "every input once, in order, across the move")
+	assert.Equal(t, seqRange(1, total), g.Inputs["dee"], "every input once, in order, across the move")
 	assert.Empty(t, g.Events, "a move is no leave")
 	t.Logf("retry answers: %d, of which %d during the freeze; resumed at the new owner %v after the 4001", b.retries, b.frozen, b.resumeTook)
 	assert.Positive(t, b.frozen, "inputs sent during the freeze were refused with retry (and resent)")
@@ -550,7 +550,7 @@ func clusterFigures(t *testing.T, addr string) struct {
 // game's record of both travelled with the state).
 func TestResumeDroppedBeforeMove(t *testing.T) {
 	emb := directory.NewEmbedded()
-	seats := newSeats(t)
+	seats := newSeatSigner(t)
 	nodes := map[string]*resumeNode{
 		"a": startResumeNode(t, "a", emb, seats, 10*time.Second),
 		"b": startResumeNode(t, "b", emb, seats, 10*time.Second),
@@ -564,7 +564,7 @@ func TestResumeDroppedBeforeMove(t *testing.T) {
 	require.NoError(t, conn.UnderlyingConn().Close())
 	from.waitEvent(t, from.id+":leave:fay", 5*time.Second)
 
-	status, err := httpPost("http://" + from.addr + "/handoff/nook?to=" + to.id)
+	status, err := postStatus("http://" + from.addr + "/handoff/nook?to=" + to.id)
 	require.NoError(t, err)
 	require.Equal(t, 200, status)
 	_, _, status, _ = dialPlay(from.addr, "nook", "resume="+url.QueryEscape(h.Resume))
@@ -573,20 +573,20 @@ func TestResumeDroppedBeforeMove(t *testing.T) {
 	conn2, h2, status, err := dialPlay(to.addr, "nook", "resume="+url.QueryEscape(h.Resume))
 	require.NoError(t, err, "status %d", status)
 	defer conn2.Close()
-	assert.Equal(t, hello{Type: "joined", Room: "nook", Node: to.id, Player: "fay", Resume: h2.Resume, Token: h2.Token, Ack: 3, Resumed: true}, h2)
+	assert.Equal(t, playHello{Type: "joined", Room: "nook", Node: to.id, Player: "fay", Resume: h2.Resume, Token: h2.Token, Ack: 3, Resumed: true}, h2)
 	assert.Greater(t, h2.Token, h.Token, "the new owner's token is greater")
 	to.waitEvent(t, to.id+":return:fay", 5*time.Second)
 	inputsAcked(t, conn2, 4, 5)
 	require.Eventually(t, func() bool { return len(to.state(t, "nook").Inputs["fay"]) == 5 }, 5*time.Second, 10*time.Millisecond)
 	g := to.state(t, "nook")
-	assert.Equal(t, seqs(1, 5), g.Inputs["fay"])
+	assert.Equal(t, seqRange(1, 5), g.Inputs["fay"])
 	assert.Equal(t, []string{"leave:fay", "return:fay"}, g.Events)
 }
 
 // TestResumeOffRemovesAtOnce: with a negative Config.Reconnect no seat is held: a drop
 // is a leave and a removal together, and the resume token is refused.
 func TestResumeOffRemovesAtOnce(t *testing.T) {
-	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeats(t), -1)
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeatSigner(t), -1)
 	j, err := joinRoom(a.addr, "den", "gus")
 	require.NoError(t, err)
 	conn, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))

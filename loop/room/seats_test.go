@@ -23,8 +23,8 @@ func TestResumeToken(t *testing.T) {
 		"cut short":     tok[:len(tok)-3],
 		"too long":      tok + strings.Repeat("A", maxResumeLen),
 		"empty":         "",
-		"payload byte":  flip(tok, 3),
-		"signature bit": flip(tok, len(tok)-2),
+		"payload byte":  flipTokenByte(tok, 3),
+		"signature bit": flipTokenByte(tok, len(tok)-2),
 	}
 	for name, b := range bad {
 		_, _, _, err := verifyResume(key, b)
@@ -32,7 +32,7 @@ func TestResumeToken(t *testing.T) {
 	}
 }
 
-func flip(s string, i int) string {
+func flipTokenByte(s string, i int) string {
 	b := []byte(s)
 	if b[i] == 'A' {
 		b[i] = 'B'
