@@ -107,7 +107,7 @@ func startResumeNode(t *testing.T, id string, emb directory.Opener, seats *direc
 			return
 		}
 		rooms[name] = r
-		conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }})
+		conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }, LeaveOnDrain: true})
 		if err != nil {
 			return
 		}

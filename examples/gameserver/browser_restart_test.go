@@ -76,10 +76,10 @@ const myScore = `(() => { const me = state && state.players.find((p) => p.id ===
 // three gameserver processes; headless Chromium plays a match in room "cup" on the page of
 // the first node (steering to the orbs, so it scores). Each node in turn is stopped with
 // SIGTERM (the drain hands its rooms to another node) and started again at the same
-// address. The page follows its room each time it moves (the drain closes its socket with
-// 1001 before the room moves: the client resumes its seat at the node /join names) and
-// goes on playing: the same player, resumed, the score never lower than before the move,
-// the match's tick going on, on the room's new owner.
+// address. The page follows its room each time it moves (its socket closed with 4001
+// naming the node the room was handed to: the client resumes its seat there, without a
+// join) and goes on playing: the same player, resumed, the score never lower than before
+// the move, the match's tick going on, on the room's new owner.
 func TestBrowserMatchSurvivesRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, three game servers and Chromium")
@@ -103,6 +103,7 @@ func TestBrowserMatchSurvivesRollingRestart(t *testing.T) {
 		poll(`window.batonSeat && batonFrames() >= 5`, 30*time.Second),
 		chromedp.Evaluate(`player`, &player),
 		chromedp.Evaluate(chase, &ok),
+		chromedp.Evaluate(`batonClient.addEventListener("joined", () => { window.joinedAt = Date.now(); }); true`, &ok),
 		poll(myScore+` >= 2`, 60*time.Second)))
 
 	moves := 0
@@ -120,12 +121,13 @@ func TestBrowserMatchSurvivesRollingRestart(t *testing.T) {
 		}
 		restarted[nd.id] = true
 		var owner string
-		var score, tick, resumes int
+		var score, tick, resumes, moved int
 		require.NoError(t, chromedp.Run(ctx,
 			chromedp.Evaluate(`batonSeat.node`, &owner),
 			chromedp.Evaluate(myScore, &score),
 			chromedp.Evaluate(`state.seq`, &tick),
-			chromedp.Evaluate(`batonClient.stats.resumes`, &resumes)))
+			chromedp.Evaluate(`batonClient.stats.resumes`, &resumes),
+			chromedp.Evaluate(`batonClient.stats.moves`, &moved)))
 		stopped := time.Now()
 		nd.stop() // SIGTERM: the drain hands the node's rooms to another node
 		t.Logf("%s stopped (drained) in %v; the room was on %s", nd.id, time.Since(stopped).Round(time.Millisecond), owner)
@@ -134,10 +136,14 @@ func TestBrowserMatchSurvivesRollingRestart(t *testing.T) {
 		if owner == nd.id {
 			moves++
 			var now string
-			err := chromedp.Run(ctx, poll(fmt.Sprintf(`batonClient.stats.resumes > %d && batonClient.hello.resumed && batonClient.hello.node !== %q && state.seq > %d`, resumes, nd.id, tick), 30*time.Second),
+			// The socket closed with 4001 naming the new owner (ws.Config.LeaveOnDrain), and
+			// the page resumed there without a join.
+			err := chromedp.Run(ctx, poll(fmt.Sprintf(`batonClient.stats.moves > %d && batonClient.stats.resumes > %d && batonClient.hello.resumed && batonClient.hello.node !== %q && state.seq > %d`, moved, resumes, nd.id, tick), 30*time.Second),
 				chromedp.Evaluate(`batonClient.hello.node`, &now))
 			require.NoError(t, err, "the page did not follow its room off %s", nd.id)
-			t.Logf("the page followed the room from %s to %s: playing there %v after the SIGTERM", nd.id, now, time.Since(stopped).Round(time.Millisecond))
+			var joinedAt int64
+			require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`window.joinedAt`, &joinedAt)))
+			t.Logf("the page followed the room from %s to %s: seated there %v after the SIGTERM", nd.id, now, time.UnixMilli(joinedAt).Sub(stopped).Round(time.Millisecond))
 		}
 		var seat struct {
 			Player  string `json:"player"`
@@ -163,4 +169,6 @@ func TestBrowserMatchSurvivesRollingRestart(t *testing.T) {
 		chromedp.Evaluate(myScore, &final),
 		chromedp.Evaluate(`batonClient.stats`, &stats)), "the player no longer scores after the restarts")
 	t.Logf("moves %d, final score %d, client %v", moves, final, stats)
+	assert.Equal(t, moves, stats["moves"], "every move told with 4001")
+	assert.Zero(t, stats["drops"], "no connection dropped otherwise")
 }
