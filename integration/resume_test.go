@@ -54,7 +54,8 @@ type resumeNode struct {
 	events chan string
 	hold   time.Duration
 
-	slowRestore atomic.Int64 // ns Restore sleeps (on the target's loop)
+	slowRestore  atomic.Int64 // ns Restore sleeps (on the target's loop)
+	panicOnLeave atomic.Bool  // OnLeave panics after telling
 }
 
 func (n *resumeNode) config(name string) room.Config[seqInput] {
@@ -64,6 +65,9 @@ func (n *resumeNode) config(name string) room.Config[seqInput] {
 		return func(_ *room.Room[seqInput], p string) {
 			g.Events = append(g.Events, ev+":"+p)
 			n.events <- n.id + ":" + ev + ":" + p
+			if ev == "leave" && n.panicOnLeave.Load() {
+				panic("the game's OnLeave panics")
+			}
 		}
 	}
 	cfg := room.Config[seqInput]{Name: name, Period: 20 * time.Millisecond, Reconnect: n.hold, InputFull: room.RefuseInput,
@@ -598,4 +602,26 @@ func TestResumeOffRemovesAtOnce(t *testing.T) {
 	_, _, status, _ := dialPlay(j.Addr, "den", "resume="+url.QueryEscape(h.Resume))
 	assert.Equal(t, 401, status)
 	assert.Equal(t, []string{"leave:gus", "remove:gus"}, a.state(t, "den").Events)
+}
+
+// TestResumeHookPanics: a seat hook that panics is contained like a panicking tick: the
+// room ticks on, the player resumes, the next hook runs and inputs are taken.
+func TestResumeHookPanics(t *testing.T) {
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeatSigner(t), 10*time.Second)
+	a.panicOnLeave.Store(true)
+	j, err := joinRoom(a.addr, "den", "hal")
+	require.NoError(t, err)
+	conn, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))
+	require.NoError(t, err)
+	inputsAcked(t, conn, 1, 2)
+	require.NoError(t, conn.UnderlyingConn().Close())
+	a.waitEvent(t, "a:leave:hal", 5*time.Second)
+	conn2, h2, status, err := dialPlay(j.Addr, "den", "resume="+url.QueryEscape(h.Resume))
+	require.NoError(t, err, "status %d", status)
+	defer conn2.Close()
+	assert.Equal(t, uint64(2), h2.Ack)
+	a.waitEvent(t, "a:return:hal", 5*time.Second)
+	inputsAcked(t, conn2, 3, 4)
+	require.Eventually(t, func() bool { return len(a.state(t, "den").Inputs["hal"]) == 4 }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, seqRange(1, 4), a.state(t, "den").Inputs["hal"])
 }
