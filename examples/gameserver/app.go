@@ -87,6 +87,7 @@ type app struct {
 	mm        *game.Matchmaker
 	waits     map[string]*loop.Future[assignment] // by ticket id
 	arenas    map[string]*arena                   // by match id, running and recently ended
+	handed    map[string]*arena                   // matches handed to this node, until adopted (arenaOf); cluster mode with a HandoffKey
 	live      int                                 // arenas not yet ended
 	matches   int                                 // of those, matches formed from tickets (capped: MaxArenas)
 	claiming  map[game.PlayerID]bool              // players whose new ticket is between its checks and Enqueue
@@ -185,8 +186,14 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 		// tickets, bot arenas) carry its ID.
 		a.prefix = cl.Node + "-" + a.prefix
 		if err := room.UseDirectory(a.srv, cl.Directory, room.NodeConfig{
-			Directory: directory.Config{Node: cl.Node, PublicAddr: cl.Public}, Seats: cl.Seats}); err != nil {
+			Directory: directory.Config{Node: cl.Node, PublicAddr: cl.Public}, Seats: cl.Seats, HandoffKey: cl.HandoffKey}); err != nil {
 			return nil, err
+		}
+		if cl.HandoffKey != nil {
+			a.handed = map[string]*arena{}
+			if err := room.AcceptHandoffs(a.srv, a.handedConfig); err != nil {
+				return nil, err
+			}
 		}
 		a.clusterRoutes()
 	}
@@ -199,6 +206,7 @@ func newApp(opts options, st *store.Store, log *slog.Logger) (*app, error) {
 func (a *app) routes() {
 	s := a.srv
 	s.Handle("GET /", a.serveIndex) // exactly "/": the router matches whole paths
+	s.Handle("GET /baton.mjs", a.serveClient)
 	s.Handle("POST /tickets", a.addrLimit.Middleware(addrKey)(a.postTicket))
 	s.Handle("GET /tickets/{id}", a.getTicket)
 	s.Handle("DELETE /tickets/{id}", a.deleteTicket)

@@ -35,22 +35,43 @@ type arena struct {
 	changed *loop.Cond // broadcast at every snapshot: the long-polls wait on it
 	ended   bool
 	endedAt time.Time
+	adopted bool // counted in app.arenas and live: false for a match handed to this node until its first tick
 }
 
 // newArena starts an empty match in a new room named after it.
 func (a *app) newArena(id string, loner, heavy bool) (*arena, error) {
-	return a.makeArena(id, "arena-"+id, loner, heavy)
+	return a.makeArena(id, "arena-"+id, loner, heavy, false)
 }
 
-// makeArena starts an empty match with id in a new room named roomName.
-func (a *app) makeArena(id, roomName string, loner, heavy bool) (*arena, error) {
+// makeArena starts an empty match with id in a new room named roomName; a movable one has
+// Snapshot and Restore hooks (a cluster room joined by name: handed to another node when
+// this one drains).
+func (a *app) makeArena(id, roomName string, loner, heavy, movable bool) (*arena, error) {
 	m, err := game.NewMatch(id, a.opts.Arena, rand.Uint64())
 	if err != nil {
 		return nil, err
 	}
-	ar := &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
+	ar := a.newArenaState(id, m, loner, heavy)
+	ar.room, err = room.New(a.srv.Loop(0), ar.config(roomName, movable))
+	if err != nil {
+		return nil, err
+	}
+	ar.adopted = true
+	ar.publish()
+	a.arenas[id] = ar
+	a.live++
+	return ar, nil
+}
+
+// newArenaState makes an arena's state around match m, without its room.
+func (a *app) newArenaState(id string, m *game.Match, loner, heavy bool) *arena {
+	return &arena{app: a, id: id, m: m, heavy: heavy, loner: loner,
 		conns: map[game.PlayerID]*ws.Conn{}, seats: map[game.PlayerID]*game.Ticket{}, changed: loop.NewCond(a.srv.Loop(0))}
-	ar.room, err = room.New(a.srv.Loop(0), room.Config[game.Input]{
+}
+
+// config is the arena's room config.
+func (ar *arena) config(roomName string, movable bool) room.Config[game.Input] {
+	cfg := room.Config[game.Input]{
 		Name:       roomName,
 		Period:     tickPeriod,
 		Tick:       ar.tick,
@@ -59,19 +80,28 @@ func (a *app) makeArena(id, roomName string, loner, heavy bool) (*arena, error) 
 		InputFull: room.DropInput,
 		OnDrain:   ar.onDrain,
 		OnMoved:   ar.onMoved,
-	})
-	if err != nil {
-		return nil, err
+		// Seated players (cluster mode, servePlay) keep their place while their
+		// connection is away: they stop moving, and leave the match only when their
+		// seat's hold (30 s) ran out.
+		OnLeave: func(_ *room.Room[game.Input], id string) {
+			if p := ar.m.Player(game.PlayerID(id)); p != nil {
+				p.DX, p.DY = 0, 0
+			}
+		},
+		OnRemove: func(_ *room.Room[game.Input], id string) { ar.m.Leave(game.PlayerID(id)) },
 	}
-	ar.publish()
-	a.arenas[id] = ar
-	a.live++
-	return ar, nil
+	if movable {
+		cfg.Snapshot, cfg.Restore = room.JSONState[game.Input](ar.m) // the match's own MarshalJSON
+	}
+	return cfg
 }
 
 // tick is the room's tick: apply the inputs queued since the last one, steer the bots,
 // step the simulation by the time that really passed, and broadcast the new state.
 func (ar *arena) tick(r *room.Room[game.Input], t *room.Tick[game.Input]) {
+	if !ar.adopted { // handed to this node: its first tick here
+		ar.app.adopt(ar)
+	}
 	if ar.heavy {
 		burn(heavyBurn) // the demo's culprit: the rooms page names this room
 	}
@@ -110,7 +140,7 @@ func (ar *arena) onMoved(r *room.Room[game.Input]) {
 	if ar.fromTickets {
 		ar.app.matches--
 	}
-	ar.app.log.Warn("gameserver: the room moved: its node's lease lapsed", "room", r.Name(), "token", r.Token())
+	ar.app.log.Warn("gameserver: the room moved to another node (handed off, or this node's lease lapsed)", "room", r.Name(), "token", r.Token())
 	if ar.loner {
 		ar.app.startBotArena(ar.heavy)
 	}

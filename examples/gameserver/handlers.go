@@ -24,6 +24,12 @@ import (
 //go:embed index.html
 var indexHTML []byte
 
+// clientJS is the browser client of the client protocol (docs/client-protocol.md), which
+// the page imports in cluster mode and any page may: GET /baton.mjs.
+//
+//go:embed baton.mjs
+var clientJS []byte
+
 // adminPlaceholder in index.html is replaced with the admin address (host:port, or
 // empty where there is none), so that the page's dashboard link points at it.
 const adminPlaceholder = "{{BATON_ADMIN}}"
@@ -40,6 +46,12 @@ func (a *app) serveIndex(c *loop.Ctx) {
 		a.setAdmin("")
 	}
 	c.Bytes(200, "text/html; charset=utf-8", a.index)
+}
+
+// serveClient answers /baton.mjs with the browser client module.
+func (a *app) serveClient(c *loop.Ctx) {
+	c.SetHeader("Cache-Control", "no-cache")
+	c.Bytes(200, "text/javascript; charset=utf-8", clientJS)
 }
 
 // ticketJSON is a ticket as the API shows it.

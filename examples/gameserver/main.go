@@ -192,7 +192,8 @@ func run(ctx context.Context, opts options, out io.Writer, ready func(running)) 
 		if err != nil {
 			return err
 		}
-		opts.Cluster = &clusterConfig{Directory: etcd.New(cli, ""), Node: opts.Node, Public: opts.Public, Seats: seats}
+		opts.Cluster = &clusterConfig{Directory: etcd.New(cli, ""), Node: opts.Node, Public: opts.Public, Seats: seats,
+			HandoffKey: opts.SeatKey} // one shared secret: seat, resume and handoff MACs are domain-separated
 	}
 	a, err := newApp(opts, st, log)
 	if err != nil {

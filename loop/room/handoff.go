@@ -50,11 +50,12 @@ const (
 
 // handoffState is a room's part in handoffs, in its core.
 type handoffState struct {
-	hooks    bool        // Config.Snapshot and Restore are set; immutable
-	req      *handoffReq // a handoff asked for, done by the tick task after the current tick. Loop-confined
-	frozen   int         // guarded by core.inMu: 0, frozenNow, frozenMoved
-	movedOut bool        // the room was handed off: its claim is the target's. Loop-confined
-	resumed  int64       // Unix ns of the freeze this room was restored from; 0 once it has ticked. Loop-confined
+	hooks    bool               // Config.Snapshot and Restore are set; immutable
+	req      *handoffReq        // a handoff asked for, done by the tick task after the current tick. Loop-confined
+	frozen   int                // guarded by core.inMu: 0, frozenNow, frozenMoved
+	movedOut bool               // the room was handed off: its claim is the target's. Loop-confined
+	resumed  int64              // Unix ns of the freeze this room was restored from; 0 once it has ticked. Loop-confined
+	dest     directory.NodeInfo // the node the room was handed to (its members' close names it). Loop-confined
 }
 
 // handoffReq is one handoff asked for.
@@ -155,6 +156,7 @@ type envelope struct {
 	Expires int64           `json:"expires_unix_ns"` // not accepted after
 	State   []byte          `json:"state"`
 	Inputs  json.RawMessage `json:"inputs,omitempty"` // the queued inputs, oldest first
+	Seats   []seatRecord    `json:"seats,omitempty"`  // the players' seats (seats.go)
 }
 
 // errExpired is decodeEnvelope's error for an envelope past its expiry.
@@ -179,6 +181,11 @@ func decodeEnvelope(body []byte, now int64) (envelope, error) {
 	}
 	if len(env.Inputs) > 0 && !json.Valid(env.Inputs) {
 		return env, errors.New("room: handoff envelope: inputs are not JSON")
+	}
+	for _, st := range env.Seats {
+		if st.Player == "" || st.Nonce == 0 {
+			return env, fmt.Errorf("room: handoff envelope: a seat without a player or nonce (%q, %d)", st.Player, st.Nonce)
+		}
 	}
 	return env, nil
 }
@@ -253,6 +260,9 @@ func (r *Room[I]) handOff(bt *loop.Task, n uint64, next, prev int64) (int64, boo
 	c.ho.req = nil
 	nd := c.tbl.node
 	nd.hos.started.Add(1)
+	if len(c.seats) > 0 || len(c.seatEv) > 0 {
+		c.seatTurn(bt, c.tbl.now()) // the hooks the state is owed, before its snapshot
+	}
 	tok, to, err := r.transfer(bt, q, n, next, prev)
 	if err == nil {
 		nd.hos.completed.Add(1)
@@ -326,6 +336,7 @@ func (r *Room[I]) transfer(bt *loop.Task, q *handoffReq, n uint64, next, prev in
 		Frozen: frozen.UnixNano(), State: state}
 	wall := func(at int64) int64 { return frozen.UnixNano() + (at - tbl.now()) }
 	env.Next, env.Prev = wall(next), wall(prev)
+	env.Seats = c.seatRecords(frozen.UnixNano())
 	if len(pending) > 0 {
 		if env.Inputs, err = json.Marshal(pending); err != nil {
 			return 0, "", fmt.Errorf("room: handoff of %q: the queued inputs: %w", c.name, err)
@@ -349,6 +360,7 @@ func (r *Room[I]) transfer(bt *loop.Task, q *handoffReq, n uint64, next, prev in
 		}
 		tok, err := send(bt, nd.hoKey, target.InternalAddr, body, timeout)
 		if err == nil {
+			c.ho.dest = target
 			return tok, target.ID, nil
 		}
 		err = fmt.Errorf("room: handoff of %q to %q: %w", c.name, target.ID, err)
@@ -358,6 +370,7 @@ func (r *Room[I]) transfer(bt *loop.Task, q *handoffReq, n uint64, next, prev in
 		case lerr != nil:
 			return 0, "", fmt.Errorf("%w; then %w: %w", err, errLost, lerr)
 		case cl.Node == target.ID && cl.Token > directory.Token(env.Token):
+			c.ho.dest = target
 			return cl.Token, target.ID, nil // it took the room; only its answer was lost
 		case cl.Node != d.Node() || cl.Token != directory.Token(env.Token):
 			return 0, "", fmt.Errorf("%w; then %w (owner %q, token %d)", err, errLost, cl.Node, cl.Token)
@@ -555,6 +568,7 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		return
 	}
 	r.core.queueLen = len(r.in)
+	r.core.restoreSeats(env.Seats)
 	cl, err := offload.Do(&c.Task, func(ctx context.Context) (directory.Claim, error) {
 		cl, err := d.Move(ctx, env.Room, directory.Token(env.Token), d.Node())
 		if errors.Is(err, directory.ErrUnavailable) { // it may have taken effect: the directory says

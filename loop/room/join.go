@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 
 	"github.com/batonrt/baton/directory"
@@ -86,13 +87,34 @@ func unavailable(c *loop.Ctx, why string) {
 // finds the room on c's loop, or makes it with open (which calls New on the loop it is
 // given), and waits for the room's claim. A room another node owns gets 307 to the owner's
 // public address (Location, same path and query): the player never lands in a twin. 503
-// with Retry-After when the directory cannot be reached. The seat names the player. The
-// handler's task only (loop mode: rooms are loop-confined).
+// with Retry-After when the directory cannot be reached. The seat names the player.
+//
+// A seat naming a player makes c's task a member of the room holding the player's seat
+// (docs/client-protocol.md): a new seat, or the seat held for the player after a dropped
+// connection or a move, or a live one whose older connection is then cancelled (the
+// newest connection wins). Instead of a seat token the request may carry a resume token
+// (the query parameter "resume", from the hello Play sends): it takes back the seat it
+// names in a room running here, once (401 if forged, for another room, used already, or
+// its seat is gone; 307 if another node runs the room). Play then serves the connection.
+// The handler's task only (loop mode: rooms are loop-confined).
 func Admit[I any](c *loop.Ctx, name string, open func(l *loop.Loop) (*Room[I], error)) (*Room[I], directory.Seat, bool) {
 	l := c.Loop()
 	n := nodeOf(l.Server())
 	var seat directory.Seat
-	if n.seats != nil {
+	var nonce uint64
+	resume := c.Query("resume") != ""
+	if resume {
+		room, player, nc, err := verifyResume(n.rkey, c.Query("resume"))
+		if err == nil && room != name {
+			err = fmt.Errorf("%w: for room %s, not %s", errResumeToken, room, name)
+		}
+		if err != nil {
+			n.sts.refused.Add(1)
+			c.String(401, "401 Unauthorized: "+err.Error()+"\n")
+			return nil, seat, false
+		}
+		seat, nonce = directory.Seat{Room: room, Player: player}, nc
+	} else if n.seats != nil {
 		var err error
 		if seat, err = n.seats.Verify(c.Query("seat")); err != nil {
 			c.String(401, "401 Unauthorized: "+err.Error()+"\n")
@@ -110,6 +132,9 @@ func Admit[I any](c *loop.Ctx, name string, open func(l *loop.Loop) (*Room[I], e
 			c.String(500, "500 Internal Server Error: room "+name+" has another input type\n")
 			return nil, seat, false
 		}
+	} else if resume {
+		resumeElsewhere(c, n, name)
+		return nil, seat, false
 	} else {
 		var err error
 		if r, err = open(l); err != nil {
@@ -126,11 +151,21 @@ func Admit[I any](c *loop.Ctx, name string, open func(l *loop.Loop) (*Room[I], e
 		// Its lease lapsed: the room stops at its next tick, and the player asks again.
 		unavailable(c, "room "+name+": this node's ownership lapsed")
 	case err == nil:
+		if seat.Player == "" {
+			return r, seat, true
+		}
+		if _, err := r.core.sit(&c.Task, seat.Player, resume, nonce); err != nil {
+			if resume && !errors.Is(err, ErrRoomStopped) {
+				n.sts.refused.Add(1)
+				c.String(401, "401 Unauthorized: "+err.Error()+"\n")
+			} else if !Error(c, err) {
+				c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
+			}
+			return nil, seat, false
+		}
 		return r, seat, true
 	case errors.As(err, &owned) && owned.Owner.Node != n.cfg.Node:
-		u := url.URL{Scheme: "http", Host: owned.Owner.PublicAddr, Path: c.Path(), RawQuery: c.RawQuery()}
-		c.SetHeader("Location", u.String())
-		c.String(307, "307 Temporary Redirect: room "+name+" is on node "+owned.Owner.Node+" at "+owned.Owner.PublicAddr+"\n")
+		redirect(c, name, owned.Owner)
 	case errors.Is(err, directory.ErrUnavailable), errors.Is(err, directory.ErrAlreadyOwned):
 		unavailable(c, err.Error())
 	default:
@@ -139,4 +174,29 @@ func Admit[I any](c *loop.Ctx, name string, open func(l *loop.Loop) (*Room[I], e
 		}
 	}
 	return nil, seat, false
+}
+
+// redirect answers 307 to the owner's public address, same path and query.
+func redirect(c *loop.Ctx, name string, owner directory.Claim) {
+	u := url.URL{Scheme: "http", Host: owner.PublicAddr, Path: c.Path(), RawQuery: c.RawQuery()}
+	c.SetHeader("Location", u.String())
+	c.String(307, "307 Temporary Redirect: room "+name+" is on node "+owner.Node+" at "+owner.PublicAddr+"\n")
+}
+
+// resumeElsewhere answers a resume for a room that does not run here: 307 to the node
+// that runs it, or 401 when none does (its seats went with it). The handler's task.
+func resumeElsewhere(c *loop.Ctx, n *node, name string) {
+	if d := n.handle(); d != nil && !n.local {
+		cl, err := offload.Do(c, func(ctx context.Context) (directory.Claim, error) { return d.Lookup(ctx, name) })
+		switch {
+		case err == nil && cl.Node != n.cfg.Node:
+			redirect(c, name, cl)
+			return
+		case err != nil && !errors.Is(err, directory.ErrNotClaimed):
+			unavailable(c, err.Error())
+			return
+		}
+	}
+	n.sts.refused.Add(1)
+	c.String(401, "401 Unauthorized: "+errSeatGone.Error()+"\n")
 }

@@ -52,6 +52,9 @@ type node struct {
 
 	hoKey []byte       // NodeConfig.HandoffKey; nil: no handoffs
 	hos   handoffStats // handoff.go
+
+	rkey []byte    // signs resume tokens: HandoffKey, or a random key of this process
+	sts  seatStats // seats.go
 }
 
 // orphan is a claim whose room has ended but whose release failed (the directory was out
@@ -147,6 +150,10 @@ func UseDirectory(srv *loop.Server, op directory.Opener, cfg NodeConfig) error {
 	}
 	n := &node{op: op, cfg: cfg.Directory.WithDefaults(), seats: cfg.Seats, every: cfg.PublishEvery,
 		hoKey: append([]byte(nil), cfg.HandoffKey...)} // nil without a key
+	n.rkey = n.hoKey
+	if n.rkey == nil {
+		n.rkey = randomKey() // resume works on this node only
+	}
 	if _, loaded := nodes.LoadOrStore(serverKey(srv), n); loaded {
 		return errors.New("room: UseDirectory: the server has a node already (UseDirectory called twice, or a room was made first)")
 	}
@@ -179,7 +186,7 @@ func nodeOf(srv *loop.Server) *node {
 		return v.(*node)
 	}
 	cfg := directory.Config{Node: "local", Loops: len(srv.Loops()), TTL: localTTL}.WithDefaults()
-	n := &node{op: directory.NewEmbedded(), cfg: cfg, every: time.Second, local: true}
+	n := &node{op: directory.NewEmbedded(), cfg: cfg, every: time.Second, local: true, rkey: randomKey()}
 	d, err := n.op.Open(context.Background(), cfg)
 	if err != nil { // an in-memory directory of our own: cannot happen
 		panic("room: the default directory: " + err.Error())
@@ -385,6 +392,7 @@ type nodeFigures struct {
 	Placement *directory.Placement `json:"last_placement,omitempty"`
 	LastError string               `json:"last_error,omitempty"`
 	Handoffs  handoffFigures       `json:"handoffs"`
+	Seats     seatFigures          `json:"seats"`
 }
 
 // figures returns the node's figures now. Any goroutine.
@@ -398,6 +406,7 @@ func (n *node) figures() nodeFigures {
 		f.LastError = *e
 	}
 	f.Handoffs = n.hos.figures()
+	f.Seats = n.sts.figures()
 	return f
 }
 

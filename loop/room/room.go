@@ -17,8 +17,12 @@
 // each tick and stops for good once it lapsed, Room.Token is its fencing token, and Join
 // and Admit route players to the node that owns their room. A room with Snapshot and
 // Restore hooks can move, live, to another node between two ticks (Room.Handoff, and on
-// drain). docs/rooms.md describes rooms in full, docs/cluster.md the directory,
-// docs/handoff.md the handoff.
+// drain). Admit seats a player: the seat is held across a dropped connection
+// (Config.Reconnect) and a move, and taken back with a single-use resume token; Play
+// serves a seated player's WebSocket by the client protocol (numbered inputs, acks,
+// retries, the close that names the room's new owner). docs/rooms.md describes rooms in
+// full, docs/cluster.md the directory, docs/handoff.md the handoff,
+// docs/client-protocol.md the players' wire contract.
 package room
 
 import (
@@ -178,6 +182,22 @@ type Config[I any] struct {
 	// both. Without them the room drains as it always did. docs/handoff.md.
 	Snapshot func(r *Room[I]) ([]byte, error)
 	Restore  func(r *Room[I], state []byte) error
+	// Reconnect is how long a seated player's seat (Admit) is held after their
+	// connection drops, for them to take it back with their resume token (or a new seat
+	// token): zero means 30 s; negative, not held (the player is removed at once). A seat
+	// held when the room moves travels with it, and the move's closed connections are
+	// held from the freeze. docs/client-protocol.md.
+	Reconnect time.Duration
+	// OnLeave, OnReturn and OnRemove tell the room's code about its seated players, on
+	// the tick task between two ticks (before the next tick), in the order things
+	// happened: OnLeave when a player's connection dropped (the seat is held for
+	// Reconnect), OnReturn when they took it back, OnRemove when the hold ran out (remove
+	// the player from the game). A move is no leave: a player whose connection a handoff
+	// closed is not reported as leaving, and OnRemove runs on the new owner if they do
+	// not come back there in time.
+	OnLeave  func(r *Room[I], player string)
+	OnReturn func(r *Room[I], player string)
+	OnRemove func(r *Room[I], player string)
 }
 
 // Validate reports the first invalid field, naming it. Any goroutine.
@@ -312,6 +332,12 @@ type core struct {
 
 	sendBuf []any        // Broadcast's copy of the members' conns (members.go); nil while one runs
 	ho      handoffState // handoff.go
+
+	// Seats (seats.go). Loop-confined.
+	seats     map[string]*seat
+	seatEv    []seatEvent            // hooks to run before the next tick
+	seatHooks [3]func(player string) // OnLeave, OnReturn, OnRemove
+	hold      time.Duration          // Config.Reconnect, defaulted
 }
 
 // member is a task that belongs to a room.
@@ -320,6 +346,7 @@ type member struct {
 	cancel func()        // removes the OnEnd hook that detaches it
 	last   time.Duration // its loop time already charged to the room
 	conn   any           // what Broadcast sends to (AttachConn); nil for a member without one
+	seat   *seat         // the player's seat it holds (Admit); nil for none
 }
 
 // New starts a room on loop l: its first tick is Config.FirstTick (by default one Period)
@@ -406,6 +433,15 @@ func build[I any](tbl *table, cfg Config[I], claimed *loop.Future[directory.Toke
 		c.onMoved = func() { cfg.OnMoved(r) }
 	}
 	c.ho.hooks = cfg.Snapshot != nil
+	c.hold = cfg.Reconnect
+	if c.hold == 0 {
+		c.hold = defaultReconnect
+	}
+	for i, fn := range [3]func(*Room[I], string){cfg.OnLeave, cfg.OnReturn, cfg.OnRemove} {
+		if fn != nil {
+			c.seatHooks[i] = func(p string) { fn(r, p) }
+		}
+	}
 	return r
 }
 
@@ -657,6 +693,9 @@ func (r *Room[I]) run(bt *loop.Task, start, first int64, n uint64) {
 			c.lapse(bt)
 			return
 		}
+		if len(c.seats) > 0 || len(c.seatEv) > 0 {
+			c.seatTurn(bt, tbl.now())
+		}
 		began := tbl.now()
 		if c.ho.resumed != 0 {
 			c.ho.firstTick(tbl.node)
@@ -737,6 +776,7 @@ func (c *core) attach(t *loop.Task) error {
 func (c *core) detach(t *loop.Task) {
 	for i := range c.members {
 		if m := &c.members[i]; m.t == t {
+			c.seatDropped(m)
 			m.cancel()
 			c.remove(i)
 			break
@@ -749,6 +789,7 @@ func (c *core) detach(t *loop.Task) {
 func (c *core) memberEnded(t *loop.Task) {
 	for i := range c.members {
 		if c.members[i].t == t {
+			c.seatDropped(&c.members[i])
 			c.remove(i)
 			break
 		}

@@ -88,6 +88,14 @@ type Config struct {
 	// utilisation over the last ten seconds is over it. Negative turns the check off; at
 	// most 1. Default 0.95 (as /readyz by default).
 	SaturatedUtilisation float64
+
+	// LeaveOnDrain: when the server's drain begins, the route's connections are left open
+	// to their handlers instead of being sent the drain's 1001 close frame. For handlers
+	// that end with the drain on their own: a room member served by room.Play is closed
+	// with 4001 naming the node its room was handed to, or with 1000 when the room ends
+	// (docs/client-protocol.md). A connection whose handler does not end is closed when
+	// the drain's deadline passes. Off by default.
+	LeaveOnDrain bool
 }
 
 // Validate reports the first invalid field of c, naming it and its value. The zero Config
@@ -122,6 +130,7 @@ type limits struct {
 	satUtil                                      float64
 	compress, takeover                           bool
 	compressThreshold                            int
+	leaveOnDrain                                 bool
 }
 
 // limitsOf returns c's figures with every zero field replaced by its default.
@@ -129,7 +138,8 @@ func limitsOf(c *Config) limits {
 	l := limits{maxMessage: c.MaxMessageBytes, maxQueued: c.MaxQueuedBytes, pingInterval: c.PingInterval,
 		pongTimeout: c.PongTimeout, stall: c.StallTimeout, closeAfter: c.CloseTimeout,
 		satLag: c.SaturatedLag, satUtil: c.SaturatedUtilisation,
-		compress: c.Compression, takeover: c.CompressionContextTakeover, compressThreshold: c.CompressionThreshold}
+		compress: c.Compression, takeover: c.CompressionContextTakeover, compressThreshold: c.CompressionThreshold,
+		leaveOnDrain: c.LeaveOnDrain}
 	if l.maxMessage == 0 {
 		l.maxMessage = 1 << 20
 	}

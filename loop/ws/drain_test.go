@@ -85,3 +85,65 @@ func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainLeavesConnectionsToHandlers: a route with Config.LeaveOnDrain gets no 1001 when
+// the drain begins: its handler, told by the server's Draining future, says its last word
+// and closes with its own code (4001, as room.Play does when the room was handed to
+// another node), and the drain waits for it; a route without the option gets the 1001.
+// Real WebSocket clients (gorilla/websocket).
+func TestDrainLeavesConnectionsToHandlers(t *testing.T) {
+	s := newServer(t, loop.Config{}, Config{})
+	joined := make(chan struct{}, 2)
+	s.Handle("GET /left", func(c *loop.Ctx) {
+		w, err := Upgrade(c, Config{LeaveOnDrain: true})
+		if err != nil {
+			return
+		}
+		joined <- struct{}{}
+		if _, err := c.Loop().Server().Draining().Await(c); err != nil {
+			return
+		}
+		_ = w.WriteText([]byte("moved"))
+		_ = w.Close(4001, `{"room":"r"}`)
+	})
+	s.Handle("GET /closed", func(c *loop.Ctx) {
+		w, err := Upgrade(c, Config{})
+		if err != nil {
+			return
+		}
+		joined <- struct{}{}
+		for {
+			if _, _, err := w.ReadMessage(); err != nil {
+				return
+			}
+		}
+	})
+	errc := serveInBackground(t, s)
+	addr := s.Addr().String()
+	left, closed := wsDial(t, addr, "/left", nil), wsDial(t, addr, "/closed", nil)
+	<-joined
+	<-joined
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+
+	require.NoError(t, left.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, msg, err := left.ReadMessage()
+	require.NoError(t, err, "the handler's last word, not the drain's 1001")
+	assert.Equal(t, "moved", string(msg))
+	_, _, err = left.ReadMessage()
+	var ce *websocket.CloseError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 4001, ce.Code)
+	assert.Equal(t, `{"room":"r"}`, ce.Text)
+
+	require.NoError(t, closed.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, _, err = closed.ReadMessage()
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, websocket.CloseGoingAway, ce.Code)
+	_ = left.Close()
+	_ = closed.Close()
+	require.NoError(t, <-shut)
+	<-errc
+}

@@ -66,7 +66,7 @@ func (c Config) Validate() error {
 // (a longer vector is scaled to length 1). Seq lets a client match snapshots to its
 // inputs: the snapshot reports the last Seq applied per player.
 type Input struct {
-	Player PlayerID `json:"-"`
+	Player PlayerID `json:"player,omitempty"` // set by the server, never taken from the client (handlers overwrite it)
 	DX     float64  `json:"dx"`
 	DY     float64  `json:"dy"`
 	Seq    uint32   `json:"seq"`
@@ -112,6 +112,7 @@ type Match struct {
 	ID      string
 	cfg     Config
 	rng     *rand.Rand
+	src     *rand.PCG // rng's source: its state goes in the snapshot
 	players []*Player
 	byID    map[PlayerID]*Player
 	orbs    []Orb
@@ -127,7 +128,8 @@ func NewMatch(id string, cfg Config, seed uint64) (*Match, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Match{ID: id, cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), byID: map[PlayerID]*Player{}}
+	src := rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)
+	m := &Match{ID: id, cfg: cfg, rng: rand.New(src), src: src, byID: map[PlayerID]*Player{}}
 	for range cfg.Orbs {
 		m.orbs = append(m.orbs, m.randomOrb())
 	}
@@ -427,4 +429,51 @@ func (m *Match) AppendSnapshot(b []byte) []byte {
 func appendJSONString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
 	return append(b, q...)
+}
+
+// matchState is a match's state as its snapshot holds it: all but its Config, which the
+// restoring side has.
+type matchState struct {
+	ID      string        `json:"id"`
+	RNG     []byte        `json:"rng"`
+	Players []*Player     `json:"players"`
+	Orbs    []Orb         `json:"orbs"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Tick    uint64        `json:"tick"`
+	Over    bool          `json:"over"`
+	Reason  EndReason     `json:"reason"`
+}
+
+// MarshalJSON encodes the match's state (not its Config): the snapshot a room hands to
+// another node.
+func (m *Match) MarshalJSON() ([]byte, error) {
+	rng, err := m.src.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(matchState{ID: m.ID, RNG: rng, Players: m.players, Orbs: m.orbs, Elapsed: m.elapsed,
+		Tick: m.tick, Over: m.over, Reason: m.reason})
+}
+
+// UnmarshalJSON sets the match's state from MarshalJSON's bytes, keeping its Config (make
+// the match with NewMatch first).
+func (m *Match) UnmarshalJSON(b []byte) error {
+	var st matchState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return err
+	}
+	src := &rand.PCG{}
+	if err := src.UnmarshalBinary(st.RNG); err != nil {
+		return fmt.Errorf("game: match state: rng: %w", err)
+	}
+	byID := make(map[PlayerID]*Player, len(st.Players))
+	for _, p := range st.Players {
+		if p == nil {
+			return errors.New("game: match state: a null player")
+		}
+		byID[p.ID] = p
+	}
+	m.ID, m.src, m.rng, m.players, m.byID, m.orbs = st.ID, src, rand.New(src), st.Players, byID, st.Orbs
+	m.elapsed, m.tick, m.over, m.reason = st.Elapsed, st.Tick, st.Over, st.Reason
+	return nil
 }
