@@ -78,7 +78,7 @@ func TestCondWaitIsForTheNextBroadcast(t *testing.T) {
 			s.Loop(0).Go(fmt.Sprint("waiter", i), func(tk *Task) {
 				waiting.Add(1)
 				if err := cond.Wait(tk); err == nil { // parks in the same slice
-					woke <- tk.Name()
+					woke <- tk.name
 				}
 			})
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ type recordedLatencies struct {
 	got map[string]time.Duration
 }
 
-func (r *recordedLatencies) hook(rec *RequestRecord) {
+func (r *recordedLatencies) hook(rec *accounting.RequestRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got[rec.Path] = rec.Latency

@@ -84,13 +84,6 @@ func (l *Loop) Server() *Server {
 	return l.srv
 }
 
-// DrainReport returns what this loop's graceful shutdown drained; it waits until the loop
-// has stopped. Any goroutine.
-func (l *Loop) DrainReport() DrainReport {
-	<-l.srv.done
-	return l.srv.drain.report
-}
-
 // Loop returns the loop the task runs on: for a request, the loop its connection landed
 // on; nil for a zero Task. From the task itself (Ctx.Loop in a handler).
 func (t *Task) Loop() *Loop {

@@ -224,7 +224,7 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 	assert.Equal(t, conns, rep.InFlight, "the report sums the shards")
 	sum := 0
 	for i := 0; i < shards; i++ {
-		sum += s.Loop(i).DrainReport().InFlight
+		sum += s.Loop(i).srv.drain.report.InFlight // each loop's own report
 	}
 	assert.Equal(t, conns, sum)
 	assert.ErrorIs(t, s.Loop(1).Post(func() {}), ErrServerClosed)
@@ -375,7 +375,7 @@ func TestShardEngineStopStopsTheServer(t *testing.T) {
 	require.NotNil(t, eng)
 	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal error
 	err := <-errc
-	require.ErrorIs(t, err, ErrEngineStopped)
+	require.ErrorIs(t, err, errEngineStopped)
 	assert.NotErrorIs(t, err, ErrServerClosed)
 	assert.Contains(t, err.Error(), "shard 1")
 	assert.True(t, drained[0].Load() && drained[2].Load(), "the other shards drained")

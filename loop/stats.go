@@ -352,7 +352,7 @@ func addStacks(ts []accounting.TaskSample) {
 }
 
 // admissionSnapshot returns the "admission" section's figures. Loop-confined.
-func (s *Server) admissionSnapshot() AdmissionStats {
+func (s *Server) admissionSnapshot() accounting.AdmissionStats {
 	st := s.adm.stats()
 	st.InFlight, st.Parsed, st.PanicsTotal, st.Accept = s.inflight, s.parsed, s.panics, s.acceptStats()
 	return st

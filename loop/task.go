@@ -81,10 +81,6 @@ func (t *Task) Yield() { t.ops.yield(t) }
 // ID returns the task's id, unique within the server's lifetime.
 func (t *Task) ID() uint64 { return t.ops.id(t) }
 
-// Name returns what the stats pages and logs call the task: a background task's name, or
-// a request's route pattern.
-func (t *Task) Name() string { return t.name }
-
 // Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
 // read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to
 // ratelimit.Limiter.Allow. Call it from the task.

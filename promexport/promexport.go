@@ -479,7 +479,7 @@ func collectLoop(ch chan<- prometheus.Metric, l *accounting.LoopSnapshot) {
 	}
 }
 
-func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionStats) {
+func collectAdmission(ch chan<- prometheus.Metric, a *accounting.AdmissionStats) {
 	gauge(ch, dAdmLimit, float64(a.Limit))
 	gauge(ch, dAdmActive, float64(a.Active))
 	gauge(ch, dAdmQueued, float64(a.Queued))
