@@ -158,7 +158,7 @@ func TestCtxHeaders(t *testing.T) {
 	require.Equal(t, "Host=x,X-A=1,x-a=2,Stop=here", body)
 }
 
-// AwaitTimeout and WaitTimeout: the deadline passes (ErrTimeout), or a Resolve from another
+// Await and Wait with a bound: the deadline passes (ErrTimeout), or a Resolve from another
 // goroutine wakes the waiter first, in both modes.
 func TestTimedWaits(t *testing.T) {
 	for _, m := range modes {
@@ -171,7 +171,7 @@ func TestTimedWaits(t *testing.T) {
 					f.Store(fut)
 					waiting <- struct{}{}
 					d, _ := time.ParseDuration(c.Query("wait"))
-					v, err := fut.AwaitTimeout(c, d)
+					v, err := fut.Await(c, d)
 					switch {
 					case errors.Is(err, ErrTimeout):
 						c.String(204, "")
@@ -182,7 +182,7 @@ func TestTimedWaits(t *testing.T) {
 					}
 				})
 				s.Handle("GET /event", func(c *Ctx) {
-					_, err := NewFuture[struct{}](s.loopRef).AwaitTimeout(c, 20*time.Millisecond)
+					_, err := NewFuture[struct{}](s.loopRef).Await(c, 20*time.Millisecond)
 					c.String(200, fmt.Sprint(errors.Is(err, ErrTimeout)))
 				})
 			})
@@ -215,7 +215,7 @@ func TestDrainSignalEndsLongPolls(t *testing.T) {
 	parked := make(chan struct{})
 	s.Handle("GET /poll", func(c *Ctx) {
 		close(parked)
-		if _, err := s.Draining().AwaitTimeout(c, time.Minute); err != nil {
+		if _, err := s.Draining().Await(c, time.Minute); err != nil {
 			c.String(500, err.Error())
 			return
 		}

@@ -97,7 +97,7 @@ func TestStreamBodySlowReader(t *testing.T) {
 			body := c.BodyReader()
 			one := make([]byte, 1)
 			_, _ = body.Read(one)
-			_, _ = ev.Await(c) // parks (single-thread) or blocks (multi-thread) until the test says
+			_, _ = ev.Await(c, 0) // parks (single-thread) or blocks (multi-thread) until the test says
 			_, err := io.Copy(io.Discard, body)
 			c.String(200, fmt.Sprintf("%v %d", errors.Is(err, errBodyCut), heldOf(body.(*bodyPipe))))
 		}

@@ -168,7 +168,7 @@ func TestChainMiddleHandlerParks(t *testing.T) {
 		echoRoutes(s)
 		ev = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /wait", func(c *Ctx) {
-			if _, err := ev.Await(c); err != nil {
+			if _, err := ev.Await(c, 0); err != nil {
 				c.String(500, err.Error())
 				return
 			}

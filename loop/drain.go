@@ -119,7 +119,7 @@ func (s *Server) checkDrained() {
 }
 
 // Draining returns a Future resolved when Shutdown begins: a handler or background task may
-// WaitTimeout on it (a long-poll answers early, a tick loop saves its state and returns).
+// Await it with a bound (a long-poll answers early, a tick loop saves its state and returns).
 // Safe for concurrent use.
 func (s *Server) Draining() *Future[struct{}] { return s.drainSig }
 

@@ -22,11 +22,11 @@ func TestHoldDrainKeepsShutdownOpen(t *testing.T) {
 		holding.Store(true)
 		defer release()
 		defer release() // idempotent: the hold is counted once
-		if _, err := s.Draining().Await(tk); err != nil {
+		if _, err := s.Draining().Await(tk, 0); err != nil {
 			return
 		}
 		sawDrain.Store(true)
-		if _, err := finish.Await(tk); err != nil { // the work that must finish before the stop
+		if _, err := finish.Await(tk, 0); err != nil { // the work that must finish before the stop
 			return
 		}
 		flushed.Store(true)

@@ -96,7 +96,7 @@ func TestHeadInBufQueuedRequestKeepsItsHead(t *testing.T) {
 	r := newChainRig(t, Config{RequestConcurrency: 1, MaxQueueLength: 4}, func(s *Server) {
 		ev = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /hold", func(c *Ctx) {
-			_, _ = ev.Await(c)
+			_, _ = ev.Await(c, 0)
 			c.String(200, "held")
 		})
 		s.Handle("GET /p/{id}", func(c *Ctx) {

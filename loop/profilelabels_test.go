@@ -54,7 +54,7 @@ func TestProfileLabelsSplitCPUByRoute(t *testing.T) {
 					burnSink.Add(int64(burn(spinWork)))
 					ev.Resolve(struct{}{}, nil)
 				})
-				_, _ = ev.Await(c)
+				_, _ = ev.Await(c, 0)
 				c.String(200, "spun")
 			})
 		})

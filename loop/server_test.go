@@ -310,7 +310,7 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 		release = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /sleep", func(c *Ctx) {
 			parked.Add(1)
-			_, err := release.AwaitTimeout(c, time.Minute)
+			_, err := release.Await(c, time.Minute)
 			parked.Add(-1)
 			woke.Add(1)
 			if err != nil {
@@ -667,7 +667,7 @@ func testFutureBetweenTasks(t *testing.T, m mode) {
 			}
 			f := waiting
 			mu.Unlock()
-			v, err := f.Await(c)
+			v, err := f.Await(c, 0)
 			if err != nil {
 				c.String(499, err.Error())
 				return
@@ -718,7 +718,7 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 		if parked.Add(1) == n {
 			close(allParked)
 		}
-		_, _ = release.Await(c)
+		_, _ = release.Await(c, 0)
 		c.String(200, "done")
 	})
 	s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })

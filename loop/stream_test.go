@@ -33,7 +33,7 @@ func TestStreamChunksReachTheWireAtOnce(t *testing.T) {
 						next = ev
 						mu.Unlock()
 						_, _ = fmt.Fprintf(w, "chunk%d;", i)
-						if _, err := ev.AwaitTimeout(c, 30*time.Second); err != nil {
+						if _, err := ev.Await(c, 30*time.Second); err != nil {
 							return
 						}
 					}

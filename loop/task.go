@@ -14,8 +14,8 @@ import (
 	"github.com/batonrt/baton/offload"
 )
 
-// ErrTimeout is returned by the waits with a deadline, Future.AwaitTimeout and
-// Cond.WaitTimeout, when the deadline passes first.
+// ErrTimeout is returned by the waits given a bound (Future.Await, Cond.Wait,
+// RawConn.Wait) when it passes first.
 var ErrTimeout = errors.New("loop: wait timed out")
 
 // ErrTaskStopped is the cancellation cause of a background task stopped with

@@ -22,7 +22,7 @@ func TestDrainingAndReady(t *testing.T) {
 	ev := loop.NewFuture[struct{}](srv.Loop(0))
 	srv.Handle("GET /hold", func(c *loop.Ctx) {
 		held <- struct{}{}
-		_, _ = ev.Await(c)
+		_, _ = ev.Await(c, 0)
 		c.NoContent()
 	})
 	base := looptest.Start(t, srv)

@@ -239,7 +239,7 @@ func (a *app) getTicket(c *loop.Ctx) {
 	}
 	if wait := waitParam(c); wait > 0 && t.State == game.TicketQueued { // no ?wait: answer at once
 		if f := a.waits[t.ID]; f != nil {
-			_, err := f.AwaitTimeout(c, wait)
+			_, err := f.Await(c, wait)
 			if errors.Is(err, errDraining) {
 				c.SetHeader("Retry-After", "1")
 				c.String(503, "503 Service Unavailable: draining\n")
@@ -273,11 +273,11 @@ func (a *app) deleteTicket(c *loop.Ctx) {
 }
 
 // waitParam reads ?wait=SECONDS, capped at maxLongPoll; -1 when absent or not positive
-// (answer at once: callers must not pass it to AwaitTimeout, where d <= 0 waits unbounded).
+// (answer at once: callers must not pass it to Future.Await, where d <= 0 waits unbounded).
 func waitParam(c *loop.Ctx) time.Duration {
 	s, err := strconv.ParseFloat(c.Query("wait"), 64)
 	if err != nil || s <= 0 {
-		return -1 // a poll: AwaitTimeout answers at once
+		return -1 // a poll: answer at once
 	}
 	return min(time.Duration(s*float64(time.Second)), maxLongPoll)
 }
@@ -360,7 +360,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 	}
 	if t.State == game.TicketQueued {
 		if f := a.waits[t.ID]; f != nil {
-			if _, err := f.AwaitTimeout(c, a.opts.TicketAge); err != nil {
+			if _, err := f.Await(c, a.opts.TicketAge); err != nil {
 				a.mm.Cancel(t.ID, c.Now()) // the client left or waited too long: not matched now
 				_ = send(wsMessage{Type: "error", Error: err.Error()})
 				_ = conn.Close(1013, "no match") // try again later
@@ -452,7 +452,7 @@ func (a *app) roomState(c *loop.Ctx) {
 		if wait <= 0 {
 			wait = 10 * time.Second
 		}
-		_ = ar.changed.WaitTimeout(c, wait) // the room publishes at 20 Hz
+		_ = ar.changed.Wait(c, wait) // the room publishes at 20 Hz
 	}
 	c.Bytes(200, "application/json", ar.snap)
 }

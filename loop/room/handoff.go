@@ -209,7 +209,7 @@ func (r *Room[I]) Handoff(w loop.Waiter, to string) (directory.Token, error) {
 	}
 	f := loop.NewFuture[directory.Token](c.tbl.l)
 	c.ho.req = &handoffReq{to: to, done: f}
-	return f.Await(w)
+	return f.Await(w, 0)
 }
 
 // canHandOff says why the room cannot be handed off, or nil. Loop-confined.

@@ -443,7 +443,7 @@ func (r *Room[I]) Token() directory.Token { return directory.Token(r.core.token.
 // directory.ErrAlreadyOwned) naming the node that owns it, directory.ErrUnavailable, or
 // ErrRoomStopped. The room stops when its claim fails. On the default node the claim is
 // made by New, so Claimed returns at once. w is a task of the room's loop.
-func (r *Room[I]) Claimed(w loop.Waiter) (directory.Token, error) { return r.core.claimed.Await(w) }
+func (r *Room[I]) Claimed(w loop.Waiter) (directory.Token, error) { return r.core.claimed.Await(w, 0) }
 
 // Name returns the room's name. Any goroutine.
 func (r *Room[I]) Name() string { return r.core.name }

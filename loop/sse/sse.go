@@ -277,7 +277,7 @@ func (b *Broker) Serve(c *loop.Ctx) {
 		if draining {
 			return
 		}
-		_, err := wake.AwaitTimeout(c, b.cfg.Heartbeat)
+		_, err := wake.Await(c, b.cfg.Heartbeat)
 		switch {
 		case errors.Is(err, loop.ErrTimeout):
 			buf = append(buf, ":\n\n"...) // a comment: keeps proxies from closing a quiet stream

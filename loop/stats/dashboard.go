@@ -322,7 +322,7 @@ func (h *hub) serveLoop(c *loop.Ctx) {
 	}
 	f, seq := h.next(c.Loop(), seq)
 	for {
-		frame, err := f.AwaitTimeout(c, dashPing)
+		frame, err := f.Await(c, dashPing)
 		switch {
 		case errors.Is(err, loop.ErrTimeout):
 			_, err = st.Write([]byte(": ping\n\n"))

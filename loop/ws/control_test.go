@@ -149,14 +149,14 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 						if err != nil {
 							return
 						}
-						_, _ = ev.Await(c) // the handler has not returned: messages wait for it
+						_, _ = ev.Await(c, 0) // the handler has not returned: messages wait for it
 						return
 					}
 					w, err := Upgrade(c, opts(c, Config{}))
 					if err != nil {
 						return
 					}
-					_, _ = ev.Await(c) // busy elsewhere: nothing reads
+					_, _ = ev.Await(c, 0) // busy elsewhere: nothing reads
 					for {
 						_, p, err := w.ReadMessage()
 						if err != nil {
