@@ -120,7 +120,8 @@ func (l *Loop) Current() *Task {
 }
 
 // Now returns the loop's clock now: the clock the scheduler and accounting use, cheap to
-// read on the loop (what Task.Now returns for a task of the loop). Loop-confined.
+// read on the loop, where a handler (single-thread mode) or a task of the loop takes it
+// with c.Loop().Now(); off the loop (a multi-thread handler) read time.Now. Loop-confined.
 func (l *Loop) Now() time.Time { return l.srv.timeAt(l.srv.nanotime()) }
 
 // Phase returns the server's lifecycle phase as Vitals.Phase names it: "starting",

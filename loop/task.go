@@ -81,16 +81,6 @@ func (t *Task) Yield() { t.ops.yield(t) }
 // ID returns the task's id, unique within the server's lifetime.
 func (t *Task) ID() uint64 { return t.ops.id(t) }
 
-// Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
-// read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to
-// ratelimit.Limiter.Allow. Call it from the task.
-func (t *Task) Now() time.Time {
-	if t.g != nil {
-		return time.Now()
-	}
-	return t.srv.timeAt(t.srv.nanotime())
-}
-
 // OnLoop runs fn on the task's loop and returns once it has run: at once for a task that
 // runs on the loop (every task in single-thread mode, and background tasks in both), and
 // through the loop's door, waiting for it, from a multi-thread request handler. fn may

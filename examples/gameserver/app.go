@@ -269,7 +269,7 @@ func (a *app) beginDrain() {
 
 // matchmake forms matches from the queue: an Every task on the loop.
 func (a *app) matchmake(t *loop.Task) {
-	now := t.Now()
+	now := t.Loop().Now()
 	if !a.srv.Draining().Done() {
 		for _, tk := range a.mm.Expire(now, a.opts.TicketAge) {
 			if f := a.waits[tk.ID]; f != nil {

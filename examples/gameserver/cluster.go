@@ -133,7 +133,7 @@ func (a *app) servePlay(c *loop.Ctx) {
 		if err != nil {
 			break // the client left, the match ended, or the room moved
 		}
-		if ok, _ := a.inputLimit.Allow(string(player), c.Now()); !ok {
+		if ok, _ := a.inputLimit.Allow(string(player), c.Loop().Now()); !ok {
 			a.droppedInputs.Add(1)
 			continue
 		}

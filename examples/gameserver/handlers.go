@@ -134,7 +134,7 @@ func (a *app) refuseBusy(c *loop.Ctx, own int) bool {
 		return true
 	}
 	if a.mm.Queued()+len(a.claiming)-own >= a.opts.MaxQueued {
-		c.SetHeader("Retry-After", strconv.Itoa(a.queueRetryAfter(c.Now())))
+		c.SetHeader("Retry-After", strconv.Itoa(a.queueRetryAfter(c.Loop().Now())))
 		c.String(503, "503 Service Unavailable: the matchmaking queue is full\n")
 		return true
 	}
@@ -184,7 +184,7 @@ func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game
 		c.String(409, "409 Conflict: this player already has a queued ticket\n")
 		return nil, ""
 	}
-	if ok, wait := a.ticketLimit.Allow(string(player), c.Now()); !ok {
+	if ok, wait := a.ticketLimit.Allow(string(player), c.Loop().Now()); !ok {
 		c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 		c.String(429, "429 Too Many Requests: too many tickets for this player\n")
 		return nil, ""
@@ -204,7 +204,7 @@ func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game
 	if a.refuseDraining(c) {
 		return nil, ""
 	}
-	t, err = a.mm.Enqueue(player, name, c.Now())
+	t, err = a.mm.Enqueue(player, name, c.Loop().Now())
 	if err != nil { // ErrQueued cannot happen: a.claiming kept every other ticket for player out
 		c.String(500, err.Error()+"\n")
 		return nil, ""
@@ -262,7 +262,7 @@ func (a *app) deleteTicket(c *loop.Ctx) {
 	if given := ticketSecret(c); refuseSecret(c, given, t.SecretMatches(given)) {
 		return
 	}
-	if !a.mm.Cancel(id, c.Now()) {
+	if !a.mm.Cancel(id, c.Loop().Now()) {
 		c.String(409, "409 Conflict: the ticket is not queued\n")
 		return
 	}
@@ -328,7 +328,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 		player = t.Player
 	} else {
-		if ok, wait := a.addrLimit.Allow(addrKey(c), c.Now()); !ok {
+		if ok, wait := a.addrLimit.Allow(addrKey(c), c.Loop().Now()); !ok {
 			c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 			c.String(429, "429 Too Many Requests\n")
 			return
@@ -361,7 +361,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 	if t.State == game.TicketQueued {
 		if f := a.waits[t.ID]; f != nil {
 			if _, err := f.Await(c, a.opts.TicketAge); err != nil {
-				a.mm.Cancel(t.ID, c.Now()) // the client left or waited too long: not matched now
+				a.mm.Cancel(t.ID, c.Loop().Now()) // the client left or waited too long: not matched now
 				_ = send(wsMessage{Type: "error", Error: err.Error()})
 				_ = conn.Close(1013, "no match") // try again later
 				return
@@ -369,7 +369,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 	}
 	if t.State == game.TicketQueued {
-		a.mm.Cancel(t.ID, c.Now())
+		a.mm.Cancel(t.ID, c.Loop().Now())
 	}
 	ar := a.arenas[t.Match]
 	if t.State != game.TicketAssigned || ar == nil || ar.ended {
@@ -390,7 +390,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		if err != nil {
 			return // the client left, or the room stopped (the match ended)
 		}
-		if ok, _ := a.inputLimit.Allow(string(player), c.Now()); !ok {
+		if ok, _ := a.inputLimit.Allow(string(player), c.Loop().Now()); !ok {
 			a.droppedInputs.Add(1)
 			continue
 		}
@@ -475,7 +475,7 @@ func (a *app) postInput(c *loop.Ctx) {
 	if refuseSecret(c, given, seat != nil && seat.SecretMatches(given)) {
 		return
 	}
-	if ok, wait := a.inputLimit.Allow(string(player), c.Now()); !ok {
+	if ok, wait := a.inputLimit.Allow(string(player), c.Loop().Now()); !ok {
 		c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 		c.String(429, "429 Too Many Requests\n")
 		return

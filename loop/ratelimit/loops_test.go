@@ -119,7 +119,7 @@ func TestLimiterAllowOffItsLoopPanicsUnderInvariants(t *testing.T) {
 	lim := New(Config{Rate: 1000, Burst: 1000})
 	s, addr := startServer(t, loop.Config{Shards: 2}, func(s *loop.Server) {
 		s.Handle("GET /allow", func(c *loop.Ctx) {
-			lim.Allow("k", c.Now())
+			lim.Allow("k", c.Loop().Now())
 			c.String(200, "ok")
 		})
 	})

@@ -157,7 +157,7 @@ func (st *loopState) opened(w *Conn, pattern string) {
 			st.fine.Stop()
 		}
 		st.fineEvery = every
-		st.fine = st.l.Every("ws:sweep", every, func(t *loop.Task) { st.sweep(t.Now().UnixNano()) })
+		st.fine = st.l.Every("ws:sweep", every, func(t *loop.Task) { st.sweep(st.l.Now().UnixNano()) })
 	}
 }
 
