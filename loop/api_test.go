@@ -211,7 +211,7 @@ func TestTimedWaits(t *testing.T) {
 func TestDrainSignalEndsLongPolls(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	hooks := make(chan struct{}, 1)
-	s.Loop(0).OnDrain(func() { hooks <- struct{}{} })
+	s.Loop(0).OnDrain(func(time.Time) { hooks <- struct{}{} })
 	parked := make(chan struct{})
 	s.Handle("GET /poll", func(c *Ctx) {
 		close(parked)

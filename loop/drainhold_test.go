@@ -81,7 +81,7 @@ func TestGoFromOnDrainStarts(t *testing.T) {
 			var saved atomic.Bool
 			var h *TaskHandle
 			l := s.Loop(0)
-			l.OnDrain(func() {
+			l.OnDrain(func(time.Time) {
 				release := l.HoldDrain() // in the hook: HoldDrain's doc says why
 				save := func(tk *Task) {
 					defer release()
@@ -121,7 +121,7 @@ func TestUnrunTaskHandleEnds(t *testing.T) {
 			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 			var h *TaskHandle
 			l := s.Loop(0)
-			l.OnDrain(func() {
+			l.OnDrain(func(time.Time) {
 				save := func(tk *Task) { _ = tk.Sleep(time.Millisecond) }
 				if how == "Go" {
 					h = l.Go("unheld-on-drain", save)

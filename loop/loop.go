@@ -166,16 +166,6 @@ func (l *Loop) Start(name string, fn func(t *Task)) *TaskHandle {
 	return h
 }
 
-// DrainDeadline returns the deadline of the Shutdown that began the drain, and false when
-// that Shutdown's context has none or no Shutdown was called: what an OnDrain hook hands
-// to the code it tells to save its state. Any goroutine.
-func (l *Loop) DrainDeadline() (time.Time, bool) {
-	if ctx := l.srv.shutdownContext(); ctx != nil {
-		return ctx.Deadline()
-	}
-	return time.Time{}, false
-}
-
 // Value returns the value stored under key on this loop by SetValue, or nil: state a
 // feature keeps per loop (a room table), found from any task of the loop without a lock.
 // Loop-confined.

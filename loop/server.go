@@ -91,7 +91,7 @@ type Server struct {
 	cancel    context.CancelFunc
 	drainSig  *Future[struct{}]        // set when the drain begins
 	hooksMu   sync.Mutex               // guards onDrain
-	onDrain   []func()                 // run on the loop when the drain begins; guarded by hooksMu
+	onDrain   []func(time.Time)        // run on the loop when the drain begins; guarded by hooksMu
 	pendingMu sync.Mutex               // guards pending
 	pending   map[*TaskHandle]struct{} // background tasks posted, not yet started
 	ctxMu     sync.Mutex               // guards drainCtx

@@ -168,7 +168,7 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 		c.String(200, strconv.Itoa(c.Loop().Index()))
 	})
 	for i := 0; i < shards; i++ {
-		s.Loop(i).OnDrain(func() { draining[i].Store(true) })
+		s.Loop(i).OnDrain(func(time.Time) { draining[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
 	cs := make([]*client, conns)
@@ -368,7 +368,7 @@ func TestShardEngineStopStopsTheServer(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Shards: 3, Logger: quietLogger(t)})
 	var drained [3]atomic.Bool
 	for i := 0; i < 3; i++ {
-		s.Loop(i).OnDrain(func() { drained[i].Store(true) })
+		s.Loop(i).OnDrain(func(time.Time) { drained[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
 	eng := s.Loop(1).srv.eng.Load()

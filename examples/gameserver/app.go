@@ -258,7 +258,7 @@ func (a *app) writerName() string {
 // beginDrain runs on the loop when Shutdown begins (OnDrain): no more matches; queued
 // tickets are cancelled and their waiters answered 503. The arenas end their matches in
 // their own OnDrain; the writer writes everything before it stops.
-func (a *app) beginDrain() {
+func (a *app) beginDrain(time.Time) {
 	for id, f := range a.waits {
 		if t, ok := a.mm.Ticket(id); ok && t.State == game.TicketQueued {
 			a.mm.Cancel(id, time.Now())

@@ -259,7 +259,7 @@ func (n *node) start(l *loop.Loop) {
 		last.at, last.nanos = now, nanos
 		n.publish(t, srv, share)
 	})
-	l.OnDrain(func() {
+	l.OnDrain(func(time.Time) {
 		n.draining.Store(true)
 		release := l.HoldDrain()
 		l.Start("room:directory-drain", func(t *loop.Task) {

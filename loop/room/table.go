@@ -135,8 +135,7 @@ func (t *table) sweep(now int64) {
 // drain is the loop's OnDrain hook: every running room's OnDrain runs with the drain
 // deadline, and rooms without one are stopped. The drain then waits for the rooms to end
 // (each holds it until it has). Loop-confined.
-func (t *table) drain() {
-	deadline, _ := t.l.DrainDeadline()
+func (t *table) drain(deadline time.Time) {
 	rooms := append([]*core(nil), t.all...) // callbacks may add or stop rooms
 	for _, c := range rooms {
 		if c.ended || c.stopping {

@@ -201,8 +201,8 @@ func (b *Broker) hubOf(l *loop.Loop) *hub {
 	}
 	h := &hub{b: b, l: l, ev: loop.NewFuture[struct{}](l)}
 	if slot.CompareAndSwap(nil, h) {
-		l.OnDrain(h.wake)                   // clients wake, see the drain and end
-		_ = l.Post(func() { addHub(l, h) }) // the stats section finds it there
+		l.OnDrain(func(time.Time) { h.wake() }) // clients wake, see the drain and end
+		_ = l.Post(func() { addHub(l, h) })     // the stats section finds it there
 		return h
 	}
 	return slot.Load()

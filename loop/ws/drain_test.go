@@ -45,7 +45,7 @@ func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
 				}
 			})
 			final := NewPrepared(false, []byte(`{"final":"3:1"}`))
-			s.Loop(0).OnDrain(func() {
+			s.Loop(0).OnDrain(func(time.Time) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, w := range conns {
