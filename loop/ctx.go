@@ -83,13 +83,14 @@ type Ctx struct {
 	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
 	noBody    bool // a streamed response whose status allows no body (204, 304): writes are refused
-	sized     bool // a StreamLength body (responseframing.go)
-	owed      bool // a StreamLength body with bytes still to write: a short body
+	sized     bool // a body of a declared length (responseframing.go)
+	owed      bool // a declared-length body with bytes still to write: a short body
 	trailers  bool // hdrArena holds trailer lines (Stream.Trailer), no longer the head's headers
 	aborted   bool // a panic cut a streamed body short: the connection must close
 	isHead    bool // HEAD request: no body is sent
 	closeConn bool // the response says Connection: close
-	mustClose bool // decided at dispatch: the connection closes after this response
+	mustClose bool // decided at dispatch or set by the handler: the connection closes after this response
+	declared  bool // hdrs holds a Content-Length the handler set, for the next Stream (responseframing.go)
 
 	// Loop-owned bookkeeping.
 	acceptedAt int64 // loop nanotime when the head was parsed
@@ -148,7 +149,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
-	c.noBody, c.sized, c.owed, c.trailers = false, false, false, false
+	c.noBody, c.sized, c.owed, c.trailers, c.declared = false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
@@ -299,9 +300,22 @@ func (c *Ctx) RemoteAddr() net.Addr { return c.remote }
 
 // SetHeader sets response header name to value, replacing earlier values. It panics if the
 // name is not a valid token, the value contains CR, LF or NUL (header injection), the
-// header is one the server writes (Content-Length, Transfer-Encoding, Connection, Date),
-// or the response head was already written.
+// header is one the server writes (Transfer-Encoding, Date, and Content-Length or
+// Connection but as below), or the response head was already written.
+//
+// Two of the server's headers state the response's framing, as with net/http:
+// "Connection: close" makes the connection close after this response (the server reads no
+// further request from it), and "Content-Length: N" (N >= 0) makes a Stream started later
+// send a body of N bytes with a Content-Length instead of chunked coding, for HTTP/1.0 and
+// HTTP/1.1 clients alike: Write refuses bytes past N with http.ErrContentLength, and a
+// handler that returns having written fewer leaves the client a short body and the
+// connection closes after it. String, Bytes and JSON send their own body's length. Any
+// other value of these two panics.
 func (c *Ctx) SetHeader(name, value string) {
+	if reservedHeader(name) {
+		c.setFraming(name, value)
+		return
+	}
 	c.delHeader(name)
 	c.AddHeader(name, value)
 }
@@ -358,19 +372,19 @@ func reservedHeader(name string) bool {
 		strings.EqualFold(name, "Connection") || strings.EqualFold(name, "Date")
 }
 
-// Written reports whether the response head has been written (by the handler, or by the
-// server when the handler's deadline passed).
-func (c *Ctx) Written() bool { return c.headState() != headNone }
-
-// Status returns the status of the response head the handler wrote, 0 before it wrote one
-// or when the server answered for it (the handler deadline's 503): what a middleware
-// records after next returned (a handler that wrote nothing gets an empty 200 after the
-// middleware returns). From the handler's task.
+// Status returns the status of the response head written so far: the handler's, or 503
+// when the server answered for it (the handler's deadline passed); 0 while no head has
+// been written (a head is written once, so nonzero means the response has begun). What a
+// middleware records after next returned (a handler that wrote nothing gets an empty 200
+// after the middleware returns). From the handler's task.
 func (c *Ctx) Status() int {
-	if c.headState() != headHandler {
-		return 0
+	switch c.headState() {
+	case headHandler:
+		return c.status
+	case headServer:
+		return 503
 	}
-	return c.status
+	return 0
 }
 
 // String answers with status and a text/plain body. Like every writer it panics on a
@@ -436,6 +450,10 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 		panic("loop: response already written")
 	}
 	c.status = status
+	if c.declared { // a body written whole states its own length
+		c.delHeader("Content-Length")
+		c.declared = false
+	}
 	if len(c.hdrs) == 0 && c.writeHeadCached(status, contentType, contentLength, chunked) {
 		return true
 	}
@@ -472,6 +490,9 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 // ErrBodyNotAllowed. The response ends when the handler returns. Like String, it panics
 // on a status below 200.
 func (c *Ctx) Stream(status int, contentType string) *Stream {
+	if c.declared {
+		return c.streamLength(status, contentType)
+	}
 	noBody := status == 204 || status == 304
 	chunked := c.req.ProtoMinor >= 1 && !noBody
 	if c.writeHead(status, contentType, -1, chunked) {
@@ -490,7 +511,7 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 // handler returns.
 type Stream struct {
 	c      *Ctx
-	remain int64 // a StreamLength body's bytes still to write
+	remain int64 // a declared-length body's bytes still to write
 }
 
 // Write appends p to the response and hands it to the connection (see Stream). It returns

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/batonrt/baton/loop"
@@ -143,7 +144,7 @@ func (x *exchange) commit(c *loop.Ctx, h *head, data []byte, final bool) bool {
 		c.AddHeader(kv[0], kv[1])
 	}
 	if h.closeConn {
-		c.CloseConnection()
+		c.SetHeader("Connection", "close")
 	}
 	switch {
 	case h.noBody:
@@ -152,7 +153,8 @@ func (x *exchange) commit(c *loop.Ctx, h *head, data []byte, final bool) bool {
 		c.Bytes(h.status, "", data)
 		return true
 	case h.cl >= 0:
-		x.st = c.StreamLength(h.status, "", h.cl) // a shorter body closes the connection
+		c.SetHeader("Content-Length", strconv.FormatInt(h.cl, 10))
+		x.st = c.Stream(h.status, "") // a sized body: a shorter one closes the connection
 	default:
 		x.st = c.Stream(h.status, "") // chunked; to the close for an HTTP/1.0 client
 	}

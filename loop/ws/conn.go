@@ -153,7 +153,7 @@ func upgrade(c *loop.Ctx, cfg *Config, h *Handler) (*Conn, error) {
 		c.String(501, "501 Not Implemented: "+ErrMultiThread.Error()+"\n")
 		return nil, ErrMultiThread
 	}
-	if c.Written() {
+	if c.Status() != 0 { // a head was written
 		return nil, errors.New("ws: Upgrade after the response was written")
 	}
 	if err := cfg.Validate(); err != nil {
