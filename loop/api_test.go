@@ -239,7 +239,7 @@ func TestDrainSignalEndsLongPolls(t *testing.T) {
 }
 
 // A background task's name reaches the tasks page, and a Go task stopped with its handle
-// sees ErrTaskStopped (its deferred functions run).
+// sees context.Canceled (its deferred functions run).
 func TestBackgroundNamesAndStop(t *testing.T) {
 	stopped := make(chan error, 1)
 	var h *TaskHandle
@@ -259,5 +259,5 @@ func TestBackgroundNamesAndStop(t *testing.T) {
 	h.Stop()
 	h.Stop() // idempotent
 	waitDone(t, "Done", h.Done())
-	require.ErrorIs(t, <-stopped, ErrTaskStopped)
+	require.ErrorIs(t, <-stopped, context.Canceled)
 }

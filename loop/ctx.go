@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,11 +26,6 @@ type HandlerFunc func(c *Ctx)
 
 // ErrClientGone is returned by writes of a task whose client disconnected.
 var ErrClientGone = errors.New("loop: client connection closed")
-
-// ErrBodyNotAllowed is returned by Stream.Write when the response's status allows no body
-// (204, 304): the bytes are not sent. A HEAD request's stream drops its writes silently,
-// as net/http does.
-var ErrBodyNotAllowed = errors.New("loop: response status allows no body")
 
 // ctxPoolMax bounds the pooled request contexts kept for reuse: enough for a burst of
 // thousands of parked requests, small enough that memory returns after a spike.
@@ -487,7 +483,7 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 // HTTP/1.1 clients get chunked coding; HTTP/1.0 clients get a body delimited by closing
 // the connection. A HEAD request gets the head only (writes are dropped); a status that
 // allows no body (204, 304) gets the head only too, and Write refuses its bytes with
-// ErrBodyNotAllowed. The response ends when the handler returns. Like String, it panics
+// http.ErrBodyNotAllowed. The response ends when the handler returns. Like String, it panics
 // on a status below 200.
 func (c *Ctx) Stream(status int, contentType string) *Stream {
 	if c.declared {
@@ -515,7 +511,7 @@ type Stream struct {
 }
 
 // Write appends p to the response and hands it to the connection (see Stream). It returns
-// ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
+// http.ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
 // disconnected, or the task's cancellation error.
 func (w *Stream) Write(p []byte) (int, error) {
 	c := w.c
@@ -523,7 +519,7 @@ func (w *Stream) Write(p []byte) (int, error) {
 		return len(p), nil // the server answered for the handler (deadline): drop
 	}
 	if c.noBody {
-		return 0, ErrBodyNotAllowed
+		return 0, http.ErrBodyNotAllowed
 	}
 	if err := c.Err(); errors.Is(err, context.Canceled) {
 		return 0, ErrClientGone

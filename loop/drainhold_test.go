@@ -92,7 +92,7 @@ func TestGoFromOnDrainStarts(t *testing.T) {
 				if how == "Go" {
 					h = l.Go("save-on-drain", save)
 				} else {
-					h = l.Start("save-on-drain", save)
+					h = l.Go("save-on-drain", save)
 				}
 			})
 			errc := serveInBackground(t, s)
@@ -126,7 +126,7 @@ func TestUnrunTaskHandleEnds(t *testing.T) {
 				if how == "Go" {
 					h = l.Go("unheld-on-drain", save)
 				} else {
-					h = l.Start("unheld-on-drain", save)
+					h = l.Go("unheld-on-drain", save)
 				}
 			})
 			errc := serveInBackground(t, s)

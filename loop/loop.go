@@ -138,14 +138,12 @@ func (l *Loop) Phase() string {
 	return "serving"
 }
 
-// Start starts fn as a background task on this loop now, named name on the stats pages,
-// in the stall log and in CPU accounting, like Loop.Go but without the round trip
-// through Post: the handle's Task is there at once. Its first slice runs in this loop
-// turn's pump. Loop-confined: from a task or a function of this loop (a feature making the
-// task of an object it creates on the loop, such as a room's tick task).
-func (l *Loop) Start(name string, fn func(t *Task)) *TaskHandle {
+// start starts fn as a background task on this loop now: Go's path on the loop, without
+// the round trip through Post, so the handle's Task is there at once; its first slice runs
+// in this loop turn's pump. Loop-confined.
+func (l *Loop) start(name string, fn func(t *Task)) *TaskHandle {
 	if fn == nil {
-		panic("loop: Loop.Start(" + name + ", nil)")
+		panic("loop: Go(" + name + ", nil)")
 	}
 	s := l.srv
 	h := s.newHandle(name)

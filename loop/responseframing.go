@@ -42,7 +42,7 @@ func (c *Ctx) setFraming(name, value string) {
 // streamLength starts a Stream whose body has the length the handler declared (a
 // Content-Length set before Stream): a HEAD request gets the head only; a status that
 // allows no body (204, 304) gets no Content-Length and Write refuses its bytes with
-// ErrBodyNotAllowed. From the handler's task.
+// http.ErrBodyNotAllowed. From the handler's task.
 func (c *Ctx) streamLength(status int, contentType string) *Stream {
 	var length int64
 	for _, h := range c.hdrs {

@@ -18,10 +18,6 @@ import (
 // RawConn.Wait) when it passes first.
 var ErrTimeout = errors.New("loop: wait timed out")
 
-// ErrTaskStopped is the cancellation cause of a background task stopped with
-// TaskHandle.Stop: its parks return it and its Context is cancelled with it.
-var ErrTaskStopped = errors.New("loop: task stopped")
-
 // Task is the handle of the running task: a request's (embedded in Ctx) or a background
 // task's (from Loop.Go or Loop.Every). Call its methods only from the task it belongs
 // to, and not after that task's function has returned.
@@ -164,7 +160,7 @@ func (t *Task) Contain(fn func()) (panicked bool) {
 }
 
 // Err returns why the task was cancelled (context.Canceled when its client disconnected,
-// context.DeadlineExceeded when its handler deadline passed, ErrTaskStopped when its
+// context.DeadlineExceeded when its handler deadline passed, context.Canceled too when its
 // TaskHandle stopped it), or nil.
 func (t *Task) Err() error { return t.ops.err(t) }
 

@@ -500,7 +500,8 @@ func collectOffload(ch chan<- prometheus.Metric, o *offload.Report) {
 	gauge(ch, dOffWorkers, float64(p.Workers))
 	gauge(ch, dOffIdle, float64(p.IdleWorkers))
 	for i := range p.Lanes {
-		l, lane := &p.Lanes[i], offload.Lane(i).String()
+		l := &p.Lanes[i]
+		lane := l.Lane
 		gauge(ch, dOffTokens, float64(l.Tokens), lane)
 		gauge(ch, dOffInUse, float64(l.InUse), lane)
 		gauge(ch, dOffQueue, float64(l.Waiting), lane)
