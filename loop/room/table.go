@@ -99,7 +99,7 @@ func (t *table) ended(c *core) {
 	}
 	c.unclaim()
 	c.endedAt = t.now()
-	c.rec.SetState(accounting.RoomStopped)
+	c.rec.SetState(roomStopped)
 	t.stopped = append(t.stopped, c)
 	switch t.l.Phase() {
 	case "draining":
@@ -141,7 +141,7 @@ func (t *table) drain(deadline time.Time) {
 		if c.ended || c.stopping {
 			continue
 		}
-		c.rec.SetState(accounting.RoomDraining)
+		c.rec.SetState(roomDraining)
 		if c.handOffOnDrain(deadline) {
 			continue // the room moves to another node, or drains below if it cannot
 		}
@@ -244,7 +244,7 @@ func series(rs accounting.RoomsSnapshot) map[string]float64 {
 	}
 	for i := range rs.Rooms {
 		add(&rs.Rooms[i])
-		if rs.Rooms[i].State != accounting.RoomStopped { // a stopped room's lateness is past
+		if rs.Rooms[i].State != roomStopped { // a stopped room's lateness is past
 			late = max(late, rs.Rooms[i].TickLateness.P99)
 		}
 	}
@@ -368,7 +368,7 @@ func panel(snap accounting.RoomsSnapshot) json.RawMessage {
 	// shows the rooms that run.
 	live := make([]accounting.RoomSnapshot, 0, len(rs.Rooms))
 	for _, r := range rs.Rooms {
-		if r.State != accounting.RoomStopped {
+		if r.State != roomStopped {
 			live = append(live, r)
 		}
 	}
