@@ -408,9 +408,6 @@ func (c *Ctx) JSON(status int, v any) {
 	c.respond(status, "application/json", b)
 }
 
-// NoContent answers 204 with no body.
-func (c *Ctx) NoContent() { c.respond(204, "", nil) }
-
 // respond writes a complete response. It panics if the handler already wrote one; it does
 // nothing if the server already answered for the handler (deadline).
 func (c *Ctx) respond(status int, contentType string, body []byte) {
@@ -510,13 +507,18 @@ type Stream struct {
 	remain int64 // a declared-length body's bytes still to write
 }
 
-// Write appends p to the response and hands it to the connection (see Stream). It returns
-// http.ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
-// disconnected, or the task's cancellation error.
+// Write appends p to the response and hands it to the connection (see Stream), parking
+// while the client is too far behind. A Write of no bytes hands what was written so far
+// to the connection now: the head of a stream with no body yet (what http.Flusher's Flush
+// does). It returns http.ErrBodyNotAllowed for bytes of a 204 or 304 response,
+// ErrClientGone once the client has disconnected, or the task's cancellation error.
 func (w *Stream) Write(p []byte) (int, error) {
 	c := w.c
 	if !c.streaming {
 		return len(p), nil // the server answered for the handler (deadline): drop
+	}
+	if len(p) == 0 {
+		return 0, w.flush()
 	}
 	if c.noBody {
 		return 0, http.ErrBodyNotAllowed
@@ -537,22 +539,15 @@ func (w *Stream) Write(p []byte) (int, error) {
 	} else {
 		c.out = append(c.out, p...)
 	}
-	if err := w.Flush(); err != nil {
+	if err := w.flush(); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// Flush hands what was written to the connection now and parks while the client is too
-// far behind. Write already does this; Flush is for a head with no body yet. It returns
-// ErrClientGone once the client has disconnected, or the task's cancellation error.
-func (w *Stream) Flush() error {
-	c := w.c
-	if !c.streaming {
-		return nil
-	}
-	return c.srv.mode.flush(c)
-}
+// flush hands what was written to the connection now and parks while the client is too
+// far behind (Write of no bytes). From the handler's task.
+func (w *Stream) flush() error { return w.c.srv.mode.flush(w.c) }
 
 // contentTypeName is the header name writeHead adds, shared by every response.
 var contentTypeName = []byte("Content-Type")

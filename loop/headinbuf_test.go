@@ -184,7 +184,7 @@ func TestWriteHeadCachedOnTheWire(t *testing.T) {
 		s.Handle("GET /plain", func(c *Ctx) { c.String(200, "hi") })
 		s.Handle("GET /hdr", func(c *Ctx) { c.SetHeader("X-A", "1"); c.String(200, "hi") })
 		s.Handle("GET /json", func(c *Ctx) { c.JSON(201, map[string]int{"a": 1}) })
-		s.Handle("GET /none", func(c *Ctx) { c.NoContent() })
+		s.Handle("GET /none", func(c *Ctx) { c.Bytes(204, "", nil) })
 	})
 	r.read(get("/plain") + get("/hdr") + get("/json") + get("/none") +
 		"GET /plain HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")

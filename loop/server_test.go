@@ -268,7 +268,7 @@ func TestLockFreeSharedState(t *testing.T) {
 			}
 			counts[k] = v + 1
 			total++
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 		s.Handle("GET /total", func(c *Ctx) {
 			sum := 0
@@ -320,7 +320,7 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 			c.String(200, "slept")
 		})
 		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked.Load(), woke.Load())) })
-		s.Handle("POST /release", func(c *Ctx) { release.Resolve(struct{}{}, nil); c.NoContent() })
+		s.Handle("POST /release", func(c *Ctx) { release.Resolve(struct{}{}, nil); c.Bytes(204, "", nil) })
 	})
 	clients := make([]*client, sleepers)
 	for i := range clients {

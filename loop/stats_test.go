@@ -41,12 +41,12 @@ func TestCPUClockPerSlice(t *testing.T) {
 			c.Yield()
 			burnThreadCPU(30 * time.Millisecond)
 			got <- c.Stats()
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 		s.Handle("GET /sleep", func(c *Ctx) {
 			_ = c.Sleep(50 * time.Millisecond)
 			got <- c.Stats()
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 	})
 	c := dial(t, addr)
@@ -101,7 +101,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 				for {
 					select {
 					case <-release:
-						c.NoContent()
+						c.Bytes(204, "", nil)
 						return
 					default:
 					}
@@ -111,7 +111,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 				}
 			}
 			got <- c.Stats()
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 	})
 	a := dial(t, addr)

@@ -45,7 +45,7 @@ func TestStreamChunksReachTheWireAtOnce(t *testing.T) {
 					if ev != nil {
 						ev.Resolve(struct{}{}, nil)
 					}
-					c.NoContent()
+					c.Bytes(204, "", nil)
 				})
 			})
 			feed := dial(t, addr)

@@ -23,7 +23,7 @@ func TestDrainingAndReady(t *testing.T) {
 	srv.Handle("GET /hold", func(c *loop.Ctx) {
 		held <- struct{}{}
 		_, _ = ev.Await(c, 0)
-		c.NoContent()
+		c.Bytes(204, "", nil)
 	})
 	base := looptest.Start(t, srv)
 	scrape := adminScrape(t, Registry(srv))

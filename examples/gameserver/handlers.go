@@ -269,7 +269,7 @@ func (a *app) deleteTicket(c *loop.Ctx) {
 	if f := a.waits[id]; f != nil {
 		f.Resolve(assignment{}, errors.New("cancelled"))
 	}
-	c.NoContent()
+	c.Bytes(204, "", nil)
 }
 
 // waitParam reads ?wait=SECONDS, capped at maxLongPoll; -1 when absent or not positive

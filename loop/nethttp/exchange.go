@@ -115,7 +115,7 @@ func (x *exchange) shut(err error) {
 }
 
 // apply writes one message to c: the head h if it is not written yet, then data; a flush
-// hands it to the connection and waits while the client is far behind (Stream.Flush). On
+// hands it to the connection and waits while the client is far behind (a Stream.Write of no bytes). On
 // c's task or goroutine.
 func (x *exchange) apply(c *loop.Ctx, h *head, data []byte, msg msgKind) error {
 	if !x.committed && h != nil {
@@ -132,7 +132,8 @@ func (x *exchange) apply(c *loop.Ctx, h *head, data []byte, msg msgKind) error {
 		return err
 	}
 	if msg == msgFlush {
-		return x.st.Flush()
+		_, err := x.st.Write(nil) // what was written, the head included, now
+		return err
 	}
 	return nil
 }

@@ -269,10 +269,7 @@ func (b *Broker) Serve(c *loop.Ctx) {
 			if _, err := st.Write(buf); err != nil {
 				return
 			}
-			buf = buf[:0]
-			if err := st.Flush(); err != nil {
-				return
-			}
+			buf = buf[:0] // Write handed it to the connection
 		}
 		if draining {
 			return

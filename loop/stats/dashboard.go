@@ -317,7 +317,7 @@ func (h *hub) serveLoop(c *loop.Ctx) {
 		if _, err := st.Write(sseEvent(last)); err != nil {
 			return
 		}
-	} else if st.Flush() != nil {
+	} else if _, err := st.Write(nil); err != nil { // the head now: the client sees the stream open
 		return
 	}
 	f, seq := h.next(c.Loop(), seq)
