@@ -164,23 +164,22 @@ func (l *Loop) start(name string, fn func(t *Task)) *TaskHandle {
 	return h
 }
 
-// Value returns the value stored under key on this loop by SetValue, or nil: state a
-// feature keeps per loop (a room table), found from any task of the loop without a lock.
-// Loop-confined.
-func (l *Loop) Value(key any) any { return l.srv.values[key] }
-
-// SetValue stores v under key on this loop (nil removes it). Keys should be of a type of
-// the feature's own, as with context.WithValue. Loop-confined.
-func (l *Loop) SetValue(key, v any) {
+// Value returns the value stored under key on this loop: state a feature keeps per loop
+// (a room table), found from any task of the loop without a lock. When none is stored and
+// init is not nil, it stores what init returns and returns that (state made on first
+// use); with init nil it returns nil. Keys should be of a type of the feature's own, as
+// with context.WithValue. Loop-confined.
+func (l *Loop) Value(key any, init func() any) any {
 	s := l.srv
-	if v == nil {
-		delete(s.values, key)
-		return
+	if v, ok := s.values[key]; ok || init == nil {
+		return v
 	}
+	v := init()
 	if s.values == nil {
 		s.values = map[any]any{}
 	}
 	s.values[key] = v
+	return v
 }
 
 // spawnOnLoop starts fn as a background task named name on the loop now, as Loop.Go

@@ -117,7 +117,7 @@ type Server struct {
 	drains     drainWatch
 	lag        lagSampler // the loop's lag and utilisation, published for Vitals (vitals.go)
 	arr        arrivalBound
-	values     map[any]any // Loop.SetValue: features' per-loop state
+	values     map[any]any // Loop.Value: features' per-loop state
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call

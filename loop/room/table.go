@@ -16,7 +16,7 @@ import (
 )
 
 // table holds one loop's rooms: running ones, and stopped ones until their slot is freed
-// (retainStopped after they ended). One per loop, kept with Loop.SetValue. Loop-confined.
+// (retainStopped after they ended). One per loop, kept with Loop.Value. Loop-confined.
 type table struct {
 	l      *loop.Loop
 	base   time.Time // the origin of the table's clock readings (int64 ns since base)
@@ -42,17 +42,20 @@ type tableKey struct{}
 // tableOf returns l's room table, making it (and registering the drain hook and the stats
 // section) on first use. Loop-confined.
 func tableOf(l *loop.Loop) *table {
-	if t, ok := l.Value(tableKey{}).(*table); ok {
+	srv := l.Server()
+	made := false
+	t := l.Value(tableKey{}, func() any {
+		made = true
+		cfg := srv.Config()
+		return &table{
+			l: l, base: l.Now(), acct: !cfg.NoAccounting, logger: cfg.Logger,
+			owner: map[*loop.Task]*core{}, byName: map[string]*core{}, node: nodeOf(srv), figs: &tableFigures{},
+			retain: retainStopped,
+		}
+	}).(*table)
+	if !made {
 		return t
 	}
-	srv := l.Server()
-	cfg := srv.Config()
-	t := &table{
-		l: l, base: l.Now(), acct: !cfg.NoAccounting, logger: cfg.Logger,
-		owner: map[*loop.Task]*core{}, byName: map[string]*core{}, node: nodeOf(srv), figs: &tableFigures{},
-		retain: retainStopped,
-	}
-	l.SetValue(tableKey{}, t)
 	t.node.addTable(t.figs)
 	l.OnDrain(t.drain)
 	_ = srv.AddStats(Section) // once per server: a second loop's table finds it added
@@ -181,7 +184,7 @@ func (t *table) safely(c *core, fn func()) {
 func Drained(srv *loop.Server) (ended, forced int) {
 	<-srv.Done()
 	for _, l := range srv.Loops() {
-		if t, ok := l.Value(tableKey{}).(*table); ok { // the loop is gone: nothing writes
+		if t, ok := l.Value(tableKey{}, nil).(*table); ok { // the loop is gone: nothing writes
 			ended += t.drainEnded
 			forced += t.drainForced
 		}
@@ -212,7 +215,7 @@ var Section = loop.StatsSection{
 			}
 			top = n
 		}
-		t, ok := l.Value(tableKey{}).(*table)
+		t, ok := l.Value(tableKey{}, nil).(*table)
 		if !ok {
 			return Figures{top: top}, nil
 		}
