@@ -81,7 +81,7 @@ func TestLatencyAfterLongNiceHold(t *testing.T) {
 				s.Handle("GET /block", func(c *Ctx) {
 					for i := range 100 { // 1 s in 10 ms slices
 						if i > 0 {
-							c.Yield()
+							_ = c.Sleep(0)
 						}
 						spinFor(10 * time.Millisecond)
 					}
@@ -136,7 +136,7 @@ func TestKeepAliveLatencyExcludesIdleGap(t *testing.T) {
 				s.Handle("GET /block", func(c *Ctx) {
 					for i := range 30 { // 300 ms in 10 ms slices
 						if i > 0 {
-							c.Yield()
+							_ = c.Sleep(0)
 						}
 						spinFor(10 * time.Millisecond)
 					}

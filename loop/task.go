@@ -66,13 +66,11 @@ type taskOps interface {
 
 // Sleep pauses the task for d while others run. It returns nil after d, or the task's
 // cancellation error (context.Canceled when the client went away) as soon as the task is
-// cancelled.
+// cancelled. Sleep(0) (any d <= 0) yields: every other ready task and the loop's pending
+// I/O run before this task continues, and it returns the task's cancellation error, if
+// any, once they have (a cancelled task yields too). Call it between steps of long CPU
+// work, and stop on an error. In multi-thread mode it yields the goroutine's processor.
 func (t *Task) Sleep(d time.Duration) error { return t.ops.sleep(t, d) }
-
-// Yield lets every other ready task and the loop's pending I/O run before this task
-// continues: call it between steps of long CPU work. In multi-thread mode it yields the
-// goroutine's processor.
-func (t *Task) Yield() { t.ops.yield(t) }
 
 // ID returns the task's id, unique within the server's lifetime.
 func (t *Task) ID() uint64 { return t.ops.id(t) }
@@ -336,10 +334,17 @@ func (loopTask) park(t *Task, r scheduler.Reason, d time.Duration, wake *signal)
 	}
 }
 
-func (loopTask) sleep(t *Task, d time.Duration) error { return t.t.Sleep(d) }
-func (loopTask) yield(t *Task)                        { t.t.Yield() }
-func (loopTask) id(t *Task) uint64                    { return t.t.ID() }
-func (loopTask) err(t *Task) error                    { return t.err }
+func (loopTask) sleep(t *Task, d time.Duration) error {
+	if d <= 0 {
+		t.t.Yield() // even when cancelled: a loop of CPU work must not hold the loop
+		return t.err
+	}
+	return t.t.Sleep(d)
+}
+
+func (loopTask) yield(t *Task)     { t.t.Yield() }
+func (loopTask) id(t *Task) uint64 { return t.t.ID() }
+func (loopTask) err(t *Task) error { return t.err }
 
 func (loopTask) suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error) {
 	o := t.off

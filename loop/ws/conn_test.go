@@ -379,7 +379,7 @@ func TestWSSlowConsumerSend(t *testing.T) {
 						done <- err
 						return
 					}
-					c.Yield() // a tick: the output is written between sends
+					_ = c.Sleep(0) // a tick: the output is written between sends
 				}
 			})
 		})
