@@ -313,19 +313,27 @@ func (c *Ctx) SetHeader(name, value string) {
 		return
 	}
 	c.delHeader(name)
-	c.AddHeader(name, value)
+	c.addValid(name, value)
 }
 
-// AddHeader adds a value for response header name; it panics like SetHeader.
+// AddHeader adds a value for response header name; it panics like SetHeader, and on the
+// headers the server writes (Content-Length and Connection included: set them with
+// SetHeader).
 func (c *Ctx) AddHeader(name, value string) {
+	if reservedHeader(name) {
+		panic("loop: response header " + name + " is set by the server")
+	}
+	c.addValid(name, value)
+}
+
+// addValid adds a header that is not the server's, checking the head is not written yet
+// and the name and value are valid. From the handler's task.
+func (c *Ctx) addValid(name, value string) {
 	if c.headState() == headHandler {
 		panic("loop: header " + name + " set after the response head was written")
 	}
 	if !httpcodec.ValidHeaderName(unsafeBytes(name)) || !httpcodec.ValidHeaderValue(unsafeBytes(value)) {
 		panic("loop: invalid response header " + strconv.Quote(name) + ": " + strconv.Quote(value))
-	}
-	if reservedHeader(name) {
-		panic("loop: response header " + name + " is set by the server")
 	}
 	c.addHeader(name, value)
 }
