@@ -2,17 +2,10 @@ package accounting
 
 import "time"
 
-// Room states, as RoomSnapshot.State shows them.
-const (
-	RoomRunning  = "running"  // ticking
-	RoomDraining = "draining" // ticking while the server drains (its drain callback ran)
-	RoomStopped  = "stopped"  // ended: its figures are kept for a while, then freed
-)
-
 // RoomSnapshot is a room's figures at one instant. Plain data.
 type RoomSnapshot struct {
 	Name     string
-	State    string        // RoomRunning, RoomDraining or RoomStopped
+	State    string        // "running" (ticking), "draining" (ticking while the server drains: its drain callback ran) or "stopped" (ended: its figures are kept for a while, then freed)
 	Age      time.Duration // since the room was made
 	Period   time.Duration // between tick deadlines
 	Budget   time.Duration // a tick longer than this is an overrun

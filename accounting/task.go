@@ -16,31 +16,16 @@ type ParkedByReason struct {
 	Queue   time.Duration // waiting in an admission queue
 }
 
-// Task states (TaskSample.State), as used in JSON and the text view.
-const (
-	StateReady   = "ready"   // waiting in the ready queue for the loop
-	StateRunning = "running" // holding the loop (or running on a thread of its own)
-	StateParked  = "parked"  // suspended; TaskSample.ParkReason says why
-	StateDone    = "done"    // finished (the ring of recently finished tasks)
-	StateQueued  = "queued"  // a request waiting in an admission queue: no task yet
-)
-
-// Task kinds (TaskSample.Kind).
-const (
-	KindRequest    = "request"    // a request's handler
-	KindBackground = "background" // a task started with Loop.Go or Loop.Every
-)
-
 // TaskSample is one task's figures at one instant, plain data: the loop fills it from the
 // scheduler's Stats and its own state. Strings are shared, never copied, so storing a
 // TaskSample does not allocate. Owned by whoever holds the value.
 type TaskSample struct {
 	ID         uint64 // task id, unique for the server's lifetime
-	Kind       string // KindRequest or KindBackground
+	Kind       string // "request" (a request's handler) or "background" (a task started with Loop.Go or Loop.Every)
 	Route      string // method + pattern, e.g. "GET /users/{id}"; "" for background tasks
 	Method     string // request only
 	Path       string // request only
-	State      string // StateReady, StateRunning, StateParked, StateDone or StateQueued
+	State      string // "ready" (in the ready queue), "running" (holding the loop, or its own thread), "parked" (see ParkReason), "done" (finished) or "queued" (a request in an admission queue: no task yet)
 	ParkReason string // while parked: "other", "sleep", "wait", "offload", "write" or "queue"
 	Goroutine  uint64 // the coroutine's goroutine id (as in stack dumps), 0 before it ran
 

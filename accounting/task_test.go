@@ -12,7 +12,7 @@ import (
 
 func sampleTask() TaskSample {
 	s := TaskSample{
-		ID: 7, Kind: KindRequest, Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
+		ID: 7, Kind: "request", Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
 		State: "parked", ParkReason: "sleep", Goroutine: 99,
 		Rounds: 3, OnLoop: 123 * time.Microsecond, MaxSlice: 100 * time.Microsecond,
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,
@@ -148,11 +148,4 @@ func jsonType(v any) string {
 		return tArr
 	}
 	return "unknown"
-}
-
-// TestTaskStates: the states' JSON names (the loop names the scheduler's states with its
-// String, which the loop's names test binds to these).
-func TestTaskStates(t *testing.T) {
-	assert.Equal(t, []string{"ready", "running", "parked", "done", "queued"},
-		[]string{StateReady, StateRunning, StateParked, StateDone, StateQueued})
 }

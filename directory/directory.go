@@ -229,8 +229,8 @@ func (c Config) KeepAlivePeriod() time.Duration {
 	return c.WithDefaults().TTL / 3
 }
 
-// Record returns the node record c describes, with status st. Any goroutine.
-func (c Config) Record(st Status) NodeInfo {
+// record returns the node record c describes, with status st. Any goroutine.
+func (c Config) record(st Status) NodeInfo {
 	c = c.WithDefaults()
 	return NodeInfo{ID: c.Node, PublicAddr: c.PublicAddr, InternalAddr: c.InternalAddr, Loops: c.Loops, Status: st}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonrt/baton/internal/leaseclock"
 )
 
 // Embedded is the in-memory directory backend: one process, no set-up, the default. Its
@@ -71,8 +73,8 @@ func (e *Embedded) Open(ctx context.Context, cfg Config) (Directory, error) {
 	id := e.lastLease
 	e.leases[id] = &memLease{node: cfg.Node, ttl: cfg.TTL, expiry: now.Add(cfg.TTL), rooms: map[string]struct{}{}}
 	e.rev++
-	e.nodes[cfg.Node] = memNode{info: cfg.Record(Status{}), lease: id}
-	return &embeddedNode{e: e, cfg: cfg, lease: id, clock: NewLeaseClock(id, now, cfg.TTL, cfg.Margin)}, nil
+	e.nodes[cfg.Node] = memNode{info: cfg.record(Status{}), lease: id}
+	return &embeddedNode{e: e, cfg: cfg, lease: id, clock: leaseclock.New(id, now, cfg.TTL, cfg.Margin)}, nil
 }
 
 // sweepLocked drops the leases that lapsed by now, with their rooms and node records.
@@ -104,12 +106,12 @@ type embeddedNode struct {
 	e      *Embedded
 	cfg    Config // immutable
 	lease  int64  // immutable
-	clock  *LeaseClock
+	clock  *leaseclock.Clock
 	closed atomic.Bool
 }
 
 func (n *embeddedNode) Node() string { return n.cfg.Node }
-func (n *embeddedNode) Lease() Lease { return n.clock.Lease() }
+func (n *embeddedNode) Lease() Lease { return Lease(n.clock.Lease()) }
 func (n *embeddedNode) Valid() bool  { return n.clock.Valid() }
 
 // begin checks the handle and the context, takes the directory's lock and sweeps lapsed
@@ -155,7 +157,7 @@ func (n *embeddedNode) Publish(ctx context.Context, st Status) error {
 	}
 	defer n.e.mu.Unlock()
 	n.e.rev++
-	n.e.nodes[n.cfg.Node] = memNode{info: n.cfg.Record(st), lease: n.lease}
+	n.e.nodes[n.cfg.Node] = memNode{info: n.cfg.record(st), lease: n.lease}
 	return nil
 }
 

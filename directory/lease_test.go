@@ -4,37 +4,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/internal/leaseclock"
 	"github.com/stretchr/testify/require"
 )
 
-func TestLeaseClock(t *testing.T) {
+// TestLeaseConvertsFromTheClock: a backend's leaseclock.Lease is a Lease, whose validity
+// ends Margin before its Deadline.
+func TestLeaseConvertsFromTheClock(t *testing.T) {
 	sent := time.Now()
-	c := NewLeaseClock(7, sent, 5*time.Second, time.Second)
-	l := c.Lease()
+	l := Lease(leaseclock.New(7, sent, 5*time.Second, time.Second).Lease())
 	require.Equal(t, Lease{ID: 7, TTL: 5 * time.Second, Margin: time.Second, Deadline: l.Deadline}, l)
-	require.True(t, l.Deadline.Equal(sent.Add(5*time.Second)))
 	require.True(t, l.ValidUntil().Equal(sent.Add(4*time.Second)))
-	require.True(t, c.Valid())
-
-	// A renewal moves the deadline forward, a late answer to an older one does not move
-	// it back.
-	d := c.Renewed(sent.Add(2*time.Second), 5*time.Second)
-	require.True(t, d.Equal(sent.Add(7*time.Second)))
-	d = c.Renewed(sent.Add(time.Second), 5*time.Second)
-	require.True(t, d.Equal(sent.Add(7*time.Second)))
-
-	c.Expire()
-	require.False(t, c.Valid())
-	require.True(t, c.Lease().Expired)
-}
-
-func TestLeaseClockLapses(t *testing.T) {
-	// Granted long ago: the check uses the monotonic clock and says invalid.
-	c := NewLeaseClock(1, time.Now().Add(-10*time.Second), 5*time.Second, time.Second)
-	require.False(t, c.Valid())
-	// Margin larger than the TTL left: invalid even before the deadline.
-	c = NewLeaseClock(1, time.Now(), 5*time.Second, 5*time.Second)
-	require.False(t, c.Valid())
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -21,10 +21,10 @@ type Seat struct {
 // SeatConfig configures a SeatSigner.
 type SeatConfig struct {
 	// Key signs tokens (HMAC-SHA256). Every node of a cluster has the same key. At least
-	// MinSeatKeyLen bytes.
+	// 32 bytes.
 	Key []byte
 	// OldKeys also verify tokens (not sign them): a key being rotated out stays here until
-	// the tokens it signed have expired. Each at least MinSeatKeyLen bytes.
+	// the tokens it signed have expired. Each at least 32 bytes.
 	OldKeys [][]byte
 	// TTL is how long a token stays valid after Sign. 0 means 30 s.
 	TTL time.Duration
@@ -37,7 +37,7 @@ type SeatConfig struct {
 
 // Seat token limits and defaults.
 const (
-	MinSeatKeyLen  = 32
+	minSeatKeyLen  = 32
 	defaultSeatTTL = 30 * time.Second
 	// maxSeatTokenLen bounds a token's length: longer ones are refused before decoding.
 	maxSeatTokenLen = 1024
@@ -72,12 +72,12 @@ type SeatSigner struct {
 // NewSeatSigner returns a signer, or an error naming the invalid field of cfg. Any
 // goroutine.
 func NewSeatSigner(cfg SeatConfig) (*SeatSigner, error) {
-	if len(cfg.Key) < MinSeatKeyLen {
-		return nil, fmt.Errorf("directory: SeatConfig.Key is %d bytes, fewer than %d", len(cfg.Key), MinSeatKeyLen)
+	if len(cfg.Key) < minSeatKeyLen {
+		return nil, fmt.Errorf("directory: SeatConfig.Key is %d bytes, fewer than %d", len(cfg.Key), minSeatKeyLen)
 	}
 	for i, k := range cfg.OldKeys {
-		if len(k) < MinSeatKeyLen {
-			return nil, fmt.Errorf("directory: SeatConfig.OldKeys[%d] is %d bytes, fewer than %d", i, len(k), MinSeatKeyLen)
+		if len(k) < minSeatKeyLen {
+			return nil, fmt.Errorf("directory: SeatConfig.OldKeys[%d] is %d bytes, fewer than %d", i, len(k), minSeatKeyLen)
 		}
 	}
 	switch {

@@ -11,8 +11,8 @@ import (
 )
 
 var (
-	seatKey  = bytes.Repeat([]byte{0x5a}, MinSeatKeyLen)
-	otherKey = bytes.Repeat([]byte{0xa5}, MinSeatKeyLen)
+	seatKey  = bytes.Repeat([]byte{0x5a}, minSeatKeyLen)
+	otherKey = bytes.Repeat([]byte{0xa5}, minSeatKeyLen)
 )
 
 // fakeNow is a settable wall clock for seat tests.

@@ -82,7 +82,7 @@ func TestCORSInChromium(t *testing.T) {
 	api.Handle("GET /api/score", func(c *loop.Ctx) { c.String(200, "42") })
 	api.Handle("PUT /api/profile", func(c *loop.Ctx) { c.String(200, "saved "+c.Header("X-Token")) })
 	api.Handle("DELETE /api/profile", func(c *loop.Ctx) { deletes.Add(1); c.String(200, "deleted") })
-	api.Handle("OPTIONS /{path...}", func(c *loop.Ctx) { c.NoContent() })
+	api.Handle("OPTIONS /{path...}", func(c *loop.Ctx) { c.Bytes(204, "", nil) })
 	apiBase = looptest.Start(t, api)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe),

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/panjf2000/gnet/v2"
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
 	"golang.org/x/sys/unix"
@@ -48,16 +49,6 @@ const (
 	acceptBackoffMin = 5 * time.Millisecond
 	acceptBackoffMax = time.Second
 )
-
-// AcceptStats count what the acceptor met; the admission stats page shows them
-// (AdmissionStats.Accept). Plain data.
-type AcceptStats struct {
-	Accepted        uint64 `json:"accepted_total"`        // connections accepted and handed to the loop
-	ResourceErrors  uint64 `json:"resource_errors_total"` // accepts that failed for lack of descriptors or kernel memory
-	Shed            uint64 `json:"shed_total"`            // connections accepted and closed at once because descriptors ran out
-	OtherErrors     uint64 `json:"other_errors_total"`    // accepts that failed for another reason
-	RegisterErrored uint64 `json:"register_errors_total"` // accepted connections gnet refused at once (engine stopping)
-}
 
 // acceptor owns the listening socket; see "Why the server accepts connections itself".
 // Its methods are safe for concurrent use unless they say otherwise.
@@ -162,8 +153,8 @@ func (a *acceptor) shut() {
 }
 
 // stats returns the acceptor's counters.
-func (a *acceptor) stats() AcceptStats {
-	return AcceptStats{
+func (a *acceptor) stats() accounting.AcceptStats {
+	return accounting.AcceptStats{
 		Accepted:        a.accepted.Load(),
 		ResourceErrors:  a.resourceErrs.Load(),
 		Shed:            a.shed.Load(),
@@ -521,10 +512,10 @@ func (g *serveGuard) finish() {
 // acceptStats returns the counts of the server's acceptor: connections accepted, accepts
 // that failed for lack of descriptors or memory, connections shed. Safe for concurrent
 // use; zero before ListenAndServe.
-func (s *Server) acceptStats() AcceptStats {
+func (s *Server) acceptStats() accounting.AcceptStats {
 	a := s.guard.acc.Load()
 	if a == nil {
-		return AcceptStats{}
+		return accounting.AcceptStats{}
 	}
 	return a.stats()
 }

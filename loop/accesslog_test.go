@@ -7,21 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // recordSink collects request records from the loop.
-func recordSink() (func(*RequestRecord), <-chan RequestRecord) {
-	ch := make(chan RequestRecord, 100)
-	return func(r *RequestRecord) {
+func recordSink() (func(*accounting.RequestRecord), <-chan accounting.RequestRecord) {
+	ch := make(chan accounting.RequestRecord, 100)
+	return func(r *accounting.RequestRecord) {
 		cp := *r
 		cp.Path = strings.Clone(r.Path)
 		ch <- cp
 	}, ch
 }
 
-func nextRecord(t *testing.T, ch <-chan RequestRecord) RequestRecord {
+func nextRecord(t *testing.T, ch <-chan accounting.RequestRecord) accounting.RequestRecord {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -29,7 +30,7 @@ func nextRecord(t *testing.T, ch <-chan RequestRecord) RequestRecord {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no request record after 10s")
 	}
-	return RequestRecord{}
+	return accounting.RequestRecord{}
 }
 
 // rawExchange sends one request on a new connection that closes after it and returns

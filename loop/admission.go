@@ -3,6 +3,8 @@ package loop
 import (
 	"math"
 	"time"
+
+	"github.com/batonrt/baton/accounting"
 )
 
 // retryAfterMax caps the Retry-After advice: beyond a minute the estimate is noise and
@@ -153,27 +155,8 @@ func (s *Server) noteOldestRunning(now int64) {
 	}
 }
 
-// AdmissionStats are the figures of the "admission" stats section (package loop/stats
-// shows them): admission control's and the server-wide counts beside them. Counters are
-// totals since start. Plain data.
-type AdmissionStats struct {
-	Limit              int         `json:"limit"`       // Config.RequestConcurrency; 0: no limit
-	QueueLimit         int         `json:"queue_limit"` // Config.MaxQueueLength
-	Active             int         `json:"active"`      // admitted requests holding a slot now
-	Queued             int         `json:"queued"`      // requests waiting for a slot now
-	AdmittedTotal      uint64      `json:"admitted_total"`
-	QueuedTotal        uint64      `json:"queued_total"`  // of those admitted or waiting, how many had to queue
-	RefusedTotal       uint64      `json:"refused_total"` // answered 429
-	MeanServiceSeconds float64     `json:"mean_service_seconds"`
-	RetryAfterSeconds  int         `json:"retry_after_seconds"` // what a refusal would advise now
-	InFlight           int         `json:"in_flight"`           // handlers running or parked, exempt routes included
-	Parsed             uint64      `json:"parsed_total"`        // requests parsed and dispatched
-	PanicsTotal        uint64      `json:"panics_total"`        // handler and background task panics
-	Accept             AcceptStats `json:"accept"`              // connections accepted, shed when descriptors ran out
-}
-
-func (a *admission) stats() AdmissionStats {
-	return AdmissionStats{
+func (a *admission) stats() accounting.AdmissionStats {
+	return accounting.AdmissionStats{
 		Limit: a.limit, QueueLimit: a.queueLimit, Active: a.active, Queued: len(a.queue),
 		AdmittedTotal: a.admitted, QueuedTotal: a.queued, RefusedTotal: a.refused,
 		MeanServiceSeconds: a.meanService / float64(time.Second), RetryAfterSeconds: a.retryAfter(),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -152,7 +153,7 @@ func waitFor(t testing.TB, cond func() bool) {
 
 // admissionOf returns s's admission figures, copied on the loop. Any goroutine but the
 // loop's.
-func admissionOf(t testing.TB, s *Server) AdmissionStats {
+func admissionOf(t testing.TB, s *Server) accounting.AdmissionStats {
 	t.Helper()
 	a, err := askLoop(context.Background(), s, 10*time.Second, s.admissionSnapshot)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ func TestAdmissionSlotsQueueRefusals(t *testing.T) {
 	require.Same(t, c3, a.finish(int64(time.Second)))
 	require.Nil(t, a.finish(int64(time.Second)))
 	st := a.stats()
-	assert.Equal(t, AdmissionStats{Limit: 2, QueueLimit: 1, Active: 1, Queued: 0, AdmittedTotal: 3, QueuedTotal: 1,
+	assert.Equal(t, accounting.AdmissionStats{Limit: 2, QueueLimit: 1, Active: 1, Queued: 0, AdmittedTotal: 3, QueuedTotal: 1,
 		RefusedTotal: 1, MeanServiceSeconds: 1, RetryAfterSeconds: 1}, st)
 }
 

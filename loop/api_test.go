@@ -158,7 +158,7 @@ func TestCtxHeaders(t *testing.T) {
 	require.Equal(t, "Host=x,X-A=1,x-a=2,Stop=here", body)
 }
 
-// AwaitTimeout and WaitTimeout: the deadline passes (ErrTimeout), or a Resolve from another
+// Await and Wait with a bound: the deadline passes (ErrTimeout), or a Resolve from another
 // goroutine wakes the waiter first, in both modes.
 func TestTimedWaits(t *testing.T) {
 	for _, m := range modes {
@@ -171,7 +171,7 @@ func TestTimedWaits(t *testing.T) {
 					f.Store(fut)
 					waiting <- struct{}{}
 					d, _ := time.ParseDuration(c.Query("wait"))
-					v, err := fut.AwaitTimeout(c, d)
+					v, err := fut.Await(c, d)
 					switch {
 					case errors.Is(err, ErrTimeout):
 						c.String(204, "")
@@ -182,7 +182,7 @@ func TestTimedWaits(t *testing.T) {
 					}
 				})
 				s.Handle("GET /event", func(c *Ctx) {
-					_, err := NewFuture[struct{}](s.loopRef).AwaitTimeout(c, 20*time.Millisecond)
+					_, err := NewFuture[struct{}](s.loopRef).Await(c, 20*time.Millisecond)
 					c.String(200, fmt.Sprint(errors.Is(err, ErrTimeout)))
 				})
 			})
@@ -211,11 +211,11 @@ func TestTimedWaits(t *testing.T) {
 func TestDrainSignalEndsLongPolls(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	hooks := make(chan struct{}, 1)
-	s.Loop(0).OnDrain(func() { hooks <- struct{}{} })
+	s.Loop(0).OnDrain(func(time.Time) { hooks <- struct{}{} })
 	parked := make(chan struct{})
 	s.Handle("GET /poll", func(c *Ctx) {
 		close(parked)
-		if _, err := s.Draining().AwaitTimeout(c, time.Minute); err != nil {
+		if _, err := s.Draining().Await(c, time.Minute); err != nil {
 			c.String(500, err.Error())
 			return
 		}
@@ -239,7 +239,7 @@ func TestDrainSignalEndsLongPolls(t *testing.T) {
 }
 
 // A background task's name reaches the tasks page, and a Go task stopped with its handle
-// sees ErrTaskStopped (its deferred functions run).
+// sees context.Canceled (its deferred functions run).
 func TestBackgroundNamesAndStop(t *testing.T) {
 	stopped := make(chan error, 1)
 	var h *TaskHandle
@@ -259,5 +259,5 @@ func TestBackgroundNamesAndStop(t *testing.T) {
 	h.Stop()
 	h.Stop() // idempotent
 	waitDone(t, "Done", h.Done())
-	require.ErrorIs(t, <-stopped, ErrTaskStopped)
+	require.ErrorIs(t, <-stopped, context.Canceled)
 }

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"context"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
-// TaskHandle controls a background task started with Loop.Go, Loop.Every or Loop.Start: a game
+// TaskHandle controls a background task started with Loop.Go or Loop.Every: a game
 // tick per match is stopped when the match ends. Safe for concurrent use.
 type TaskHandle struct {
 	srv      *Server
@@ -27,9 +28,10 @@ type bgRun struct {
 // Task returns the running task: nil before it starts and after it ends. Loop-confined.
 func (h *TaskHandle) Task() *Task { return h.run.bt }
 
-// Stop stops the task: a Go task's park (Sleep, Await, ...) returns ErrTaskStopped and its
-// Context is cancelled with that cause, so it can return (its deferred functions run); an
-// Every task runs no further tick (a tick already running finishes). Stop returns at once;
+// Stop stops the task: a Go task's park (Sleep, Await, ...) returns context.Canceled and its
+// Context is cancelled with it, as a context's cancel function does, so it can return (its
+// deferred functions run); an Every task runs no further tick (a tick already running
+// finishes). Stop returns at once;
 // Done is closed once the task has ended. Stopping a task that already ended does nothing.
 // Safe for concurrent use, also from the task itself.
 func (h *TaskHandle) Stop() {
@@ -46,7 +48,7 @@ func (h *TaskHandle) stopOnLoop() {
 		h.end()
 		return
 	}
-	h.run.bt.cancel(ErrTaskStopped)
+	h.run.bt.cancel(context.Canceled)
 }
 
 // Done returns a channel closed when the task has ended: its function returned, it was
@@ -64,9 +66,18 @@ func (h *TaskHandle) end() {
 // Go starts fn as a background task on this loop, named name on the stats pages, in the
 // stall log and in CPU accounting: like a handler it may park (Sleep, Yield, Await) and
 // shares the loop's state without locks. Its Context is cancelled when the task is stopped
-// or the server stops. The task starts once the server is ready (Start starts one at once,
-// from the loop). Safe for concurrent use.
-func (l *Loop) Go(name string, fn func(t *Task)) *TaskHandle { return l.srv.goTask(name, fn) }
+// or the server stops. Called on this loop (from a task or a function of the loop: a
+// feature making the task of an object it creates there, such as a room's tick task), it
+// starts the task at once: the handle's Task is there when Go returns, and the first slice
+// runs in this loop turn's pump. Called from anywhere else (another loop, a goroutine,
+// before ListenAndServe) it starts the task through Post, once the loop runs. Safe for
+// concurrent use.
+func (l *Loop) Go(name string, fn func(t *Task)) *TaskHandle {
+	if l.OnLoop() {
+		return l.start(name, fn)
+	}
+	return l.srv.goTask(name, fn)
+}
 
 // goTask is Loop.Go for this loop's Server.
 func (s *Server) goTask(name string, fn func(t *Task)) *TaskHandle {

@@ -97,7 +97,7 @@ func TestStreamBodySlowReader(t *testing.T) {
 			body := c.BodyReader()
 			one := make([]byte, 1)
 			_, _ = body.Read(one)
-			_, _ = ev.Await(c) // parks (single-thread) or blocks (multi-thread) until the test says
+			_, _ = ev.Await(c, 0) // parks (single-thread) or blocks (multi-thread) until the test says
 			_, err := io.Copy(io.Discard, body)
 			c.String(200, fmt.Sprintf("%v %d", errors.Is(err, errBodyCut), heldOf(body.(*bodyPipe))))
 		}
@@ -142,7 +142,7 @@ func TestStreamBodyOnLoopArrivesInPieces(t *testing.T) {
 					return
 				}
 				st := c.Stream(200, "text/plain")
-				_ = st.Flush() // the head goes out before the body is read
+				_, _ = st.Write(nil) // the head goes out before the body is read
 				buf := make([]byte, 64)
 				for {
 					n, err := body.Read(buf)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -43,14 +44,14 @@ func (r *recConn) Peek(n int) ([]byte, error) {
 type chainRig struct {
 	s    *Server
 	fc   *recConn
-	recs []RequestRecord
+	recs []accounting.RequestRecord
 }
 
 func newChainRig(t *testing.T, cfg Config, routes func(s *Server)) *chainRig {
 	t.Helper()
 	r := &chainRig{}
 	cfg.Logger = quietLogger(t)
-	cfg.OnRequestDone = func(rec *RequestRecord) { r.recs = append(r.recs, *rec) }
+	cfg.OnRequestDone = func(rec *accounting.RequestRecord) { r.recs = append(r.recs, *rec) }
 	r.s = New(cfg)
 	routes(r.s)
 	t.Cleanup(r.s.sched.Close)
@@ -167,7 +168,7 @@ func TestChainMiddleHandlerParks(t *testing.T) {
 		echoRoutes(s)
 		ev = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /wait", func(c *Ctx) {
-			if _, err := ev.Await(c); err != nil {
+			if _, err := ev.Await(c, 0); err != nil {
 				c.String(500, err.Error())
 				return
 			}

@@ -20,7 +20,7 @@ import (
 // A loop task that checks a condition and then Waits cannot miss a Broadcast in between
 // (nothing else runs on the loop meanwhile). A goroutine (a multi-thread handler, or a
 // Broadcast from a goroutine) can: read the state after Wait returns, and bound the wait
-// (WaitTimeout) where a missed Broadcast must not cost more than d.
+// (Wait's d) where a missed Broadcast must not cost more than d.
 type Cond struct {
 	srv    *Server
 	mu     sync.Mutex
@@ -54,13 +54,10 @@ func (c *Cond) broadcasts() uint64 {
 	return c.n
 }
 
-// Wait waits for the next Broadcast, or returns the task's cancellation error. Call it
-// from w's own task.
-func (c *Cond) Wait(w Waiter) error { return c.WaitTimeout(w, 0) }
-
-// WaitTimeout is Wait with a bound: after d (d > 0) it returns ErrTimeout. d <= 0 waits
-// without a bound. Call it from w's own task.
-func (c *Cond) WaitTimeout(w Waiter, d time.Duration) error {
+// Wait waits for the next Broadcast, or returns the task's cancellation error, or, with
+// d > 0, ErrTimeout once d has passed; d <= 0 waits without a bound. Call it from w's own
+// task.
+func (c *Cond) Wait(w Waiter, d time.Duration) error {
 	c.mu.Lock()
 	g := c.cur
 	c.waited = true

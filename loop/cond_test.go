@@ -23,7 +23,7 @@ func TestCondBroadcastWakesWaitersAndIsReusable(t *testing.T) {
 				cond = NewCond(s.loopRef)
 				s.Handle("GET /wait", func(c *Ctx) {
 					parked.Add(1)
-					err := cond.WaitTimeout(c, time.Minute)
+					err := cond.Wait(c, time.Minute)
 					parked.Add(-1)
 					if err != nil {
 						c.String(500, err.Error())
@@ -32,7 +32,7 @@ func TestCondBroadcastWakesWaitersAndIsReusable(t *testing.T) {
 					c.String(200, "woke")
 				})
 				s.Handle("GET /short", func(c *Ctx) {
-					err := cond.WaitTimeout(c, 20*time.Millisecond)
+					err := cond.Wait(c, 20*time.Millisecond)
 					c.String(200, fmt.Sprint(err))
 				})
 				s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprint(parked.Load())) })
@@ -77,8 +77,8 @@ func TestCondWaitIsForTheNextBroadcast(t *testing.T) {
 		for i := range 3 {
 			s.Loop(0).Go(fmt.Sprint("waiter", i), func(tk *Task) {
 				waiting.Add(1)
-				if err := cond.Wait(tk); err == nil { // parks in the same slice
-					woke <- tk.Name()
+				if err := cond.Wait(tk, 0); err == nil { // parks in the same slice
+					woke <- tk.name
 				}
 			})
 		}

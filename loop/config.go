@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/offload"
@@ -184,7 +185,7 @@ type Config struct {
 	// complete, its figures final), with its record: see RequestRecord and
 	// package loop/accesslog. It must not block or park. Default nil: nothing is called (the
 	// cost is a nil check per request).
-	OnRequestDone func(r *RequestRecord)
+	OnRequestDone func(r *accounting.RequestRecord)
 
 	// ProfileLabels sets the pprof label "route" (the route pattern) on a handler's
 	// goroutine while it runs, so that a CPU profile splits by route. Default false: it

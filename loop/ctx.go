@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,11 +26,6 @@ type HandlerFunc func(c *Ctx)
 
 // ErrClientGone is returned by writes of a task whose client disconnected.
 var ErrClientGone = errors.New("loop: client connection closed")
-
-// ErrBodyNotAllowed is returned by Stream.Write when the response's status allows no body
-// (204, 304): the bytes are not sent. A HEAD request's stream drops its writes silently,
-// as net/http does.
-var ErrBodyNotAllowed = errors.New("loop: response status allows no body")
 
 // ctxPoolMax bounds the pooled request contexts kept for reuse: enough for a burst of
 // thousands of parked requests, small enough that memory returns after a spike.
@@ -83,13 +79,14 @@ type Ctx struct {
 	chunked   bool  // the body is being streamed with chunked coding
 	streaming bool
 	noBody    bool // a streamed response whose status allows no body (204, 304): writes are refused
-	sized     bool // a StreamLength body (responseframing.go)
-	owed      bool // a StreamLength body with bytes still to write: a short body
+	sized     bool // a body of a declared length (responseframing.go)
+	owed      bool // a declared-length body with bytes still to write: a short body
 	trailers  bool // hdrArena holds trailer lines (Stream.Trailer), no longer the head's headers
 	aborted   bool // a panic cut a streamed body short: the connection must close
 	isHead    bool // HEAD request: no body is sent
 	closeConn bool // the response says Connection: close
-	mustClose bool // decided at dispatch: the connection closes after this response
+	mustClose bool // decided at dispatch or set by the handler: the connection closes after this response
+	declared  bool // hdrs holds a Content-Length the handler set, for the next Stream (responseframing.go)
 
 	// Loop-owned bookkeeping.
 	acceptedAt int64 // loop nanotime when the head was parsed
@@ -148,7 +145,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
-	c.noBody, c.sized, c.owed, c.trailers = false, false, false, false
+	c.noBody, c.sized, c.owed, c.trailers, c.declared = false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
 	clear(c.values)
@@ -303,23 +300,44 @@ func (c *Ctx) RemoteAddr() net.Addr { return c.remote }
 
 // SetHeader sets response header name to value, replacing earlier values. It panics if the
 // name is not a valid token, the value contains CR, LF or NUL (header injection), the
-// header is one the server writes (Content-Length, Transfer-Encoding, Connection, Date),
-// or the response head was already written.
+// header is one the server writes (Transfer-Encoding, Date, and Content-Length or
+// Connection but as below), or the response head was already written.
+//
+// Two of the server's headers state the response's framing, as with net/http:
+// "Connection: close" makes the connection close after this response (the server reads no
+// further request from it), and "Content-Length: N" (N >= 0) makes a Stream started later
+// send a body of N bytes with a Content-Length instead of chunked coding, for HTTP/1.0 and
+// HTTP/1.1 clients alike: Write refuses bytes past N with http.ErrContentLength, and a
+// handler that returns having written fewer leaves the client a short body and the
+// connection closes after it. String, Bytes and JSON send their own body's length. Any
+// other value of these two panics.
 func (c *Ctx) SetHeader(name, value string) {
+	if reservedHeader(name) {
+		c.setFraming(name, value)
+		return
+	}
 	c.delHeader(name)
-	c.AddHeader(name, value)
+	c.addValid(name, value)
 }
 
-// AddHeader adds a value for response header name; it panics like SetHeader.
+// AddHeader adds a value for response header name; it panics like SetHeader, and on the
+// headers the server writes (Content-Length and Connection included: set them with
+// SetHeader).
 func (c *Ctx) AddHeader(name, value string) {
+	if reservedHeader(name) {
+		panic("loop: response header " + name + " is set by the server")
+	}
+	c.addValid(name, value)
+}
+
+// addValid adds a header that is not the server's, checking the head is not written yet
+// and the name and value are valid. From the handler's task.
+func (c *Ctx) addValid(name, value string) {
 	if c.headState() == headHandler {
 		panic("loop: header " + name + " set after the response head was written")
 	}
 	if !httpcodec.ValidHeaderName(unsafeBytes(name)) || !httpcodec.ValidHeaderValue(unsafeBytes(value)) {
 		panic("loop: invalid response header " + strconv.Quote(name) + ": " + strconv.Quote(value))
-	}
-	if reservedHeader(name) {
-		panic("loop: response header " + name + " is set by the server")
 	}
 	c.addHeader(name, value)
 }
@@ -362,19 +380,19 @@ func reservedHeader(name string) bool {
 		strings.EqualFold(name, "Connection") || strings.EqualFold(name, "Date")
 }
 
-// Written reports whether the response head has been written (by the handler, or by the
-// server when the handler's deadline passed).
-func (c *Ctx) Written() bool { return c.headState() != headNone }
-
-// Status returns the status of the response head the handler wrote, 0 before it wrote one
-// or when the server answered for it (the handler deadline's 503): what a middleware
-// records after next returned (a handler that wrote nothing gets an empty 200 after the
-// middleware returns). From the handler's task.
+// Status returns the status of the response head written so far: the handler's, or 503
+// when the server answered for it (the handler's deadline passed); 0 while no head has
+// been written (a head is written once, so nonzero means the response has begun). What a
+// middleware records after next returned (a handler that wrote nothing gets an empty 200
+// after the middleware returns). From the handler's task.
 func (c *Ctx) Status() int {
-	if c.headState() != headHandler {
-		return 0
+	switch c.headState() {
+	case headHandler:
+		return c.status
+	case headServer:
+		return 503
 	}
-	return c.status
+	return 0
 }
 
 // String answers with status and a text/plain body. Like every writer it panics on a
@@ -401,9 +419,6 @@ func (c *Ctx) JSON(status int, v any) {
 	b = append(b, '\n')
 	c.respond(status, "application/json", b)
 }
-
-// NoContent answers 204 with no body.
-func (c *Ctx) NoContent() { c.respond(204, "", nil) }
 
 // respond writes a complete response. It panics if the handler already wrote one; it does
 // nothing if the server already answered for the handler (deadline).
@@ -440,6 +455,10 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 		panic("loop: response already written")
 	}
 	c.status = status
+	if c.declared { // a body written whole states its own length
+		c.delHeader("Content-Length")
+		c.declared = false
+	}
 	if len(c.hdrs) == 0 && c.writeHeadCached(status, contentType, contentLength, chunked) {
 		return true
 	}
@@ -473,9 +492,12 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 // HTTP/1.1 clients get chunked coding; HTTP/1.0 clients get a body delimited by closing
 // the connection. A HEAD request gets the head only (writes are dropped); a status that
 // allows no body (204, 304) gets the head only too, and Write refuses its bytes with
-// ErrBodyNotAllowed. The response ends when the handler returns. Like String, it panics
+// http.ErrBodyNotAllowed. The response ends when the handler returns. Like String, it panics
 // on a status below 200.
 func (c *Ctx) Stream(status int, contentType string) *Stream {
+	if c.declared {
+		return c.streamLength(status, contentType)
+	}
 	noBody := status == 204 || status == 304
 	chunked := c.req.ProtoMinor >= 1 && !noBody
 	if c.writeHead(status, contentType, -1, chunked) {
@@ -494,19 +516,24 @@ func (c *Ctx) Stream(status int, contentType string) *Stream {
 // handler returns.
 type Stream struct {
 	c      *Ctx
-	remain int64 // a StreamLength body's bytes still to write
+	remain int64 // a declared-length body's bytes still to write
 }
 
-// Write appends p to the response and hands it to the connection (see Stream). It returns
-// ErrBodyNotAllowed for a 204 or 304 response, ErrClientGone once the client has
-// disconnected, or the task's cancellation error.
+// Write appends p to the response and hands it to the connection (see Stream), parking
+// while the client is too far behind. A Write of no bytes hands what was written so far
+// to the connection now: the head of a stream with no body yet (what http.Flusher's Flush
+// does). It returns http.ErrBodyNotAllowed for bytes of a 204 or 304 response,
+// ErrClientGone once the client has disconnected, or the task's cancellation error.
 func (w *Stream) Write(p []byte) (int, error) {
 	c := w.c
 	if !c.streaming {
 		return len(p), nil // the server answered for the handler (deadline): drop
 	}
+	if len(p) == 0 {
+		return 0, w.flush()
+	}
 	if c.noBody {
-		return 0, ErrBodyNotAllowed
+		return 0, http.ErrBodyNotAllowed
 	}
 	if err := c.Err(); errors.Is(err, context.Canceled) {
 		return 0, ErrClientGone
@@ -524,22 +551,15 @@ func (w *Stream) Write(p []byte) (int, error) {
 	} else {
 		c.out = append(c.out, p...)
 	}
-	if err := w.Flush(); err != nil {
+	if err := w.flush(); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// Flush hands what was written to the connection now and parks while the client is too
-// far behind. Write already does this; Flush is for a head with no body yet. It returns
-// ErrClientGone once the client has disconnected, or the task's cancellation error.
-func (w *Stream) Flush() error {
-	c := w.c
-	if !c.streaming {
-		return nil
-	}
-	return c.srv.mode.flush(c)
-}
+// flush hands what was written to the connection now and parks while the client is too
+// far behind (Write of no bytes). From the handler's task.
+func (w *Stream) flush() error { return w.c.srv.mode.flush(w.c) }
 
 // contentTypeName is the header name writeHead adds, shared by every response.
 var contentTypeName = []byte("Content-Type")

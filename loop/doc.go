@@ -42,7 +42,7 @@
 // Loop.Go and Loop.Every start named background tasks on the loop and return a
 // TaskHandle that stops them. Server.Use and Server.Group wrap handlers in middleware, which
 // hands request-scoped values on with Ctx.SetValue. Futures are safe for concurrent
-// use; their AwaitTimeout and WaitTimeout bound a wait (a long poll). Shutdown drains: the
+// use; Future.Await and Cond.Wait take a bound (a long poll). Shutdown drains: the
 // Server.Draining future is resolved and OnDrain hooks run, work in flight finishes, and
 // DrainReport says what was drained. Future (also a one-shot signal, as Future[struct{}]) and Cond (a reusable broadcast signal)
 // let tasks wait for each other; Loop.HoldDrain keeps a drain open until work started

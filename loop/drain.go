@@ -54,10 +54,14 @@ func (s *Server) beginDrain() {
 	// "server restarting") is queued before the WebSockets' close frames below.
 	s.drainSig.Resolve(struct{}{}, nil)
 	s.hooksMu.Lock()
-	hooks := append([]func(){}, s.onDrain...)
+	hooks := append([]func(time.Time){}, s.onDrain...)
 	s.hooksMu.Unlock()
+	var deadline time.Time // the Shutdown's deadline; zero when its context has none
+	if ctx := s.shutdownContext(); ctx != nil {
+		deadline, _ = ctx.Deadline()
+	}
 	for _, fn := range hooks {
-		s.safely(fn)
+		s.safely(func() { fn(deadline) })
 	}
 	for _, cs := range s.conns.all {
 		cs.beforeDrain = true
@@ -119,15 +123,18 @@ func (s *Server) checkDrained() {
 }
 
 // Draining returns a Future resolved when Shutdown begins: a handler or background task may
-// WaitTimeout on it (a long-poll answers early, a tick loop saves its state and returns).
+// Await it with a bound (a long-poll answers early, a tick loop saves its state and returns).
 // Safe for concurrent use.
 func (s *Server) Draining() *Future[struct{}] { return s.drainSig }
 
 // OnDrain registers fn to run on this loop when Shutdown begins, before the server waits for
 // work in flight and before WebSockets get their close frame: tell players (what fn sends
-// them is queued ahead of the close), stop accepting matchmaking, stop tick tasks. Hooks
-// run in registration order. fn must not block. Safe for concurrent use; functions registered after the drain began do not run.
-func (l *Loop) OnDrain(fn func()) {
+// them is queued ahead of the close), stop accepting matchmaking, stop tick tasks. fn gets
+// the deadline of the Shutdown that began the drain (zero when its context has none): what
+// it hands to the code it tells to save its state. Hooks run in registration order. fn
+// must not block. Safe for concurrent use; functions registered after the drain began do
+// not run.
+func (l *Loop) OnDrain(fn func(deadline time.Time)) {
 	s := l.srv
 	s.hooksMu.Lock()
 	s.onDrain = append(s.onDrain, fn)

@@ -20,7 +20,7 @@ func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	var holding atomic.Bool
 	s.Handle("GET /hold", func(c *Ctx) {
 		holding.Store(true)
-		if _, err := release.Await(c); err != nil {
+		if _, err := release.Await(c, 0); err != nil {
 			return
 		}
 		c.String(200, "held")

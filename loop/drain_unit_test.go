@@ -15,7 +15,7 @@ func TestDrainUnit(t *testing.T) {
 	const now = int64(5 * time.Second)
 	s.turnAt = now
 	hooked := 0
-	s.Loop(0).OnDrain(func() { hooked++ })
+	s.Loop(0).OnDrain(func(time.Time) { hooked++ })
 	csIdle := s.newConn(&fakeConn{})
 	require.Equal(t, now+int64(time.Minute), csIdle.deadline, "idle timeout before the drain")
 	csReading := s.newConn(&fakeConn{in: []byte("GET / HTTP/1.1\r\n")}) // a head on its way

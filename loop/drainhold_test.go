@@ -22,11 +22,11 @@ func TestHoldDrainKeepsShutdownOpen(t *testing.T) {
 		holding.Store(true)
 		defer release()
 		defer release() // idempotent: the hold is counted once
-		if _, err := s.Draining().Await(tk); err != nil {
+		if _, err := s.Draining().Await(tk, 0); err != nil {
 			return
 		}
 		sawDrain.Store(true)
-		if _, err := finish.Await(tk); err != nil { // the work that must finish before the stop
+		if _, err := finish.Await(tk, 0); err != nil { // the work that must finish before the stop
 			return
 		}
 		flushed.Store(true)
@@ -81,7 +81,7 @@ func TestGoFromOnDrainStarts(t *testing.T) {
 			var saved atomic.Bool
 			var h *TaskHandle
 			l := s.Loop(0)
-			l.OnDrain(func() {
+			l.OnDrain(func(time.Time) {
 				release := l.HoldDrain() // in the hook: HoldDrain's doc says why
 				save := func(tk *Task) {
 					defer release()
@@ -92,7 +92,7 @@ func TestGoFromOnDrainStarts(t *testing.T) {
 				if how == "Go" {
 					h = l.Go("save-on-drain", save)
 				} else {
-					h = l.Start("save-on-drain", save)
+					h = l.Go("save-on-drain", save)
 				}
 			})
 			errc := serveInBackground(t, s)
@@ -121,12 +121,12 @@ func TestUnrunTaskHandleEnds(t *testing.T) {
 			s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 			var h *TaskHandle
 			l := s.Loop(0)
-			l.OnDrain(func() {
+			l.OnDrain(func(time.Time) {
 				save := func(tk *Task) { _ = tk.Sleep(time.Millisecond) }
 				if how == "Go" {
 					h = l.Go("unheld-on-drain", save)
 				} else {
-					h = l.Start("unheld-on-drain", save)
+					h = l.Go("unheld-on-drain", save)
 				}
 			})
 			errc := serveInBackground(t, s)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/recorder"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkEcosystemCost(b *testing.B) {
 	if !recorder.ThreadCPUSupported {
 		b.Skip("no thread CPU clock here")
 	}
-	noop := func(*RequestRecord) {}
+	noop := func(*accounting.RequestRecord) {}
 	variants := []struct {
 		name string
 		cfg  func(b *testing.B) Config

@@ -50,7 +50,7 @@ func TestEngineStopAfterServingIsAnError(t *testing.T) {
 	}
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, loop.ErrServerClosed)
-	assert.ErrorIs(t, err, loop.ErrEngineStopped)
+	assert.ErrorIs(t, err, loop.ErrEngineStopped) // errEngineStopped, through export_test.go
 	select {
 	case <-unwound:
 	default:

@@ -110,15 +110,11 @@ func (f *Future[T]) Resolve(v T, err error) bool {
 }
 
 // Await waits until f is resolved and returns the result, or returns the task's
-// cancellation error first (context.Canceled when the client went away). A task on the
-// loop parks; a multi-thread handler blocks its goroutine. Call it from w's own task.
-func (f *Future[T]) Await(w Waiter) (T, error) {
-	return f.AwaitTimeout(w, 0)
-}
-
-// AwaitTimeout is Await with a bound: after d (d > 0) it returns ErrTimeout. d <= 0 waits
-// without a bound. A long-poll handler uses it instead of a hand-written sweeper.
-func (f *Future[T]) AwaitTimeout(w Waiter, d time.Duration) (T, error) {
+// cancellation error first (context.Canceled when the client went away), or, with d > 0,
+// ErrTimeout once d has passed (a long poll's bound); d <= 0 waits without a bound. A task
+// on the loop parks; a multi-thread handler blocks its goroutine. Call it from w's own
+// task.
+func (f *Future[T]) Await(w Waiter, d time.Duration) (T, error) {
 	t := w.task()
 	if err := t.ops.park(t, scheduler.ReasonWait, d, &f.sig); err != nil {
 		var zero T

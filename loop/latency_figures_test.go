@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ type recordedLatencies struct {
 	got map[string]time.Duration
 }
 
-func (r *recordedLatencies) hook(rec *RequestRecord) {
+func (r *recordedLatencies) hook(rec *accounting.RequestRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got[rec.Path] = rec.Latency
@@ -80,7 +81,7 @@ func TestLatencyAfterLongNiceHold(t *testing.T) {
 				s.Handle("GET /block", func(c *Ctx) {
 					for i := range 100 { // 1 s in 10 ms slices
 						if i > 0 {
-							c.Yield()
+							_ = c.Sleep(0)
 						}
 						spinFor(10 * time.Millisecond)
 					}
@@ -135,7 +136,7 @@ func TestKeepAliveLatencyExcludesIdleGap(t *testing.T) {
 				s.Handle("GET /block", func(c *Ctx) {
 					for i := range 30 { // 300 ms in 10 ms slices
 						if i > 0 {
-							c.Yield()
+							_ = c.Sleep(0)
 						}
 						spinFor(10 * time.Millisecond)
 					}

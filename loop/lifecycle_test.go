@@ -158,7 +158,7 @@ func TestEngineStopWithoutShutdownIsAnError(t *testing.T) {
 	require.NotNil(t, eng)
 	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal accept error
 	err := <-errc
-	require.ErrorIs(t, err, ErrEngineStopped)
+	require.ErrorIs(t, err, errEngineStopped)
 	require.False(t, errors.Is(err, ErrServerClosed))
 	returns(t, "Shutdown after", func() { require.NoError(t, s.Shutdown(context.Background())) })
 }

@@ -84,13 +84,6 @@ func (l *Loop) Server() *Server {
 	return l.srv
 }
 
-// DrainReport returns what this loop's graceful shutdown drained; it waits until the loop
-// has stopped. Any goroutine.
-func (l *Loop) DrainReport() DrainReport {
-	<-l.srv.done
-	return l.srv.drain.report
-}
-
 // Loop returns the loop the task runs on: for a request, the loop its connection landed
 // on; nil for a zero Task. From the task itself (Ctx.Loop in a handler).
 func (t *Task) Loop() *Loop {
@@ -127,7 +120,8 @@ func (l *Loop) Current() *Task {
 }
 
 // Now returns the loop's clock now: the clock the scheduler and accounting use, cheap to
-// read on the loop (what Task.Now returns for a task of the loop). Loop-confined.
+// read on the loop, where a handler (single-thread mode) or a task of the loop takes it
+// with c.Loop().Now(); off the loop (a multi-thread handler) read time.Now. Loop-confined.
 func (l *Loop) Now() time.Time { return l.srv.timeAt(l.srv.nanotime()) }
 
 // Phase returns the server's lifecycle phase as Vitals.Phase names it: "starting",
@@ -144,14 +138,12 @@ func (l *Loop) Phase() string {
 	return "serving"
 }
 
-// Start starts fn as a background task on this loop now, named name on the stats pages,
-// in the stall log and in CPU accounting, like Loop.Go but without the round trip
-// through Post: the handle's Task is there at once. Its first slice runs in this loop
-// turn's pump. Loop-confined: from a task or a function of this loop (a feature making the
-// task of an object it creates on the loop, such as a room's tick task).
-func (l *Loop) Start(name string, fn func(t *Task)) *TaskHandle {
+// start starts fn as a background task on this loop now: Go's path on the loop, without
+// the round trip through Post, so the handle's Task is there at once; its first slice runs
+// in this loop turn's pump. Loop-confined.
+func (l *Loop) start(name string, fn func(t *Task)) *TaskHandle {
 	if fn == nil {
-		panic("loop: Loop.Start(" + name + ", nil)")
+		panic("loop: Go(" + name + ", nil)")
 	}
 	s := l.srv
 	h := s.newHandle(name)
@@ -172,33 +164,22 @@ func (l *Loop) Start(name string, fn func(t *Task)) *TaskHandle {
 	return h
 }
 
-// DrainDeadline returns the deadline of the Shutdown that began the drain, and false when
-// that Shutdown's context has none or no Shutdown was called: what an OnDrain hook hands
-// to the code it tells to save its state. Any goroutine.
-func (l *Loop) DrainDeadline() (time.Time, bool) {
-	if ctx := l.srv.shutdownContext(); ctx != nil {
-		return ctx.Deadline()
-	}
-	return time.Time{}, false
-}
-
-// Value returns the value stored under key on this loop by SetValue, or nil: state a
-// feature keeps per loop (a room table), found from any task of the loop without a lock.
-// Loop-confined.
-func (l *Loop) Value(key any) any { return l.srv.values[key] }
-
-// SetValue stores v under key on this loop (nil removes it). Keys should be of a type of
-// the feature's own, as with context.WithValue. Loop-confined.
-func (l *Loop) SetValue(key, v any) {
+// Value returns the value stored under key on this loop: state a feature keeps per loop
+// (a room table), found from any task of the loop without a lock. When none is stored and
+// init is not nil, it stores what init returns and returns that (state made on first
+// use); with init nil it returns nil. Keys should be of a type of the feature's own, as
+// with context.WithValue. Loop-confined.
+func (l *Loop) Value(key any, init func() any) any {
 	s := l.srv
-	if v == nil {
-		delete(s.values, key)
-		return
+	if v, ok := s.values[key]; ok || init == nil {
+		return v
 	}
+	v := init()
 	if s.values == nil {
 		s.values = map[any]any{}
 	}
 	s.values[key] = v
+	return v
 }
 
 // spawnOnLoop starts fn as a background task named name on the loop now, as Loop.Go

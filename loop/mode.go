@@ -126,7 +126,7 @@ func (m loopMode) offLoop(c *Ctx, fn func()) {
 		fn()
 		ev.Resolve(struct{}{}, nil)
 	}()
-	_, _ = ev.Await(c)
+	_, _ = ev.Await(c, 0)
 	for !ev.Done() { // cancelled while fn runs: it still uses memory about to be freed
 		c.Task.t.Yield()
 	}

@@ -9,8 +9,8 @@ import (
 // one by default) once that loop runs, given the loop: before Ready is closed and before
 // the loop's first connection is accepted, so what fn makes is there for the first
 // request. It is the place for what must be made on a loop at boot: rooms
-// (room.New(l, ...)), background tasks (l.Start), a feature's per-loop state
-// (l.SetValue), and OnDrain hooks. With shards, fn runs once per loop, each on its own
+// (room.New(l, ...)), background tasks (l.Go), a feature's per-loop state
+// (l.Value), and OnDrain hooks. With shards, fn runs once per loop, each on its own
 // loop: per-loop state needs no more; work meant once per process checks l.Index() == 0.
 // Functions run in registration order. An error or a panic from fn stops the server
 // before it serves: ListenAndServe returns an error wrapping it (naming the loop), and

@@ -34,7 +34,7 @@ func TestOnStartRunsOnEveryLoopBeforeReady(t *testing.T) {
 						return errors.New("not on the loop")
 					}
 					made[l.Index()] = fmt.Sprintf("room-%d", l.Index())
-					l.Start("boot-task", func(*Task) {}) // a task on this loop, no Post needed
+					l.Go("boot-task", func(*Task) {}) // a task on this loop, no Post needed
 					mu.Lock()
 					ran = append(ran, fmt.Sprintf("first@%d", l.Index()))
 					mu.Unlock()

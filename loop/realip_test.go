@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ import (
 // prefix cannot get past the proxy's own append; without TrustedProxies, or from a peer
 // that is not trusted, the headers are ignored. Over real sockets.
 func TestTrustedProxiesNameTheClient(t *testing.T) {
-	serve := func(t *testing.T, trusted []netip.Prefix) (string, <-chan RequestRecord) {
+	serve := func(t *testing.T, trusted []netip.Prefix) (string, <-chan accounting.RequestRecord) {
 		sink, recs := recordSink()
 		_, addr := startServer(t, Config{TrustedProxies: trusted, OnRequestDone: sink}, func(s *Server) {
 			s.Handle("GET /who", func(c *Ctx) {

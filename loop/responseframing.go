@@ -3,29 +3,55 @@ package loop
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/batonrt/baton/internal/httpcodec"
 )
 
 // This file is the response framing a handler chooses beyond Stream's default (chunked,
 // or delimited by the connection's close for HTTP/1.0): a streamed body of a declared
-// length, trailers after a chunked body, and a connection closed after the response.
-// loop/nethttp frames a net/http handler's response with them as net/http would; a native
-// handler that knows its length (a file) or computes a checksum as it streams uses them
-// too. The engine keeps the framing; the handler only states it.
+// length ("Content-Length" set before Stream), trailers after a chunked body, and a
+// connection closed after the response ("Connection: close"). loop/nethttp frames a
+// net/http handler's response with them as net/http would; a native handler that knows
+// its length (a file) or computes a checksum as it streams uses them too. The engine keeps
+// the framing; the handler only states it, through SetHeader as a net/http handler does.
 
-// StreamLength starts a streamed response with status and contentType whose body is
-// length bytes (length >= 0), sent with a Content-Length instead of chunked coding, for
-// HTTP/1.0 and HTTP/1.1 clients alike. Write refuses bytes past length with
-// http.ErrContentLength; a handler that returns having written fewer leaves the client a
-// short body, and the connection closes after it (as net/http does). A HEAD request gets
-// the head only; a status that allows no body (204, 304) gets no Content-Length and Write
-// refuses its bytes with ErrBodyNotAllowed. Like Stream, it panics on a status below 200
-// and when the response head was already written. From the handler's task.
-func (c *Ctx) StreamLength(status int, contentType string, length int64) *Stream {
-	if length < 0 {
-		panic("loop: StreamLength with a negative length " + strconv.FormatInt(length, 10))
+// setFraming is SetHeader for the headers the server writes: "Connection: close" and
+// "Content-Length: N" state the framing (see SetHeader); anything else panics. From the
+// handler's task.
+func (c *Ctx) setFraming(name, value string) {
+	if c.headState() == headHandler {
+		panic("loop: header " + name + " set after the response head was written")
 	}
+	switch {
+	case strings.EqualFold(name, "Connection") && strings.EqualFold(strings.TrimSpace(value), "close"):
+		c.mustClose = true
+		return
+	case strings.EqualFold(name, "Content-Length"):
+		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 0 {
+			panic("loop: invalid Content-Length " + strconv.Quote(value))
+		}
+		c.delHeader(name)
+		c.addHeader("Content-Length", value)
+		c.declared = true
+		return
+	}
+	panic("loop: response header " + name + ": " + strconv.Quote(value) + " is set by the server")
+}
+
+// streamLength starts a Stream whose body has the length the handler declared (a
+// Content-Length set before Stream): a HEAD request gets the head only; a status that
+// allows no body (204, 304) gets no Content-Length and Write refuses its bytes with
+// http.ErrBodyNotAllowed. From the handler's task.
+func (c *Ctx) streamLength(status int, contentType string) *Stream {
+	var length int64
+	for _, h := range c.hdrs {
+		if strings.EqualFold(unsafeString(h.Name), "Content-Length") {
+			length, _ = strconv.ParseInt(unsafeString(h.Value), 10, 64) // checked when set
+		}
+	}
+	c.delHeader("Content-Length")
+	c.declared = false
 	noBody := status == 204 || status == 304
 	cl := length
 	if noBody {
@@ -37,12 +63,6 @@ func (c *Ctx) StreamLength(status int, contentType string, length int64) *Stream
 	}
 	return &Stream{c: c, remain: length}
 }
-
-// CloseConnection makes the connection close after this response: a response head
-// written from now on says "Connection: close", and the server reads no further request
-// from the connection. Called after the head went out, the connection still closes after
-// the response, without the header. From the handler's task.
-func (c *Ctx) CloseConnection() { c.mustClose = true }
 
 // Trailer adds a trailer field, sent after the body when the handler returns: only a
 // chunked response carries trailers (an HTTP/1.1 client's Stream), the others drop them.
@@ -68,7 +88,7 @@ func (w *Stream) Trailer(name, value string) {
 	c.hdrArena = append(c.hdrArena, "\r\n"...)
 }
 
-// sizedWrite counts p against a StreamLength body and reports http.ErrContentLength past
+// sizedWrite counts p against a declared-length body and reports http.ErrContentLength past
 // it. From the handler's task.
 func (w *Stream) sizedWrite(p []byte) error {
 	if int64(len(p)) > w.remain {

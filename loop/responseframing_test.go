@@ -13,14 +13,17 @@ import (
 )
 
 // TestResponseFraming: the framing a native handler may state, on the wire, in both modes:
-// a StreamLength body written in pieces keeps the connection; a short one closes it; a
-// write past the length is refused; trailers follow a chunked body; CloseConnection says
-// Connection: close and closes; Proto, RequestURI and MayBlock report what they say.
+// a Stream after SetHeader("Content-Length") sends a sized body: written in pieces it keeps
+// the connection, a short one closes it, a write past the length is refused; a body
+// written whole (String) keeps its own length; trailers follow a chunked body;
+// SetHeader("Connection", "close") says Connection: close and closes, another Connection
+// value panics (500); Proto, RequestURI and MayBlock report what they say.
 func TestResponseFraming(t *testing.T) {
 	bothModes(t, func(t *testing.T, multi bool) {
 		_, addr := startServer(t, Config{MultiThread: multi}, func(s *Server) {
 			s.Handle("GET /sized", func(c *Ctx) {
-				st := c.StreamLength(200, "text/plain", 10)
+				c.SetHeader("Content-Length", "10")
+				st := c.Stream(200, "text/plain")
 				_, _ = st.Write([]byte("hello"))
 				_, _ = st.Write([]byte("world"))
 				_, err := st.Write([]byte("!"))
@@ -29,7 +32,15 @@ func TestResponseFraming(t *testing.T) {
 				}
 			})
 			s.Handle("GET /short", func(c *Ctx) {
-				_, _ = c.StreamLength(200, "text/plain", 10).Write([]byte("hell"))
+				c.SetHeader("Content-Length", "10")
+				_, _ = c.Stream(200, "text/plain").Write([]byte("hell"))
+			})
+			s.Handle("GET /whole", func(c *Ctx) {
+				c.SetHeader("Content-Length", "99")
+				c.String(200, "whole")
+			})
+			s.Handle("GET /keepalive", func(c *Ctx) {
+				c.SetHeader("Connection", "keep-alive") // panics: only "close" states the framing
 			})
 			s.Handle("GET /trailer", func(c *Ctx) {
 				c.SetHeader("Trailer", "X-Sum")
@@ -38,7 +49,7 @@ func TestResponseFraming(t *testing.T) {
 				st.Trailer("X-Sum", "42")
 			})
 			s.Handle("GET /close", func(c *Ctx) {
-				c.CloseConnection()
+				c.SetHeader("Connection", "close")
 				c.String(200, "bye")
 			})
 			s.Handle("GET /facts", func(c *Ctx) {
@@ -53,6 +64,11 @@ func TestResponseFraming(t *testing.T) {
 		resp, body = c.get("/facts?a=1") // the same connection: a complete sized body keeps it
 		assert.Equal(t, fmt.Sprintf("HTTP/1.1 /facts?a=1 %v", multi), body)
 		mustStatus(t, resp, 200)
+		resp, body = c.get("/whole")
+		assert.Equal(t, int64(5), resp.ContentLength, "a body written whole states its own length")
+		assert.Equal(t, "whole", body)
+		resp, _ = c.get("/keepalive")
+		mustStatus(t, resp, 500)
 
 		c.send("GET /trailer HTTP/1.1\r\nHost: t\r\n\r\n")
 		resp, body = c.read("GET")

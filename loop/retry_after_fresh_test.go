@@ -24,7 +24,7 @@ func TestRetryAfterFreshServerBoundedByOldestRunning(t *testing.T) {
 				release = NewFuture[struct{}](s.loopRef)
 				s.Handle("GET /slow", func(c *Ctx) {
 					started.Add(1)
-					_, _ = release.Await(c)
+					_, _ = release.Await(c, 0)
 					c.String(200, "done")
 				})
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/httpcodec"
 	"github.com/batonrt/baton/internal/recorder"
 	"github.com/batonrt/baton/internal/router"
@@ -26,9 +27,10 @@ var (
 	// ErrServerClosed is returned by ListenAndServe after Shutdown or Close, and by Post
 	// once the loop no longer runs posted functions.
 	ErrServerClosed = errors.New("loop: server closed")
-	// ErrEngineStopped is wrapped by the error ListenAndServe returns when the event loop
-	// stopped without a Shutdown or Close: a failure a supervisor should restart on.
-	ErrEngineStopped = errors.New("loop: event loop stopped without a shutdown")
+	// errEngineStopped is wrapped by the error ListenAndServe returns when the event loop
+	// stopped without a Shutdown or Close: a failure a supervisor should restart on (any
+	// error other than ErrServerClosed is one).
+	errEngineStopped = errors.New("loop: event loop stopped without a shutdown")
 	// errServerStarted is returned by ListenAndServe when it is called a second time: a
 	// programming mistake, not a condition to branch on.
 	errServerStarted = errors.New("loop: server already started")
@@ -71,11 +73,11 @@ type Server struct {
 	life      lifecycle
 	door      door
 	addr      atomic.Pointer[net.TCPAddr]
-	ready     chan struct{}          // closed when the loop is reachable (or it never will be)
-	done      chan struct{}          // closed when ListenAndServe has returned, or at a stop before start
-	dateBytes atomic.Pointer[[]byte] // the current Date header value, replaced every sweep
-	mtWG      sync.WaitGroup         // multi-thread handler goroutines and RunOffLoop goroutines (loop/nethttp)
-	doneRec   RequestRecord          // loop-owned: the record handed to Config.OnRequestDone, reused (accesslog.go)
+	ready     chan struct{}            // closed when the loop is reachable (or it never will be)
+	done      chan struct{}            // closed when ListenAndServe has returned, or at a stop before start
+	dateBytes atomic.Pointer[[]byte]   // the current Date header value, replaced every sweep
+	mtWG      sync.WaitGroup           // multi-thread handler goroutines and RunOffLoop goroutines (loop/nethttp)
+	doneRec   accounting.RequestRecord // loop-owned: the record handed to Config.OnRequestDone, reused (accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
 	statsReg  *statsRegistry  // AddStats's sections, shared by every shard (statsections.go)
@@ -89,7 +91,7 @@ type Server struct {
 	cancel    context.CancelFunc
 	drainSig  *Future[struct{}]        // set when the drain begins
 	hooksMu   sync.Mutex               // guards onDrain
-	onDrain   []func()                 // run on the loop when the drain begins; guarded by hooksMu
+	onDrain   []func(time.Time)        // run on the loop when the drain begins; guarded by hooksMu
 	pendingMu sync.Mutex               // guards pending
 	pending   map[*TaskHandle]struct{} // background tasks posted, not yet started
 	ctxMu     sync.Mutex               // guards drainCtx
@@ -115,7 +117,7 @@ type Server struct {
 	drains     drainWatch
 	lag        lagSampler // the loop's lag and utilisation, published for Vitals (vitals.go)
 	arr        arrivalBound
-	values     map[any]any // Loop.SetValue: features' per-loop state
+	values     map[any]any // Loop.Value: features' per-loop state
 }
 
 // New returns a Server for cfg. It panics if cfg is invalid (see Config.Validate); call
@@ -323,7 +325,7 @@ func (s *Server) Addr() *net.TCPAddr {
 
 // ListenAndServe listens on Config.Addr and serves until Shutdown or Close, then returns
 // ErrServerClosed. Any other error means the server could not start, or its event loop
-// stopped without a Shutdown (wrapping ErrEngineStopped): restart it. It blocks; call it
+// stopped without a Shutdown: restart it. It blocks; call it
 // once, from any goroutine. After a Shutdown or Close it returns ErrServerClosed at once.
 // With Config.Shards > 1 it serves every shard and returns when all have stopped; a shard
 // that stops by itself makes the others drain (for at most 10 s), and the error
@@ -397,7 +399,7 @@ func (s *Server) serveLoop() error {
 	case s.startErr.Load() != nil:
 		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, *s.startErr.Load())
 	case !requested:
-		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, ErrEngineStopped)
+		return fmt.Errorf("loop: serve %s: %w", s.cfg.Addr, errEngineStopped)
 	}
 	return ErrServerClosed
 }
@@ -545,9 +547,8 @@ func (s *Server) shutdownContext() context.Context {
 	return s.drainCtx
 }
 
-// DrainReport returns what the last graceful shutdown drained: the sum over the shards
-// with Config.Shards > 1 (Loop(i).DrainReport has each one's). It waits until Done is
-// closed. Safe for concurrent use.
+// DrainReport returns what the last graceful shutdown drained, summed over the loops. It
+// waits until Done is closed. Safe for concurrent use.
 func (s *Server) DrainReport() DrainReport {
 	if s.shards != nil {
 		return s.shards.drainReport()

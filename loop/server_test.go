@@ -264,11 +264,11 @@ func TestLockFreeSharedState(t *testing.T) {
 			k := c.PathValue("key")
 			v := counts[k]
 			if total%7 == 0 {
-				c.Yield() // another task may run here; the read-modify-write still must not race
+				_ = c.Sleep(0) // another task may run here; the read-modify-write still must not race
 			}
 			counts[k] = v + 1
 			total++
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 		s.Handle("GET /total", func(c *Ctx) {
 			sum := 0
@@ -310,7 +310,7 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 		release = NewFuture[struct{}](s.loopRef)
 		s.Handle("GET /sleep", func(c *Ctx) {
 			parked.Add(1)
-			_, err := release.AwaitTimeout(c, time.Minute)
+			_, err := release.Await(c, time.Minute)
 			parked.Add(-1)
 			woke.Add(1)
 			if err != nil {
@@ -320,7 +320,7 @@ func testParkedTasksDoNotBlockOthers(t *testing.T, m mode) {
 			c.String(200, "slept")
 		})
 		s.Handle("GET /parked", func(c *Ctx) { c.String(200, fmt.Sprintf("%d %d", parked.Load(), woke.Load())) })
-		s.Handle("POST /release", func(c *Ctx) { release.Resolve(struct{}{}, nil); c.NoContent() })
+		s.Handle("POST /release", func(c *Ctx) { release.Resolve(struct{}{}, nil); c.Bytes(204, "", nil) })
 	})
 	clients := make([]*client, sleepers)
 	for i := range clients {
@@ -419,7 +419,7 @@ func testLateWriteNeverReachesAnotherClient(t *testing.T, m mode) {
 			bArrived.Store(false)
 			parkedc <- struct{}{}
 			for !bArrived.Load() { // ignores cancellation on purpose: keeps going until B is here
-				c.Yield()
+				_ = c.Sleep(0)
 			}
 			c.String(200, "SECRET-FOR-A")
 		})
@@ -667,7 +667,7 @@ func testFutureBetweenTasks(t *testing.T, m mode) {
 			}
 			f := waiting
 			mu.Unlock()
-			v, err := f.Await(c)
+			v, err := f.Await(c, 0)
 			if err != nil {
 				c.String(499, err.Error())
 				return
@@ -718,7 +718,7 @@ func testGracefulShutdownAnswersInFlight(t *testing.T, m mode) {
 		if parked.Add(1) == n {
 			close(allParked)
 		}
-		_, _ = release.Await(c)
+		_, _ = release.Await(c, 0)
 		c.String(200, "done")
 	})
 	s.Handle("GET /ok", func(c *Ctx) { c.String(200, "ok") })

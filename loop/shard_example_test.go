@@ -21,7 +21,7 @@ func ExampleServer_Loop() {
 		home := srv.LoopFor(c.PathValue("id")) // the loop that holds this room
 		from := c.Loop().Index()
 		_ = home.Post(func() { inbox[home.Index()] = append(inbox[home.Index()], "hello from loop "+strconv.Itoa(from)) })
-		c.NoContent()
+		c.Bytes(204, "", nil)
 	})
 	base := serve(srv)
 	fmt.Println(get(base + "/hit")) // the first hit of whichever loop took the connection

@@ -144,8 +144,8 @@ func sumOffload(per []offload.Report) offload.Report {
 
 // sumAdmission adds the shards' admission figures (limits are per shard, so they add
 // too); the mean service time is the mean weighted by admissions, Retry-After the largest.
-func sumAdmission(per []AdmissionStats) AdmissionStats {
-	var t AdmissionStats
+func sumAdmission(per []accounting.AdmissionStats) accounting.AdmissionStats {
+	var t accounting.AdmissionStats
 	var weighted float64
 	for _, p := range per {
 		t.Limit += p.Limit

@@ -84,7 +84,7 @@ func TestShardStateIsPerShardWithoutLocks(t *testing.T) {
 		s.Handle("GET /hit/{key}", func(c *Ctx) {
 			m := counts[c.Loop().Index()]
 			m[c.PathValue("key")]++
-			c.Yield() // another request of this shard runs between the read and the answer
+			_ = c.Sleep(0) // another request of this shard runs between the read and the answer
 			c.String(200, strconv.Itoa(m[c.PathValue("key")]))
 		})
 	})
@@ -168,7 +168,7 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 		c.String(200, strconv.Itoa(c.Loop().Index()))
 	})
 	for i := 0; i < shards; i++ {
-		s.Loop(i).OnDrain(func() { draining[i].Store(true) })
+		s.Loop(i).OnDrain(func(time.Time) { draining[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
 	cs := make([]*client, conns)
@@ -224,7 +224,7 @@ func TestShardsShutdownDrainsEveryShard(t *testing.T) {
 	assert.Equal(t, conns, rep.InFlight, "the report sums the shards")
 	sum := 0
 	for i := 0; i < shards; i++ {
-		sum += s.Loop(i).DrainReport().InFlight
+		sum += s.Loop(i).srv.drain.report.InFlight // each loop's own report
 	}
 	assert.Equal(t, conns, sum)
 	assert.ErrorIs(t, s.Loop(1).Post(func() {}), ErrServerClosed)
@@ -368,14 +368,14 @@ func TestShardEngineStopStopsTheServer(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Shards: 3, Logger: quietLogger(t)})
 	var drained [3]atomic.Bool
 	for i := 0; i < 3; i++ {
-		s.Loop(i).OnDrain(func() { drained[i].Store(true) })
+		s.Loop(i).OnDrain(func(time.Time) { drained[i].Store(true) })
 	}
 	errc := serveInBackground(t, s)
 	eng := s.Loop(1).srv.eng.Load()
 	require.NotNil(t, eng)
 	require.NoError(t, eng.Stop(context.Background())) // as gnet does on a fatal error
 	err := <-errc
-	require.ErrorIs(t, err, ErrEngineStopped)
+	require.ErrorIs(t, err, errEngineStopped)
 	assert.NotErrorIs(t, err, ErrServerClosed)
 	assert.Contains(t, err.Error(), "shard 1")
 	assert.True(t, drained[0].Load() && drained[2].Load(), "the other shards drained")

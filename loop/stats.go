@@ -160,6 +160,17 @@ func (s *Server) requestFinished(t *scheduler.Task, c *Ctx) {
 	s.releaseCtx(c)
 }
 
+// The values of accounting.TaskSample's Kind and State the loop sets itself; the others
+// (ready, running, parked, done for a task of the scheduler) are the scheduler's State
+// names, which TestNameTablesAgree holds to the same words.
+const (
+	kindRequest    = "request"
+	kindBackground = "background"
+	sampleRunning  = "running" // a multi-thread handler: its own goroutine
+	sampleQueued   = "queued"  // a request in an admission queue: no task yet
+	sampleDone     = "done"    // finished (the ring of recently finished tasks)
+)
+
 // sample fills a TaskSample for request c. Call it from c's task, or on the loop for a
 // parked or queued request.
 func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
@@ -177,15 +188,15 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	case c.Task.g != nil:
 		st = c.Task.g.stats(&c.Task)
 		if dst.State == "" {
-			dst.State = accounting.StateRunning
+			dst.State = sampleRunning
 		}
 	default:
-		dst.State = accounting.StateQueued
+		dst.State = sampleQueued
 	}
 	dst.ID = c.Task.idOrZero()
-	dst.Kind = accounting.KindRequest
+	dst.Kind = kindRequest
 	dst.Route = c.pattern
-	if dst.State != accounting.StateDone { // finished tasks keep no method or path (the route has them):
+	if dst.State != sampleDone { // finished tasks keep no method or path (the route has them):
 		dst.Method = c.Method() // the path would cost an allocation per request
 		dst.Path = string(c.req.Path)
 	}
@@ -194,7 +205,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 	dst.Parked.Queue += c.queueWait
 	s.fillCPU(dst, &c.Task)
 	dst.Age = time.Duration(now - c.arrivedAt)
-	if !s.cfg.MultiThread || dst.State == accounting.StateDone {
+	if !s.cfg.MultiThread || dst.State == sampleDone {
 		// A multi-thread handler writes its status on its own goroutine: read it only
 		// once the request finished (its end was posted to the loop).
 		dst.Status = c.status
@@ -206,7 +217,7 @@ func (s *Server) sample(c *Ctx, dst *accounting.TaskSample, now int64) {
 func (s *Server) sampleBackground(t *scheduler.Task, dst *accounting.TaskSample, now int64) {
 	st := t.StatsAt(now)
 	*dst = accounting.TaskSample{
-		ID: t.ID(), Kind: accounting.KindBackground, Route: t.Label(), State: t.State().String(),
+		ID: t.ID(), Kind: kindBackground, Route: t.Label(), State: t.State().String(),
 		Goroutine: t.Goroutine(), Age: time.Duration(now - int64(st.Spawned.Sub(s.epoch))),
 	}
 	fillFigures(dst, &st)
@@ -278,7 +289,7 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 	}
 	if sample {
 		smp := s.acct.ring.Slot()
-		smp.State = accounting.StateDone
+		smp.State = sampleDone
 		s.sample(c, smp, now)
 		s.acct.ring.Commit()
 	}
@@ -352,7 +363,7 @@ func addStacks(ts []accounting.TaskSample) {
 }
 
 // admissionSnapshot returns the "admission" section's figures. Loop-confined.
-func (s *Server) admissionSnapshot() AdmissionStats {
+func (s *Server) admissionSnapshot() accounting.AdmissionStats {
 	st := s.adm.stats()
 	st.InFlight, st.Parsed, st.PanicsTotal, st.Accept = s.inflight, s.parsed, s.panics, s.acceptStats()
 	return st

@@ -38,15 +38,15 @@ func TestCPUClockPerSlice(t *testing.T) {
 			// Burn thread CPU, not wall time: on a loaded machine the thread waits for a
 			// core, and wall time says nothing about the CPU the task got.
 			burnThreadCPU(30 * time.Millisecond)
-			c.Yield()
+			_ = c.Sleep(0)
 			burnThreadCPU(30 * time.Millisecond)
 			got <- c.Stats()
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 		s.Handle("GET /sleep", func(c *Ctx) {
 			_ = c.Sleep(50 * time.Millisecond)
 			got <- c.Stats()
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 	})
 	c := dial(t, addr)
@@ -101,7 +101,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 				for {
 					select {
 					case <-release:
-						c.NoContent()
+						c.Bytes(204, "", nil)
 						return
 					default:
 					}
@@ -111,7 +111,7 @@ func testQueueTimeIsRecorded(t *testing.T, m mode) {
 				}
 			}
 			got <- c.Stats()
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 	})
 	a := dial(t, addr)
@@ -228,7 +228,7 @@ func TestFinishedRingKeepsSlowRequests(t *testing.T) {
 func TestOnLoopExcludesEarlierSlicesOfTheTurn(t *testing.T) {
 	s, addr := startServer(t, Config{}, func(s *Server) {
 		s.Handle("GET /yield-burn", func(c *Ctx) {
-			c.Yield()
+			_ = c.Sleep(0)
 			burnCPU(30 * time.Millisecond)
 			c.String(200, "burnt")
 		})

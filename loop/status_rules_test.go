@@ -89,7 +89,7 @@ func TestStatusesWithoutBody(t *testing.T) {
 			for range 2 {
 				select {
 				case err := <-writeErrs:
-					assert.ErrorIs(t, err, ErrBodyNotAllowed, "a write to a 204/304 stream")
+					assert.ErrorIs(t, err, http.ErrBodyNotAllowed, "a write to a 204/304 stream")
 				case <-time.After(10 * time.Second):
 					t.Fatal("the stream handlers did not report their writes")
 				}

@@ -32,7 +32,7 @@ func TestStreamsStartingTogetherShareTheLoop(t *testing.T) {
 		ev.Store(NewFuture[struct{}](s.Loop(0)))
 		s.Handle("GET /stream", func(c *Ctx) {
 			waiting.Add(1)
-			if _, err := ev.Load().Await(c); err != nil {
+			if _, err := ev.Load().Await(c, 0); err != nil {
 				return
 			}
 			w := c.Stream(200, "application/octet-stream")

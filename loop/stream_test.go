@@ -33,7 +33,7 @@ func TestStreamChunksReachTheWireAtOnce(t *testing.T) {
 						next = ev
 						mu.Unlock()
 						_, _ = fmt.Fprintf(w, "chunk%d;", i)
-						if _, err := ev.AwaitTimeout(c, 30*time.Second); err != nil {
+						if _, err := ev.Await(c, 30*time.Second); err != nil {
 							return
 						}
 					}
@@ -45,7 +45,7 @@ func TestStreamChunksReachTheWireAtOnce(t *testing.T) {
 					if ev != nil {
 						ev.Resolve(struct{}{}, nil)
 					}
-					c.NoContent()
+					c.Bytes(204, "", nil)
 				})
 			})
 			feed := dial(t, addr)

@@ -40,7 +40,7 @@ func (cs *conn) spendSlice(t *scheduler.Task, n int) bool {
 // before the loop runs the others. From c's task, loop mode.
 func (s *Server) yieldStream(c *Ctx) {
 	s.flush(c.conn)
-	c.Task.Yield()
+	c.Task.ops.yield(&c.Task)
 }
 
 // boundSendBuffer sets cs's socket's send buffer to Config.StreamSendBuffer the first time

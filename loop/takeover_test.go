@@ -132,7 +132,7 @@ func lineEchoServer(t *testing.T, cfg Config, e *lineEcho, hold *Future[struct{}
 				c.String(400, err.Error()+"\n")
 				return
 			}
-			_, _ = hold.Await(c)
+			_, _ = hold.Await(c, 0)
 		})
 	})
 }

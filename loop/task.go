@@ -14,13 +14,9 @@ import (
 	"github.com/batonrt/baton/offload"
 )
 
-// ErrTimeout is returned by the waits with a deadline, Future.AwaitTimeout and
-// Cond.WaitTimeout, when the deadline passes first.
+// ErrTimeout is returned by the waits given a bound (Future.Await, Cond.Wait,
+// RawConn.Wait) when it passes first.
 var ErrTimeout = errors.New("loop: wait timed out")
-
-// ErrTaskStopped is the cancellation cause of a background task stopped with
-// TaskHandle.Stop: its parks return it and its Context is cancelled with it.
-var ErrTaskStopped = errors.New("loop: task stopped")
 
 // Task is the handle of the running task: a request's (embedded in Ctx) or a background
 // task's (from Loop.Go or Loop.Every). Call its methods only from the task it belongs
@@ -70,30 +66,14 @@ type taskOps interface {
 
 // Sleep pauses the task for d while others run. It returns nil after d, or the task's
 // cancellation error (context.Canceled when the client went away) as soon as the task is
-// cancelled.
+// cancelled. Sleep(0) (any d <= 0) yields: every other ready task and the loop's pending
+// I/O run before this task continues, and it returns the task's cancellation error, if
+// any, once they have (a cancelled task yields too). Call it between steps of long CPU
+// work, and stop on an error. In multi-thread mode it yields the goroutine's processor.
 func (t *Task) Sleep(d time.Duration) error { return t.ops.sleep(t, d) }
-
-// Yield lets every other ready task and the loop's pending I/O run before this task
-// continues: call it between steps of long CPU work. In multi-thread mode it yields the
-// goroutine's processor.
-func (t *Task) Yield() { t.ops.yield(t) }
 
 // ID returns the task's id, unique within the server's lifetime.
 func (t *Task) ID() uint64 { return t.ops.id(t) }
-
-// Name returns what the stats pages and logs call the task: a background task's name, or
-// a request's route pattern.
-func (t *Task) Name() string { return t.name }
-
-// Now returns the loop's clock now: the clock accounting and the scheduler use (cheap to
-// read on the loop), or, in a multi-thread handler, time.Now. It is the clock to pass to
-// ratelimit.Limiter.Allow. Call it from the task.
-func (t *Task) Now() time.Time {
-	if t.g != nil {
-		return time.Now()
-	}
-	return t.srv.timeAt(t.srv.nanotime())
-}
 
 // OnLoop runs fn on the task's loop and returns once it has run: at once for a task that
 // runs on the loop (every task in single-thread mode, and background tasks in both), and
@@ -178,7 +158,7 @@ func (t *Task) Contain(fn func()) (panicked bool) {
 }
 
 // Err returns why the task was cancelled (context.Canceled when its client disconnected,
-// context.DeadlineExceeded when its handler deadline passed, ErrTaskStopped when its
+// context.DeadlineExceeded when its handler deadline passed, context.Canceled too when its
 // TaskHandle stopped it), or nil.
 func (t *Task) Err() error { return t.ops.err(t) }
 
@@ -354,10 +334,17 @@ func (loopTask) park(t *Task, r scheduler.Reason, d time.Duration, wake *signal)
 	}
 }
 
-func (loopTask) sleep(t *Task, d time.Duration) error { return t.t.Sleep(d) }
-func (loopTask) yield(t *Task)                        { t.t.Yield() }
-func (loopTask) id(t *Task) uint64                    { return t.t.ID() }
-func (loopTask) err(t *Task) error                    { return t.err }
+func (loopTask) sleep(t *Task, d time.Duration) error {
+	if d <= 0 {
+		t.t.Yield() // even when cancelled: a loop of CPU work must not hold the loop
+		return t.err
+	}
+	return t.t.Sleep(d)
+}
+
+func (loopTask) yield(t *Task)     { t.t.Yield() }
+func (loopTask) id(t *Task) uint64 { return t.t.ID() }
+func (loopTask) err(t *Task) error { return t.err }
 
 func (loopTask) suspend(t *Task, reason scheduler.Reason) (resume func(), park func() error) {
 	o := t.off

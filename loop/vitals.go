@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/scheduler"
 )
 
@@ -17,54 +18,11 @@ const lagSampleEvery = 100 * time.Millisecond
 // busy second (a burst, a collection) does not swing it.
 const utilisationWindow = 10 * time.Second
 
-// Vitals is what a loop publishes about itself for other goroutines, read without waiting
-// for the loop (atomics and the scheduler's published slot), so it answers while a task
-// holds the loop and can name that task. Package loop/health turns it into /healthz and
-// /readyz. Plain data.
-type Vitals struct {
-	// Phase is the server's lifecycle phase: "starting" (the loop does not run yet),
-	// "serving", "draining" (Shutdown began) or "stopped" (the loop is unwinding or gone).
-	Phase string
-	// Lag is how late the loop runs due work: the largest lateness of its lag sample (a
-	// timer due every lagSampleEvery) over the current and the previous second, or how
-	// overdue the next sample is now (Overdue), whichever is larger.
-	Lag time.Duration
-	// LagHeld is the lateness the loop's lag samples reached in the previous second and
-	// again in this one (in its first three samples, the previous second's): how late
-	// the loop has run for a while, which one late sample (a collection, a moment
-	// without a CPU) does not raise. loop/ws refuses upgrades on it.
-	LagHeld time.Duration
-	// Overdue is how late the next lag sample is now: the time the loop has not turned
-	// for, past LagSampleEvery. 0 while it is not due or before the loop runs.
-	Overdue time.Duration
-	// LagSampleEvery is how often the loop samples its own lag: 100 ms. Ten timer
-	// callbacks a second cost the loop microseconds; a hog of a few tens of milliseconds
-	// is caught within a second.
-	LagSampleEvery time.Duration
-	// Utilisation is the loop's busy share over the last UtilisationWindow, in [0, 1]; -1
-	// when unmeasured (accounting off, or not yet one window).
-	Utilisation float64
-	// UtilisationWindow is the window of Utilisation: ten complete seconds, so that one
-	// busy second (a burst, a collection) does not swing it.
-	UtilisationWindow time.Duration
-	// Running reports whether a task's slice runs on the loop now; Task, TaskID and
-	// SliceFor then name it: its route ("GET /x") or background task name ("room:arena-7"
-	// for a room's tick; "" when accounting is off), its id, and how long this slice has
-	// run.
-	Running  bool
-	Task     string
-	TaskID   uint64
-	SliceFor time.Duration
-	// OffloadQueued is how many offloaded calls wait for a token in the process's shared
-	// offload pool (offload.Pool.Queued).
-	OffloadQueued int
-}
-
 // Vitals returns what the loop publishes about itself now. It never waits for the loop.
 // Any goroutine.
-func (l *Loop) Vitals() Vitals {
+func (l *Loop) Vitals() accounting.Vitals {
 	s := l.srv
-	v := Vitals{Utilisation: -1, OffloadQueued: s.pool.Queued(), LagSampleEvery: lagSampleEvery, UtilisationWindow: utilisationWindow}
+	v := accounting.Vitals{Utilisation: -1, OffloadQueued: s.pool.Queued(), LagSampleEvery: lagSampleEvery, UtilisationWindow: utilisationWindow}
 	v.Phase = l.Phase()
 	v.Overdue = s.lag.overdue(s.nanotimeAny())
 	v.Lag = max(time.Duration(s.lag.lag.Load()), v.Overdue)

@@ -116,8 +116,8 @@ func runMixed(b *testing.B, withSlow, noLanes bool) {
 	b.ReportMetric(0, "ns/op")
 	st := p.Stats()
 	b.Logf("fast lane: %d tokens, wait p99 %v, run p99 %v; slow lane: %d tokens, %d started, %d rejected; fast calls %d",
-		st.Lanes[LaneFast].Tokens, st.Lanes[LaneFast].Wait.P99, st.Lanes[LaneFast].Run.P99,
-		st.Lanes[LaneSlow].Tokens, st.Lanes[LaneSlow].Started, st.Lanes[LaneSlow].Rejected, fastLat.TotalCount())
+		st.Lanes[laneFast].Tokens, st.Lanes[laneFast].Wait.P99, st.Lanes[laneFast].Run.P99,
+		st.Lanes[laneSlow].Tokens, st.Lanes[laneSlow].Started, st.Lanes[laneSlow].Rejected, fastLat.TotalCount())
 }
 
 func nop(context.Context) (int, error) { return 0, nil }

@@ -257,10 +257,10 @@ func New(cfg Config) *Pool {
 		done:        make(chan struct{}),
 	}
 	if p.lanesOn {
-		p.lanes[LaneFast].tokens = p.tokens - s.slowTokens
-		p.lanes[LaneSlow].tokens = s.slowTokens
+		p.lanes[laneFast].tokens = p.tokens - s.slowTokens
+		p.lanes[laneSlow].tokens = s.slowTokens
 	} else {
-		p.lanes[LaneFast].tokens = p.tokens
+		p.lanes[laneFast].tokens = p.tokens
 	}
 	for i := range p.lanes {
 		ls := &p.lanes[i]

@@ -83,7 +83,7 @@ func TestConfigDefaults(t *testing.T) {
 	p := New(Config{})
 	st := p.Stats()
 	assert.Equal(t, defaultTokens, st.Tokens)
-	assert.Equal(t, defaultTokens/4, st.Lanes[LaneSlow].Tokens)
+	assert.Equal(t, defaultTokens/4, st.Lanes[laneSlow].Tokens)
 	require.NoError(t, p.Close(context.Background()))
 }
 

@@ -74,7 +74,7 @@ func TestCopyStreamsChunkByChunk(t *testing.T) {
 			i := 0
 			buf := make([]byte, 0, 8) // reused: Copy is done with a chunk before the next call
 			n, err = Copy(c, w, func(ctx context.Context) ([]byte, error) {
-				if !InPool(ctx) {
+				if !inPool(ctx) {
 					return nil, errors.New("next not in the pool")
 				}
 				log.add(fmt.Sprint("n", i))
@@ -90,7 +90,7 @@ func TestCopyStreamsChunkByChunk(t *testing.T) {
 		if err != nil || n != 8 || log.String() != want || len(w.errs) != 0 {
 			t.Fatalf("Copy = %d, %v; events %q (want %q); writer errors %v", n, err, log.String(), want, w.errs)
 		}
-		if st := p.Stats().Lanes[LaneFast]; st.Completed != 4 || st.InUse != 0 {
+		if st := p.Stats().Lanes[laneFast]; st.Completed != 4 || st.InUse != 0 {
 			t.Fatalf("one pool call per chunk: %+v", st)
 		}
 	})
@@ -180,6 +180,6 @@ func TestCopySeq(t *testing.T) {
 		}
 		close(src.unblock)
 		waitUntil(t, "iterator cleanup after cancel", src.cleaned.Load)
-		waitUntil(t, "tokens back", func() bool { return p.Stats().Lanes[LaneFast].InUse == 0 })
+		waitUntil(t, "tokens back", func() bool { return p.Stats().Lanes[laneFast].InUse == 0 })
 	})
 }

@@ -2,7 +2,6 @@ package offload
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -72,17 +71,6 @@ const (
 	// WaitResult: its function is running in the pool.
 	WaitResult
 )
-
-// String returns "token" or "result". Any goroutine.
-func (w Wait) String() string {
-	switch w {
-	case WaitToken:
-		return "token"
-	case WaitResult:
-		return "result"
-	}
-	return fmt.Sprintf("Wait(%d)", uint8(w))
-}
 
 // Option changes one call of Do, Copy or CopySeq.
 type Option struct {

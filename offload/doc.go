@@ -55,7 +55,7 @@
 // An offloaded function must not wait for the pool it runs in: if every token is held by
 // functions that wait for a token, nothing ever returns. [Do], [Gate.Enter], [Copy] and
 // [CopySeq] return [ErrNested] at once when called with a Caller whose Context comes from
-// an offloaded function (it carries a marker, see [InPool]) or with a Caller that is
+// an offloaded function (it carries a marker) or with a Caller that is
 // already waiting in the pool (an offloaded function that captured its handler's Caller).
 // An offloaded function must also never wait for the loop (a loop Future, a channel the
 // loop fills): post to the loop instead. docs/deadlocks.md explains both.

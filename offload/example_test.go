@@ -43,7 +43,8 @@ func Example() {
 	fmt.Printf("%d bytes, %v:\n%s", n, err, body.String())
 
 	st := pool.Stats()
-	fmt.Println("slow lane:", st.Lanes[offload.LaneSlow].Tokens, "tokens,", st.Lanes[offload.LaneSlow].Completed, "calls")
+	slow := st.Lanes[1] // [0] is the fast lane
+	fmt.Println(slow.Lane, "lane:", slow.Tokens, "tokens,", slow.Completed, "calls")
 	// Output:
 	// ada <nil>
 	// first checkout enters

@@ -81,9 +81,6 @@ func NewGate(name string, n, maxQueue int) *Gate {
 	return g
 }
 
-// Name returns the gate's name. Any goroutine.
-func (g *Gate) Name() string { return g.name }
-
 // account adds the hold time since the last change to busy. g.mu must be held.
 func (g *Gate) accountLocked() {
 	now := g.now()
@@ -108,7 +105,7 @@ func (g *Gate) TryEnter() bool {
 }
 
 // Enter takes a place in the gate, parking c (its hook's Suspend(WaitToken)) in FIFO order
-// while the gate is full. It returns ErrGateQueueFull at once when maxQueue callers already
+// while the gate is full. It returns ErrQueueFull at once when maxQueue callers already
 // wait, c's cancellation error if c is cancelled while waiting (the place is then not
 // taken), and ErrNested when called from an offloaded function or while c waits in its
 // hook's pool (the hook's Pool may be nil here: a gate needs no pool). On nil, call Leave
@@ -119,7 +116,7 @@ func (g *Gate) Enter(c Caller) error {
 	if h.Suspend == nil {
 		panic("offload: Caller.OffloadHook returned a Hook with a nil Suspend")
 	}
-	if InPool(ctx) || h.Pool.waiting(c) {
+	if inPool(ctx) || h.Pool.waiting(c) {
 		g.mu.Lock()
 		g.nested++
 		g.mu.Unlock()
@@ -140,7 +137,7 @@ func (g *Gate) Enter(c Caller) error {
 	if g.q.n >= g.maxQueue {
 		g.queueFull++
 		g.mu.Unlock()
-		return ErrGateQueueFull
+		return ErrQueueFull
 	}
 	w := &gateWaiter{enq: g.now()}
 	g.q.push(w)
@@ -221,7 +218,7 @@ type GateStats struct {
 	Waiting   int
 	Entered   uint64             // places taken, by TryEnter or Enter
 	Rejected  uint64             // TryEnter calls that found the gate full
-	QueueFull uint64             // Enter calls refused with ErrGateQueueFull
+	QueueFull uint64             // Enter calls refused with ErrQueueFull
 	Cancelled uint64             // Enter calls whose caller was cancelled while queued
 	Nested    uint64             // Enter calls refused with ErrNested
 	Wait      accounting.Summary // time Enter waited (zero when a place was free)

@@ -30,14 +30,14 @@ func TestGateRejectsAtOnceWithoutToken(t *testing.T) {
 			t.Fatalf("status %d; want 503", status)
 		}
 		st := p.Stats().Lanes
-		if st[LaneFast].Started != 0 || st[LaneFast].InUse != 0 || st[LaneSlow].Started != 0 {
+		if st[laneFast].Started != 0 || st[laneFast].InUse != 0 || st[laneSlow].Started != 0 {
 			t.Fatalf("a rejected request used the pool: %+v", st)
 		}
 		gs := g.Stats()
 		if gs.Name != "GET /hot" || gs.Rejected != 1 || gs.Entered != 1 || gs.InUse != 1 {
 			t.Fatalf("gate stats %+v", gs)
 		}
-		if err := g.Enter(NewGoCaller(context.Background(), p, "k")); err != ErrGateQueueFull {
+		if err := g.Enter(NewGoCaller(context.Background(), p, "k")); err != ErrQueueFull {
 			t.Fatalf("Enter with maxQueue 0 on a full gate = %v", err)
 		}
 		g.Leave()
@@ -77,7 +77,7 @@ func TestGateEnterFIFO(t *testing.T) {
 		// The queue is full: one more is refused at once, and TryEnter does not jump it.
 		var err error
 		hs.start(p, "k", func(c Caller) { err = g.Enter(c) }).wait(t)
-		if err != ErrGateQueueFull || g.TryEnter() {
+		if err != ErrQueueFull || g.TryEnter() {
 			t.Fatalf("5th Enter = %v / TryEnter jumped the queue", err)
 		}
 		handles[2].cancel(errGone)

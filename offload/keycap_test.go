@@ -49,7 +49,7 @@ func TestKeyCapKeepsLaneForOtherRoutes(t *testing.T) {
 			}
 		})
 		waitUntil(t, "A at its cap", func() bool {
-			st := p.Stats().Lanes[LaneSlow]
+			st := p.Stats().Lanes[laneSlow]
 			return st.InUse == 2 && st.Capped == 18
 		})
 
@@ -61,7 +61,7 @@ func TestKeyCapKeepsLaneForOtherRoutes(t *testing.T) {
 		b.wait(t) // fails after 20 s if B waits behind A
 
 		st := p.Stats()
-		lane := st.Lanes[LaneSlow]
+		lane := st.Lanes[laneSlow]
 		assert.Equal(t, 2, lane.KeyCap)
 		assert.Equal(t, 2, lane.InUse, "A still holds its cap")
 		assert.Equal(t, 18, lane.Waiting)
@@ -74,7 +74,7 @@ func TestKeyCapKeepsLaneForOtherRoutes(t *testing.T) {
 		assert.EqualValues(t, 18, a.CappedWaits)
 		bk, ok := st.key("B")
 		require.True(t, ok)
-		assert.Equal(t, LaneSlow, bk.Lane)
+		assert.Equal(t, "slow", bk.Lane)
 		assert.Zero(t, bk.CappedWaits)
 		for _, h := range hung {
 			assert.False(t, h.finished(), "A's calls hang until released")
@@ -95,15 +95,15 @@ func TestWithoutKeyCapOneRouteStarvesTheLane(t *testing.T) {
 	release := make(chan struct{})
 	hung := startHung(t, goHarness{}, p, "A", 20, release)
 	waitUntil(t, "A holds the lane", func() bool {
-		st := p.Stats().Lanes[LaneSlow]
+		st := p.Stats().Lanes[laneSlow]
 		return st.InUse == 4 && st.Waiting == 16
 	})
 	b := goHarness{}.start(p, "B", func(c Caller) {
 		_, err := Do(c, func(context.Context) (int, error) { return 0, nil })
 		assert.NoError(t, err)
 	})
-	waitUntil(t, "B queued behind A", func() bool { return p.Stats().Lanes[LaneSlow].Waiting == 17 })
-	st := p.Stats().Lanes[LaneSlow]
+	waitUntil(t, "B queued behind A", func() bool { return p.Stats().Lanes[laneSlow].Waiting == 17 })
+	st := p.Stats().Lanes[laneSlow]
 	assert.Equal(t, 4, st.KeyCap)
 	assert.Zero(t, st.Capped)
 	assert.False(t, b.finished())
@@ -121,17 +121,17 @@ func TestKeyCapNoHeadOfLineBlocking(t *testing.T) {
 		relX, relY, relA := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		x := startHung(t, hs, p, "X", 2, relX)
 		y := startHung(t, hs, p, "Y", 2, relY)
-		waitUntil(t, "X and Y hold the pool", func() bool { return p.Stats().Lanes[LaneFast].InUse == 4 })
+		waitUntil(t, "X and Y hold the pool", func() bool { return p.Stats().Lanes[laneFast].InUse == 4 })
 		a := startHung(t, hs, p, "A", 3, relA)
-		waitUntil(t, "A queued", func() bool { return p.Stats().Lanes[LaneFast].Waiting == 3 })
+		waitUntil(t, "A queued", func() bool { return p.Stats().Lanes[laneFast].Waiting == 3 })
 		var log completionLog
 		b := hs.start(p, "B", func(c Caller) {
 			_, err := Do(c, func(context.Context) (int, error) { return 0, nil })
 			assert.NoError(t, err)
 			log.add("B")
 		})
-		waitUntil(t, "B queued", func() bool { return p.Stats().Lanes[LaneFast].Waiting == 4 })
-		st := p.Stats().Lanes[LaneFast]
+		waitUntil(t, "B queued", func() bool { return p.Stats().Lanes[laneFast].Waiting == 4 })
+		st := p.Stats().Lanes[laneFast]
 		require.Zero(t, st.Capped, "A was below its cap when it queued")
 
 		close(relX) // two tokens: A1 and A2 start, A reaches its cap
@@ -142,7 +142,7 @@ func TestKeyCapNoHeadOfLineBlocking(t *testing.T) {
 		})
 		close(relY) // two tokens: A3 is capped and moves aside, B runs
 		b.wait(t)
-		st = p.Stats().Lanes[LaneFast]
+		st = p.Stats().Lanes[laneFast]
 		assert.Equal(t, 1, st.Capped)
 		assert.Equal(t, 1, st.Waiting)
 		assert.Equal(t, []string{"B"}, log.get())
@@ -150,7 +150,7 @@ func TestKeyCapNoHeadOfLineBlocking(t *testing.T) {
 		for _, h := range append(append(append(x, y...), a...), b) {
 			h.wait(t)
 		}
-		assert.Zero(t, p.Stats().Lanes[LaneFast].Waiting)
+		assert.Zero(t, p.Stats().Lanes[laneFast].Waiting)
 	})
 }
 
@@ -162,7 +162,7 @@ func TestKeyCapQueueBoundCancelAndClose(t *testing.T) {
 	release := make(chan struct{})
 	hs := goHarness{}
 	running := startHung(t, hs, p, "A", 1, release)
-	waitUntil(t, "A running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+	waitUntil(t, "A running", func() bool { return p.Stats().Lanes[laneFast].InUse == 1 })
 	errs := make(chan error, 2)
 	var held []*handle
 	for range 2 {
@@ -171,7 +171,7 @@ func TestKeyCapQueueBoundCancelAndClose(t *testing.T) {
 			errs <- err
 		}))
 	}
-	waitUntil(t, "two capped", func() bool { return p.Stats().Lanes[LaneFast].Capped == 2 })
+	waitUntil(t, "two capped", func() bool { return p.Stats().Lanes[laneFast].Capped == 2 })
 
 	_, err := Do(NewGoCaller(context.Background(), p, "A"), hang(release))
 	require.ErrorIs(t, err, ErrQueueFull)
@@ -182,7 +182,7 @@ func TestKeyCapQueueBoundCancelAndClose(t *testing.T) {
 	cause := context.Canceled
 	held[0].cancel(cause)
 	require.ErrorIs(t, <-errs, cause)
-	st := p.Stats().Lanes[LaneFast]
+	st := p.Stats().Lanes[laneFast]
 	assert.Equal(t, 1, st.Capped)
 	assert.EqualValues(t, 1, st.Cancelled)
 	assert.EqualValues(t, 1, st.Rejected)
@@ -190,7 +190,7 @@ func TestKeyCapQueueBoundCancelAndClose(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close(context.Background()) }()
 	require.ErrorIs(t, <-errs, ErrClosed)
-	assert.Zero(t, p.Stats().Lanes[LaneFast].Capped)
+	assert.Zero(t, p.Stats().Lanes[laneFast].Capped)
 	close(release)
 	require.NoError(t, <-closed)
 	for _, h := range append(running, held...) {
@@ -210,17 +210,17 @@ func TestKeyCapHeldCallsMigrate(t *testing.T) {
 	for i := range 5 {
 		handles = append(handles, startHung(t, hs, p, "R", 1, release)...)
 		waitUntil(t, "admitted", func() bool {
-			st := p.Stats().Lanes[LaneFast]
+			st := p.Stats().Lanes[laneFast]
 			return st.InUse+st.Waiting == i+1
 		})
 	}
-	st := p.Stats().Lanes[LaneFast]
+	st := p.Stats().Lanes[laneFast]
 	require.Equal(t, 2, st.InUse)
 	require.Equal(t, 3, st.Capped)
 
 	timers.fireFirst() // R is slow now
 	s := p.Stats()
-	f, sl := s.Lanes[LaneFast], s.Lanes[LaneSlow]
+	f, sl := s.Lanes[laneFast], s.Lanes[laneSlow]
 	assert.Equal(t, 2, f.InUse, "the running calls keep their fast tokens")
 	assert.Zero(t, f.Waiting)
 	assert.Equal(t, 2, sl.InUse)
@@ -264,9 +264,9 @@ func TestKeyCapSizes(t *testing.T) {
 	} {
 		p := New(tc.cfg)
 		st := p.Stats()
-		assert.Equal(t, tc.fast, st.Lanes[LaneFast].KeyCap, "%+v", tc.cfg)
+		assert.Equal(t, tc.fast, st.Lanes[laneFast].KeyCap, "%+v", tc.cfg)
 		if st.LanesEnabled {
-			assert.Equal(t, tc.slow, st.Lanes[LaneSlow].KeyCap, "%+v", tc.cfg)
+			assert.Equal(t, tc.slow, st.Lanes[laneSlow].KeyCap, "%+v", tc.cfg)
 		}
 		require.NoError(t, p.Close(context.Background()))
 	}
@@ -290,17 +290,17 @@ func TestMidFlightOneTimer(t *testing.T) {
 	release := make(chan struct{})
 	hs := goHarness{}
 	x := startHung(t, hs, p, "X", 1, release)
-	waitUntil(t, "X running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+	waitUntil(t, "X running", func() bool { return p.Stats().Lanes[laneFast].InUse == 1 })
 	y := startHung(t, hs, p, "Y", 1, release)
-	waitUntil(t, "Y running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 2 })
+	waitUntil(t, "Y running", func() bool { return p.Stats().Lanes[laneFast].InUse == 2 })
 	require.Len(t, timers.all(), 2, "armed again for X")
 
 	timers.fire(1) // X's deadline: X is slow, the timer re-arms for Y
-	assert.Equal(t, LaneSlow, laneOf(p, "X"))
-	assert.Equal(t, LaneFast, laneOf(p, "Y"))
+	assert.Equal(t, laneSlow, laneOf(p, "X"))
+	assert.Equal(t, laneFast, laneOf(p, "Y"))
 	require.Len(t, timers.all(), 3)
 	timers.fire(2)
-	assert.Equal(t, LaneSlow, laneOf(p, "Y"))
+	assert.Equal(t, laneSlow, laneOf(p, "Y"))
 	timers.fire(1) // a stale firing does nothing
 	require.Len(t, timers.all(), 3)
 	close(release)
@@ -316,7 +316,7 @@ func TestKeyCapSurvivesLRUBound(t *testing.T) {
 	release := make(chan struct{})
 	hs := goHarness{}
 	k := startHung(t, hs, p, "K", 1, release)
-	waitUntil(t, "K running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+	waitUntil(t, "K running", func() bool { return p.Stats().Lanes[laneFast].InUse == 1 })
 	for _, key := range []string{"a", "b", "c", "d"} {
 		_, err := Do(NewGoCaller(context.Background(), p, key), func(context.Context) (int, error) { return 0, nil })
 		require.NoError(t, err)
@@ -326,7 +326,7 @@ func TestKeyCapSurvivesLRUBound(t *testing.T) {
 	require.True(t, ok, "a busy route is not evicted")
 	assert.Equal(t, 2, st.KeysTotal)
 	k = append(k, startHung(t, hs, p, "K", 1, release)...)
-	waitUntil(t, "second K call capped", func() bool { return p.Stats().Lanes[LaneFast].Capped == 1 })
+	waitUntil(t, "second K call capped", func() bool { return p.Stats().Lanes[laneFast].Capped == 1 })
 	close(release)
 	for _, h := range k {
 		h.wait(t)

@@ -45,10 +45,10 @@ func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 			}))
 		}
 		waitUntil(t, "slow lane full", func() bool {
-			st := p.Stats().Lanes[LaneSlow]
+			st := p.Stats().Lanes[laneSlow]
 			return st.InUse == 2 && st.Waiting == 18
 		})
-		st := p.Stats().Lanes[LaneFast]
+		st := p.Stats().Lanes[laneFast]
 		require.Zero(t, st.InUse, "slow work took fast capacity")
 		require.Zero(t, st.Waiting, "slow work took fast capacity")
 		var fast []*handle
@@ -72,11 +72,11 @@ func TestSlowFloodFillsOnlySlowLane(t *testing.T) {
 		}
 		require.Equal(t, want, log.get(), "50 fast completions, then 20 slow")
 		all := p.Stats()
-		assert.EqualValues(t, 50, all.Lanes[LaneFast].Completed)
-		assert.EqualValues(t, 20, all.Lanes[LaneSlow].Completed)
+		assert.EqualValues(t, 50, all.Lanes[laneFast].Completed)
+		assert.EqualValues(t, 20, all.Lanes[laneSlow].Completed)
 		k, _ := all.key("GET /export/csv")
 		assert.True(t, k.Seeded, "%+v", k)
-		assert.Equal(t, LaneSlow, k.Lane, "%+v", k)
+		assert.Equal(t, "slow", k.Lane, "%+v", k)
 	})
 }
 
@@ -91,15 +91,15 @@ func TestNoLanesFastWaitsBehindSlow(t *testing.T) {
 			Do(c, func(context.Context) (int, error) { <-release; return 0, nil })
 		}))
 	}
-	waitUntil(t, "pool full", func() bool { st := p.Stats().Lanes[LaneFast]; return st.InUse == 4 && st.Waiting == 2 })
+	waitUntil(t, "pool full", func() bool { st := p.Stats().Lanes[laneFast]; return st.InUse == 4 && st.Waiting == 2 })
 	fast := hs.start(p, "GET /users/{id}", func(c Caller) {
 		Do(c, func(context.Context) (int, error) { return 0, nil })
 	})
-	waitUntil(t, "fast call queued", func() bool { return p.Stats().Lanes[LaneFast].Waiting == 3 })
+	waitUntil(t, "fast call queued", func() bool { return p.Stats().Lanes[laneFast].Waiting == 3 })
 	require.False(t, fast.finished(), "fast call finished while every token was held by slow calls")
 	st := p.Stats()
 	assert.False(t, st.LanesEnabled)
-	assert.Zero(t, st.Lanes[LaneSlow].Tokens)
+	assert.Zero(t, st.Lanes[laneSlow].Tokens)
 	close(release)
 	fast.wait(t)
 	for _, h := range slow {
@@ -121,16 +121,16 @@ func TestMidFlightLearning(t *testing.T) {
 		}
 		start()
 		start()
-		waitUntil(t, "route learned slow", func() bool { return laneOf(p, "GET /report") == LaneSlow })
+		waitUntil(t, "route learned slow", func() bool { return laneOf(p, "GET /report") == laneSlow })
 		st := p.Stats()
 		k, _ := st.key("GET /report")
 		assert.EqualValues(t, 1, k.Midway, "learned mid-flight")
 		assert.GreaterOrEqual(t, k.Estimate, 20*time.Millisecond)
-		assert.Zero(t, st.Lanes[LaneFast].Completed, "learned before any call completed")
-		assert.Equal(t, 2, st.Lanes[LaneFast].InUse+st.Lanes[LaneSlow].InUse, "the first 2 still running")
-		before := st.Lanes[LaneSlow].Started
+		assert.Zero(t, st.Lanes[laneFast].Completed, "learned before any call completed")
+		assert.Equal(t, 2, st.Lanes[laneFast].InUse+st.Lanes[laneSlow].InUse, "the first 2 still running")
+		before := st.Lanes[laneSlow].Started
 		start() // a new call goes to the slow lane
-		waitUntil(t, "new call in slow lane", func() bool { return p.Stats().Lanes[LaneSlow].Started == before+1 })
+		waitUntil(t, "new call in slow lane", func() bool { return p.Stats().Lanes[laneSlow].Started == before+1 })
 		close(release)
 		for _, h := range handles {
 			h.wait(t)
@@ -196,15 +196,15 @@ func TestMidFlightMovesQueuedCalls(t *testing.T) {
 			Do(c, func(context.Context) (int, error) { <-release; return 0, nil })
 		}))
 		waitUntil(t, "admitted", func() bool {
-			st := p.Stats().Lanes[LaneFast]
+			st := p.Stats().Lanes[laneFast]
 			return st.InUse+st.Waiting == i+1
 		})
 	}
 	timers.fireFirst()
 	st := p.Stats()
-	require.Equal(t, LaneSlow, laneOf(p, "GET /report"), "learned mid-flight")
-	require.Zero(t, st.Lanes[LaneFast].Completed)
-	f, s := st.Lanes[LaneFast], st.Lanes[LaneSlow]
+	require.Equal(t, laneSlow, laneOf(p, "GET /report"), "learned mid-flight")
+	require.Zero(t, st.Lanes[laneFast].Completed)
+	f, s := st.Lanes[laneFast], st.Lanes[laneSlow]
 	assert.Equal(t, 3, f.InUse)
 	assert.Zero(t, f.Waiting)
 	assert.Equal(t, 1, s.InUse)
@@ -228,7 +228,7 @@ func predictorPool(t *testing.T) (*Pool, *fakeClock) {
 
 // run does one call of key whose function "takes" d on the fake clock, and returns the
 // lane it ran in.
-func runFor(t *testing.T, p *Pool, clk *fakeClock, key string, d time.Duration) Lane {
+func runFor(t *testing.T, p *Pool, clk *fakeClock, key string, d time.Duration) lane {
 	t.Helper()
 	before := p.Stats().Lanes
 	_, err := Do(NewGoCaller(context.Background(), p, key), func(context.Context) (int, error) {
@@ -237,29 +237,32 @@ func runFor(t *testing.T, p *Pool, clk *fakeClock, key string, d time.Duration) 
 	})
 	require.NoError(t, err)
 	after := p.Stats().Lanes
-	if after[LaneSlow].Started > before[LaneSlow].Started {
-		return LaneSlow
+	if after[laneSlow].Started > before[laneSlow].Started {
+		return laneSlow
 	}
-	return LaneFast
+	return laneFast
 }
 
-func laneOf(p *Pool, key string) Lane {
+func laneOf(p *Pool, key string) lane {
 	st := p.Stats()
 	k, _ := st.key(key)
-	return k.Lane
+	if k.Lane == laneSlow.String() {
+		return laneSlow
+	}
+	return laneFast
 }
 
 // Decay: a slow route that is not called drifts back to the fast lane.
 func TestDecayReturnsRouteToFast(t *testing.T) {
 	p, clk := predictorPool(t)
-	require.Equal(t, LaneFast, runFor(t, p, clk, "GET /r", time.Minute), "an unknown route runs fast")
+	require.Equal(t, laneFast, runFor(t, p, clk, "GET /r", time.Minute), "an unknown route runs fast")
 	// One 60 s sample: estimate 15 s > 10 s: slow.
-	require.Equal(t, LaneSlow, laneOf(p, "GET /r"), "after a 60 s call")
-	require.Equal(t, LaneSlow, runFor(t, p, clk, "GET /r", 0))
+	require.Equal(t, laneSlow, laneOf(p, "GET /r"), "after a 60 s call")
+	require.Equal(t, laneSlow, runFor(t, p, clk, "GET /r", 0))
 	// The estimate is about 11 s now; after 3 half-lives it is about 1.4 s < 2 s.
 	clk.Advance(3 * time.Minute)
-	require.Equal(t, LaneFast, laneOf(p, "GET /r"), "after 3 half-lives")
-	require.Equal(t, LaneFast, runFor(t, p, clk, "GET /r", 0))
+	require.Equal(t, laneFast, laneOf(p, "GET /r"), "after 3 half-lives")
+	require.Equal(t, laneFast, runFor(t, p, clk, "GET /r", 0))
 }
 
 // Hysteresis: a slow route whose calls become fast stays slow until its estimate falls
@@ -267,15 +270,15 @@ func TestDecayReturnsRouteToFast(t *testing.T) {
 func TestHysteresis(t *testing.T) {
 	p, clk := predictorPool(t)
 	runFor(t, p, clk, "GET /h", time.Minute) // estimate 15 s: slow
-	var lanes []Lane
+	var lanes []lane
 	for range 12 {
 		lanes = append(lanes, runFor(t, p, clk, "GET /h", 0)) // each fast sample: x0.75
 	}
 	// Estimates after each sample: 11.25 8.4 6.3 4.7 3.6 2.7 2.0 1.5 ... (s): the run
 	// that brings it under 2 s is the 8th; the 9th runs fast.
-	var want []Lane
+	var want []lane
 	for i := range 12 {
-		want = append(want, map[bool]Lane{true: LaneSlow, false: LaneFast}[i < 8])
+		want = append(want, map[bool]lane{true: laneSlow, false: laneFast}[i < 8])
 	}
 	require.Equal(t, want, lanes)
 	k, _ := func() (KeyStats, bool) { st := p.Stats(); return st.key("GET /h") }()
@@ -283,9 +286,9 @@ func TestHysteresis(t *testing.T) {
 	assert.EqualValues(t, 13, k.Calls)
 	// And back: a fast route is promoted only above PromoteAfter.
 	runFor(t, p, clk, "GET /h", 30*time.Second) // estimate ~8 s: between thresholds
-	require.Equal(t, LaneFast, laneOf(p, "GET /h"), "promoted below PromoteAfter")
+	require.Equal(t, laneFast, laneOf(p, "GET /h"), "promoted below PromoteAfter")
 	runFor(t, p, clk, "GET /h", 30*time.Second) // ~13.5 s
-	require.Equal(t, LaneSlow, laneOf(p, "GET /h"), "not promoted above PromoteAfter")
+	require.Equal(t, laneSlow, laneOf(p, "GET /h"), "not promoted above PromoteAfter")
 }
 
 // The LRU bound holds under 100,000 distinct keys.
@@ -325,7 +328,7 @@ func TestLRUBound(t *testing.T) {
 	assert.LessOrEqual(t, len(st.Keys), 50)
 	k, ok := st.key("GET /slow")
 	require.True(t, ok, "warm slow key lost")
-	assert.Equal(t, LaneSlow, k.Lane)
+	assert.Equal(t, "slow", k.Lane)
 }
 
 // A call cut short by cancellation is a lower bound of the route's run time: it must not
@@ -348,11 +351,11 @@ func TestCensoredSampleKeepsEstimate(t *testing.T) {
 	h.wait(t)
 	close(hold)
 	require.ErrorIs(t, err, errGone)
-	waitUntil(t, "function returned", func() bool { return p.Stats().Lanes[LaneSlow].InUse == 0 })
+	waitUntil(t, "function returned", func() bool { return p.Stats().Lanes[laneSlow].InUse == 0 })
 	st := p.Stats()
 	k, _ := st.key("GET /c")
 	assert.Equal(t, 15*time.Second, k.Estimate, "estimate after a cancelled call")
-	assert.Equal(t, LaneSlow, k.Lane)
+	assert.Equal(t, "slow", k.Lane)
 }
 
 // Stats reports the most recent routes and every slow one, even one not used lately.
@@ -368,7 +371,7 @@ func TestStatsKeysIncludeSlowRoutes(t *testing.T) {
 	st := p.Stats()
 	k, ok := st.key("GET /seeded")
 	require.True(t, ok, "slow route missing")
-	assert.Equal(t, LaneSlow, k.Lane)
+	assert.Equal(t, "slow", k.Lane)
 	assert.True(t, k.Seeded)
 	assert.Equal(t, "GET /seeded", st.Keys[0].Key, "the slow route comes first")
 	assert.Len(t, st.Keys, statsKeys+1)

@@ -14,7 +14,8 @@ import (
 var (
 	// ErrQueueFull: the call's lane already has Config.MaxWaiting calls waiting for a token,
 	// or its route is at its Config.MaxKeyShare cap with Config.MaxWaiting calls waiting
-	// for it. The handler should answer 503 with Retry-After.
+	// for it; or Gate.Enter found the gate full and its queue at maxQueue. The handler
+	// should answer 503 with Retry-After.
 	ErrQueueFull = errors.New("offload: queue full")
 	// ErrPanicked is wrapped by the *PanicError that Do returns when the function panics.
 	ErrPanicked = errors.New("offload: function panicked")
@@ -25,8 +26,6 @@ var (
 	// waiting in the pool). Waiting on the pool from the pool can deadlock: see
 	// docs/deadlocks.md.
 	ErrNested = errors.New("offload: nested offload from an offloaded function")
-	// ErrGateQueueFull: Gate.Enter found the gate full and its queue at maxQueue.
-	ErrGateQueueFull = errors.New("offload: gate queue full")
 )
 
 // errGoexit is the error of a call whose function called runtime.Goexit.
@@ -47,27 +46,24 @@ func (e *PanicError) Error() string {
 // Unwrap returns ErrPanicked. Any goroutine.
 func (e *PanicError) Unwrap() error { return ErrPanicked }
 
-// Lane is a class of tokens: fast or slow.
-type Lane uint8
+// lane is a class of tokens: fast or slow (Stats.Lanes and KeyStats.lane name them).
+type lane uint8
 
 const (
-	// LaneFast serves routes not known to be slow (unknown routes start here).
-	LaneFast Lane = iota
-	// LaneSlow serves routes predicted or configured to be slow.
-	LaneSlow
-	// NumLanes is the number of lanes (the length of Stats.Lanes).
-	NumLanes
+	laneFast lane = iota // routes not known to be slow (unknown routes start here)
+	laneSlow             // routes predicted or configured to be slow
+	numLanes             // the length of Stats.Lanes
 )
 
 // String returns "fast" or "slow". Any goroutine.
-func (l Lane) String() string {
+func (l lane) String() string {
 	switch l {
-	case LaneFast:
+	case laneFast:
 		return "fast"
-	case LaneSlow:
+	case laneSlow:
 		return "slow"
 	}
-	return fmt.Sprintf("Lane(%d)", uint8(l))
+	return fmt.Sprintf("lane(%d)", uint8(l))
 }
 
 // Pool runs blocking functions on at most Tokens reused goroutines. Create it with New and
@@ -87,7 +83,7 @@ type Pool struct {
 	mu         sync.Mutex
 	closed     bool
 	doneClosed bool
-	lanes      [NumLanes]laneState
+	lanes      [numLanes]laneState
 	idle       []*worker // LIFO: the most recently idle worker is reused first
 	workers    int
 	running    callList // in start order
@@ -222,7 +218,7 @@ type call struct {
 
 	// Guarded by p.mu.
 	state      callState
-	lane       Lane
+	lane       lane
 	held       bool // queued in its key's held list (at the cap), not in the lane's queue
 	wasHeld    bool // has been held at least once (for CappedWaits)
 	abandoned  bool // the caller left (cancelled, timed out); the result is dropped
@@ -241,10 +237,10 @@ type call struct {
 
 type markerKey struct{}
 
-// InPool reports whether ctx is (or derives from) the context of an offloaded function,
+// inPool reports whether ctx is (or derives from) the context of an offloaded function,
 // that is whether code holding ctx runs in a pool worker and must not wait for a pool or
 // a gate. Any goroutine.
-func InPool(ctx context.Context) bool { return ctx.Value(markerKey{}) != nil }
+func inPool(ctx context.Context) bool { return ctx.Value(markerKey{}) != nil }
 
 // callList is an intrusive FIFO of calls (a lane queue or the running list).
 type callList struct {
@@ -358,9 +354,9 @@ func (p *Pool) admitLocked(c Caller, cl *call, rs *resumes) error {
 	cl.key = e
 	e.calls++
 	slow := p.pred.slowLocked(p, e, now, rs)
-	lane := LaneFast
+	lane := laneFast
 	if slow && p.lanesOn {
-		lane = LaneSlow
+		lane = laneSlow
 	}
 	p.seq++
 	cl.seq = p.seq
@@ -475,7 +471,7 @@ func (p *Pool) dispatchLocked(cl *call) {
 }
 
 // pumpLocked starts queued calls of lane l while it has free tokens.
-func (p *Pool) pumpLocked(l Lane, now time.Time, rs *resumes) {
+func (p *Pool) pumpLocked(l lane, now time.Time, rs *resumes) {
 	ls := &p.lanes[l]
 	for ls.inUse < ls.tokens {
 		cl := p.popLocked(l, rs)
@@ -493,7 +489,7 @@ func (p *Pool) pumpLocked(l Lane, now time.Time, rs *resumes) {
 // function that would only return its context's error. Waiters whose key reached its cap
 // since they queued move to the key's held queue, so they never block the calls behind
 // them.
-func (p *Pool) popLocked(l Lane, rs *resumes) *call {
+func (p *Pool) popLocked(l lane, rs *resumes) *call {
 	ls := &p.lanes[l]
 	for {
 		cl := ls.q.pop()
@@ -517,7 +513,7 @@ func (p *Pool) popLocked(l Lane, rs *resumes) *call {
 
 // releaseHeldLocked is called when key e dropped below its cap in lane l: its oldest held
 // call returns to the lane's queue at its place in admission order.
-func (p *Pool) releaseHeldLocked(e *keyEntry, l Lane) {
+func (p *Pool) releaseHeldLocked(e *keyEntry, l lane) {
 	cl := e.held[l].head
 	if cl == nil {
 		return
@@ -758,7 +754,7 @@ func (p *Pool) begin(c Caller, h *Hook, cl *call, o options) error {
 	if parent == nil {
 		parent = c.Context()
 	}
-	if InPool(parent) {
+	if inPool(parent) {
 		p.mu.Lock()
 		p.nested++
 		p.mu.Unlock()

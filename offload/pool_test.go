@@ -24,7 +24,7 @@ func TestDoResult(t *testing.T) {
 		)
 		h := hs.start(p, "GET /a", func(c Caller) {
 			v, err = Do(c, func(ctx context.Context) (int, error) {
-				marked = InPool(ctx)
+				marked = inPool(ctx)
 				return 42, nil
 			})
 		})
@@ -41,10 +41,10 @@ func TestDoResult(t *testing.T) {
 			t.Fatalf("Do error = %v; want %v", err, want)
 		}
 		st := p.Stats()
-		if st.Lanes[LaneFast].Completed != 2 || st.Lanes[LaneFast].InUse != 0 || st.Workers > st.Tokens {
-			t.Fatalf("stats after two calls: %+v", st.Lanes[LaneFast])
+		if st.Lanes[laneFast].Completed != 2 || st.Lanes[laneFast].InUse != 0 || st.Workers > st.Tokens {
+			t.Fatalf("stats after two calls: %+v", st.Lanes[laneFast])
 		}
-		if k, ok := st.key("GET /a"); !ok || k.Calls != 2 || k.Lane != LaneFast {
+		if k, ok := st.key("GET /a"); !ok || k.Calls != 2 || k.Lane != "fast" {
 			t.Fatalf("key stats = %+v, %v", k, ok)
 		}
 	})
@@ -76,7 +76,7 @@ func TestFIFO(t *testing.T) {
 		}
 		for i := 1; i <= 6; i++ {
 			hs0 = append(hs0, run(i))
-			waitUntil(t, fmt.Sprintf("%d waiting", i), func() bool { return p.Stats().Lanes[LaneFast].Waiting == i })
+			waitUntil(t, fmt.Sprintf("%d waiting", i), func() bool { return p.Stats().Lanes[laneFast].Waiting == i })
 		}
 		close(block)
 		for i := 1; i <= 6; i++ {
@@ -127,12 +127,12 @@ func TestCancelReachesFunction(t *testing.T) {
 		if e := <-sawCancel; !errors.Is(e, context.Canceled) {
 			t.Fatalf("function ctx err = %v", e)
 		}
-		if st := p.Stats().Lanes[LaneFast]; st.InUse != 1 || st.Cancelled != 1 {
+		if st := p.Stats().Lanes[laneFast]; st.InUse != 1 || st.Cancelled != 1 {
 			t.Fatalf("after cancel: in use %d cancelled %d; want 1, 1 (token kept until return)", st.InUse, st.Cancelled)
 		}
 		close(hold)
-		waitUntil(t, "token released", func() bool { return p.Stats().Lanes[LaneFast].InUse == 0 })
-		if st := p.Stats().Lanes[LaneFast]; st.Completed != 1 {
+		waitUntil(t, "token released", func() bool { return p.Stats().Lanes[laneFast].InUse == 0 })
+		if st := p.Stats().Lanes[laneFast]; st.Completed != 1 {
 			t.Fatalf("completed = %d", st.Completed)
 		}
 	})
@@ -145,19 +145,19 @@ func TestCancelWhileQueued(t *testing.T) {
 		first := hs.start(p, "k", func(c Caller) {
 			Do(c, func(ctx context.Context) (int, error) { <-hold; return 0, nil })
 		})
-		waitUntil(t, "first running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+		waitUntil(t, "first running", func() bool { return p.Stats().Lanes[laneFast].InUse == 1 })
 		ran := false
 		var err error
 		h := hs.start(p, "k", func(c Caller) {
 			_, err = Do(c, func(ctx context.Context) (int, error) { ran = true; return 0, nil })
 		})
-		waitUntil(t, "second queued", func() bool { return p.Stats().Lanes[LaneFast].Waiting == 1 })
+		waitUntil(t, "second queued", func() bool { return p.Stats().Lanes[laneFast].Waiting == 1 })
 		h.cancel(errGone)
 		h.wait(t)
 		if err != errGone || ran {
 			t.Fatalf("queued cancel: err %v ran %v", err, ran)
 		}
-		if st := p.Stats().Lanes[LaneFast]; st.Waiting != 0 || st.Cancelled != 1 {
+		if st := p.Stats().Lanes[laneFast]; st.Waiting != 0 || st.Cancelled != 1 {
 			t.Fatalf("waiting %d cancelled %d", st.Waiting, st.Cancelled)
 		}
 		close(hold)
@@ -191,7 +191,7 @@ func TestPanicBecomesError(t *testing.T) {
 		if v != 7 || err != nil {
 			t.Fatalf("after panics: %d, %v", v, err)
 		}
-		if st := p.Stats().Lanes[LaneFast]; st.Panicked != 2 || st.InUse != 0 {
+		if st := p.Stats().Lanes[laneFast]; st.Panicked != 2 || st.InUse != 0 {
 			t.Fatalf("panicked %d in use %d", st.Panicked, st.InUse)
 		}
 	})
@@ -207,7 +207,7 @@ func TestQueueFull(t *testing.T) {
 			Do(c, func(context.Context) (int, error) { <-hold; return 0, nil })
 		}))
 		waitUntil(t, "admitted", func() bool {
-			st := p.Stats().Lanes[LaneFast]
+			st := p.Stats().Lanes[laneFast]
 			return st.InUse+st.Waiting == i+1
 		})
 	}
@@ -218,7 +218,7 @@ func TestQueueFull(t *testing.T) {
 	if err != ErrQueueFull {
 		t.Fatalf("4th call = %v; want ErrQueueFull", err)
 	}
-	if st := p.Stats().Lanes[LaneFast]; st.Rejected != 1 || st.Waiting != 2 {
+	if st := p.Stats().Lanes[laneFast]; st.Rejected != 1 || st.Waiting != 2 {
 		t.Fatalf("rejected %d waiting %d", st.Rejected, st.Waiting)
 	}
 	close(hold)
@@ -252,12 +252,12 @@ func TestTimeout(t *testing.T) {
 		if err2 != context.DeadlineExceeded {
 			t.Fatalf("queued Do = %v", err2)
 		}
-		st := p.Stats().Lanes[LaneFast]
+		st := p.Stats().Lanes[laneFast]
 		if st.TimedOut != 2 || st.Waiting != 0 || st.InUse != 1 {
 			t.Fatalf("timed out %d waiting %d in use %d", st.TimedOut, st.Waiting, st.InUse)
 		}
 		close(hold)
-		waitUntil(t, "token back", func() bool { return p.Stats().Lanes[LaneFast].InUse == 0 })
+		waitUntil(t, "token back", func() bool { return p.Stats().Lanes[laneFast].InUse == 0 })
 		if ctxErr != context.DeadlineExceeded {
 			t.Fatalf("function ctx = %v", ctxErr)
 		}
@@ -276,12 +276,12 @@ func TestClose(t *testing.T) {
 			return 0, nil
 		})
 	})
-	waitUntil(t, "running", func() bool { return p.Stats().Lanes[LaneFast].InUse == 1 })
+	waitUntil(t, "running", func() bool { return p.Stats().Lanes[laneFast].InUse == 1 })
 	var queuedErr error
 	queued := hs.start(p, "k", func(c Caller) {
 		_, queuedErr = Do(c, func(context.Context) (int, error) { return 0, nil })
 	})
-	waitUntil(t, "queued", func() bool { return p.Stats().Lanes[LaneFast].Waiting == 1 })
+	waitUntil(t, "queued", func() bool { return p.Stats().Lanes[laneFast].Waiting == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -335,7 +335,7 @@ func TestCloseIdleWithDoneContext(t *testing.T) {
 		for _, h := range hs {
 			h.wait(t)
 		}
-		waitUntil(t, "workers idle", func() bool { st := p.Stats(); return st.Lanes[LaneFast].InUse == 0 })
+		waitUntil(t, "workers idle", func() bool { st := p.Stats(); return st.Lanes[laneFast].InUse == 0 })
 		if err := p.Close(done); err != nil {
 			t.Fatalf("round %d: Close with %d idle workers = %v; want nil", i, p.Stats().Workers, err)
 		}
@@ -434,9 +434,8 @@ func TestWorkersBoundedAndIdleExit(t *testing.T) {
 	}
 }
 
-func TestWaitString(t *testing.T) {
-	if WaitToken.String() != "token" || WaitResult.String() != "result" || Wait(9).String() != "Wait(9)" ||
-		LaneFast.String() != "fast" || LaneSlow.String() != "slow" || Lane(7).String() != "Lane(7)" {
+func TestLaneString(t *testing.T) {
+	if laneFast.String() != "fast" || laneSlow.String() != "slow" || lane(7).String() != "lane(7)" {
 		t.Fatal("String methods")
 	}
 }

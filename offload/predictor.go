@@ -20,8 +20,8 @@ type keyEntry struct {
 	stamp  uint64 // Stats: already reported in this snapshot
 
 	// Per-key cap (Config.MaxKeyShare).
-	inUse       [NumLanes]int      // running calls of the key, per lane
-	held        [NumLanes]callList // calls waiting because the key holds its cap, per lane
+	inUse       [numLanes]int      // running calls of the key, per lane
+	held        [numLanes]callList // calls waiting because the key holds its cap, per lane
 	cappedWaits uint64             // calls that waited at the cap
 
 	prev, next *keyEntry // LRU list, most recent first
@@ -107,7 +107,7 @@ func (pr *predictor) get(key string, now time.Time) *keyEntry {
 // busy reports whether calls of e are running or held: such an entry is not evicted,
 // because its counts keep the key's cap.
 func (e *keyEntry) busy() bool {
-	return e.heldN() > 0 || e.inUse != [NumLanes]int{}
+	return e.heldN() > 0 || e.inUse != [numLanes]int{}
 }
 
 // heldN is the number of calls held at the cap, all lanes.
@@ -214,9 +214,9 @@ func (pr *predictor) setSlow(p *Pool, e *keyEntry, slow bool, now time.Time, rs 
 	if !p.lanesOn {
 		return
 	}
-	from, to := LaneFast, LaneSlow
+	from, to := laneFast, laneSlow
 	if !slow {
-		from, to = LaneSlow, LaneFast
+		from, to = laneSlow, laneFast
 	}
 	src, dst := &p.lanes[from], &p.lanes[to]
 	moved := false

@@ -96,13 +96,10 @@ func (o Report) doc() reportDoc {
 		Gates: make([]gateDoc, len(o.Gates)),
 	}
 	for i, l := range p.Lanes {
-		d.Pool.Lanes[i] = laneDoc{Lane: Lane(i).String(), Tokens: l.Tokens, KeyCap: l.KeyCap, InUse: l.InUse,
-			Waiting: l.Waiting, Capped: l.Capped, CappedWaits: l.CappedWaits, Started: l.Started,
-			Completed: l.Completed, Rejected: l.Rejected, Cancelled: l.Cancelled, TimedOut: l.TimedOut,
-			Panicked: l.Panicked, Migrated: l.Migrated, Wait: l.Wait, Run: l.Run}
+		d.Pool.Lanes[i] = laneDoc(l) // field for field; laneDoc adds the JSON names
 	}
 	for i, k := range p.Keys {
-		d.Pool.Keys[i] = keyDoc{Key: k.Key, Estimate: k.Estimate.Seconds(), Lane: k.Lane.String(), Seeded: k.Seeded,
+		d.Pool.Keys[i] = keyDoc{Key: k.Key, Estimate: k.Estimate.Seconds(), Lane: k.Lane, Seeded: k.Seeded,
 			Calls: k.Calls, Flips: k.Flips, Midway: k.Midway, InUse: k.InUse, Capped: k.Capped,
 			CappedWaits: k.CappedWaits}
 	}

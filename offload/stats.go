@@ -64,13 +64,13 @@ type Stats struct {
 	Tokens       int  // total tokens, all lanes
 	LanesEnabled bool // false with Config.NoLanes (or Tokens < 2): one lane has every token
 	Closed       bool
-	Workers      int    // live worker goroutines (at most Tokens)
-	IdleWorkers  int    // of which idle
-	Nested       uint64 // calls refused with ErrNested
-	Lanes        [NumLanes]LaneStats
-	Keys         []KeyStats // the 256 most recent routes plus up to 256 slow ones; slow lane first, then by estimate
-	KeysTotal    int        // routes the predictor knows (at most MaxKeys)
-	KeysEvicted  uint64     // routes dropped by the LRU bound
+	Workers      int                 // live worker goroutines (at most Tokens)
+	IdleWorkers  int                 // of which idle
+	Nested       uint64              // calls refused with ErrNested
+	Lanes        [numLanes]LaneStats // [0] the fast lane, [1] the slow one (LaneStats.Lane names it)
+	Keys         []KeyStats          // the 256 most recent routes plus up to 256 slow ones; slow lane first, then by estimate
+	KeysTotal    int                 // routes the predictor knows (at most MaxKeys)
+	KeysEvicted  uint64              // routes dropped by the LRU bound
 }
 
 // statsKeys bounds the routes Stats reports: the statsKeys most recently used ones plus up
@@ -81,6 +81,7 @@ const statsKeys = 256
 
 // LaneStats describes one lane. Counters are totals since New.
 type LaneStats struct {
+	Lane        string // "fast" or "slow"
 	Tokens      int    // the lane's budget
 	KeyCap      int    // tokens one route may hold at once (Config.MaxKeyShare)
 	InUse       int    // tokens held by running functions
@@ -102,7 +103,7 @@ type LaneStats struct {
 type KeyStats struct {
 	Key      string
 	Estimate time.Duration // EWMA of run time, decayed to now
-	Lane     Lane          // the lane the next call will use (LaneSlow even with lanes off)
+	Lane     string        // the lane the next call will use, "fast" or "slow" ("slow" even with lanes off)
 	Seeded   bool          // matches Config.SlowKeys
 	Calls    uint64
 	Flips    uint64 // lane changes
@@ -118,7 +119,7 @@ type KeyStats struct {
 // sorting are computed afterwards. Meant for a stats endpoint, not for every request.
 // Any goroutine.
 func (p *Pool) Stats() Stats {
-	var snaps [NumLanes][2]histSnap
+	var snaps [numLanes][2]histSnap
 	p.mu.Lock()
 	now := p.now()
 	st := Stats{
@@ -172,17 +173,18 @@ func (p *Pool) Stats() Stats {
 	p.mu.Unlock()
 
 	for i := range st.Lanes {
+		st.Lanes[i].Lane = lane(i).String()
 		st.Lanes[i].Wait, st.Lanes[i].Run = snaps[i][0].summary(), snaps[i][1].summary()
 	}
 	st.Keys = make([]KeyStats, len(raw))
 	for i := range raw {
 		e := &raw[i].keyEntry
 		est := pr.estimate(e, now)
-		lane := LaneFast
+		lane := laneFast
 		if e.seeded || (e.slow && est >= pr.demote) {
-			lane = LaneSlow
+			lane = laneSlow
 		}
-		st.Keys[i] = KeyStats{Key: e.key, Estimate: time.Duration(est), Lane: lane, Seeded: e.seeded,
+		st.Keys[i] = KeyStats{Key: e.key, Estimate: time.Duration(est), Lane: lane.String(), Seeded: e.seeded,
 			Calls: e.calls, Flips: e.flips, Midway: e.mid,
 			InUse: raw[i].inUse, Capped: raw[i].capped, CappedWaits: e.cappedWaits}
 	}

@@ -68,7 +68,7 @@ func TestWorkCtxOwnCancel(t *testing.T) {
 		pdl, _ := parent.Deadline()
 		require.True(t, ok)
 		require.Equal(t, pdl, dl)
-		require.True(t, InPool(&w))
+		require.True(t, inPool(&w))
 		require.Same(t, p, w.Value(markerKey{}))
 		var done <-chan struct{}
 		if doneFirst {
@@ -195,5 +195,5 @@ func TestBaseCancelReachesFunction(t *testing.T) {
 	<-done
 	assert.Equal(t, errGone, doErr)
 	close(hold)
-	waitUntil(t, "token released", func() bool { return p.Stats().Lanes[LaneFast].InUse == 0 })
+	waitUntil(t, "token released", func() bool { return p.Stats().Lanes[laneFast].InUse == 0 })
 }

@@ -90,7 +90,7 @@ func Middleware(opts ...Option) loop.Middleware {
 			defer func() {
 				st := c.Task.Stats()
 				status := c.Status()
-				if status == 0 && !c.Written() {
+				if status == 0 {
 					status = 200 // a handler that writes nothing gets an empty 200
 				}
 				if id := requestid.Get(c); id != "" {

@@ -479,7 +479,7 @@ func collectLoop(ch chan<- prometheus.Metric, l *accounting.LoopSnapshot) {
 	}
 }
 
-func collectAdmission(ch chan<- prometheus.Metric, a *loop.AdmissionStats) {
+func collectAdmission(ch chan<- prometheus.Metric, a *accounting.AdmissionStats) {
 	gauge(ch, dAdmLimit, float64(a.Limit))
 	gauge(ch, dAdmActive, float64(a.Active))
 	gauge(ch, dAdmQueued, float64(a.Queued))
@@ -500,7 +500,8 @@ func collectOffload(ch chan<- prometheus.Metric, o *offload.Report) {
 	gauge(ch, dOffWorkers, float64(p.Workers))
 	gauge(ch, dOffIdle, float64(p.IdleWorkers))
 	for i := range p.Lanes {
-		l, lane := &p.Lanes[i], offload.Lane(i).String()
+		l := &p.Lanes[i]
+		lane := l.Lane
 		gauge(ch, dOffTokens, float64(l.Tokens), lane)
 		gauge(ch, dOffInUse, float64(l.InUse), lane)
 		gauge(ch, dOffQueue, float64(l.Waiting), lane)

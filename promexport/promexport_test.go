@@ -41,11 +41,11 @@ func newServer(t *testing.T, cfg loop.Config) (*loop.Server, string) {
 	srv.Handle("GET /boom", func(c *loop.Ctx) { c.String(500, "boom") })
 	srv.Handle("GET /slow", func(c *loop.Ctx) {
 		_ = c.Sleep(20 * time.Millisecond)
-		c.NoContent()
+		c.Bytes(204, "", nil)
 	})
 	srv.Handle("GET /off", func(c *loop.Ctx) {
 		_, _ = offload.Do(c, func(context.Context) (int, error) { return 1, nil })
-		c.NoContent()
+		c.Bytes(204, "", nil)
 	})
 	srv.NewGate("uploads", 2, 4)
 	srv.Handle("GET /metrics", Handler(Registry(srv)), loop.Exempt())
@@ -225,7 +225,7 @@ func TestMetricsCountRefusals(t *testing.T) {
 		for {
 			select {
 			case <-release:
-				c.NoContent()
+				c.Bytes(204, "", nil)
 				return
 			default:
 			}

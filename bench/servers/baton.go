@@ -65,7 +65,7 @@ func startBaton(addr string, logger *slog.Logger, noAccounting bool, shards int)
 		} else {
 			for done := time.Duration(0); done < HogBurn; done += yieldEvery {
 				burn(min(yieldEvery, HogBurn-done))
-				c.Yield()
+				_ = c.Sleep(0) // yield
 			}
 		}
 		st := c.Stats()

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/batonrt/baton/directory"
+	"github.com/batonrt/baton/internal/leaseclock"
 )
 
 // DefaultPrefix is the key prefix New uses when given none.
@@ -157,11 +158,11 @@ func (b *Backend) Open(ctx context.Context, cfg directory.Config) (directory.Dir
 	n.lease = g.ID
 	resp, err := b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(n.key), "=", 0)).
-		Then(clientv3.OpPut(n.key, encodeNode(cfg.Record(directory.Status{})), clientv3.WithLease(g.ID))).
+		Then(clientv3.OpPut(n.key, encodeNode(recordOf(cfg, directory.Status{})), clientv3.WithLease(g.ID))).
 		Else(clientv3.OpGet(n.key)).
 		Commit()
 	if err == nil && resp.Succeeded {
-		n.clock = directory.NewLeaseClock(int64(g.ID), sent, time.Duration(g.TTL)*time.Second, cfg.Margin)
+		n.clock = leaseclock.New(int64(g.ID), sent, time.Duration(g.TTL)*time.Second, cfg.Margin)
 		return n, nil
 	}
 	// Give the lease back; it would lapse anyway.
@@ -184,7 +185,7 @@ type node struct {
 	cfg    directory.Config // immutable
 	key    string           // the node record's key
 	lease  clientv3.LeaseID // immutable after Open
-	clock  *directory.LeaseClock
+	clock  *leaseclock.Clock
 	closed atomic.Bool
 }
 
@@ -221,7 +222,7 @@ func isLeaseNotFound(err error) bool {
 }
 
 func (n *node) Node() string           { return n.cfg.Node }
-func (n *node) Lease() directory.Lease { return n.clock.Lease() }
+func (n *node) Lease() directory.Lease { return directory.Lease(n.clock.Lease()) }
 func (n *node) Valid() bool            { return n.clock.Valid() }
 func (n *node) alive() clientv3.Cmp {
 	return clientv3.Compare(clientv3.LeaseValue(n.key), "=", n.lease)
@@ -257,7 +258,7 @@ func (n *node) Publish(ctx context.Context, st directory.Status) error {
 	}
 	defer cancel()
 	resp, err := n.b.cli.Txn(rctx).If(n.alive()).
-		Then(clientv3.OpPut(n.key, encodeNode(n.cfg.Record(st)), clientv3.WithLease(n.lease))).
+		Then(clientv3.OpPut(n.key, encodeNode(recordOf(n.cfg, st)), clientv3.WithLease(n.lease))).
 		Commit()
 	if err != nil {
 		return n.fail("publish", err)
@@ -535,4 +536,9 @@ func (n *node) Close(ctx context.Context) error {
 		return directory.Unavailable("close: revoke lease", err)
 	}
 	return nil
+}
+
+// recordOf returns the node record cfg (with its defaults) describes, with status st.
+func recordOf(cfg directory.Config, st directory.Status) directory.NodeInfo {
+	return directory.NodeInfo{ID: cfg.Node, PublicAddr: cfg.PublicAddr, InternalAddr: cfg.InternalAddr, Loops: cfg.Loops, Status: st}
 }

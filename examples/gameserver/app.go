@@ -266,7 +266,7 @@ func (a *app) writerName() string {
 // beginDrain runs on the loop when Shutdown begins (OnDrain): no more matches; queued
 // tickets are cancelled and their waiters answered 503. The arenas end their matches in
 // their own OnDrain; the writer writes everything before it stops.
-func (a *app) beginDrain() {
+func (a *app) beginDrain(time.Time) {
 	for id, f := range a.waits {
 		if t, ok := a.mm.Ticket(id); ok && t.State == game.TicketQueued {
 			a.mm.Cancel(id, time.Now())
@@ -277,7 +277,7 @@ func (a *app) beginDrain() {
 
 // matchmake forms matches from the queue: an Every task on the loop.
 func (a *app) matchmake(t *loop.Task) {
-	now := t.Now()
+	now := t.Loop().Now()
 	if !a.srv.Draining().Done() {
 		for _, tk := range a.mm.Expire(now, a.opts.TicketAge) {
 			if f := a.waits[tk.ID]; f != nil {

@@ -112,7 +112,7 @@ func (ar *arena) tick(r *room.Room[game.Input], t *room.Tick[game.Input]) {
 	over := ar.m.Step(min(t.DT, maxDT))
 	ar.publish()
 	if over {
-		ar.finish(t.Task.Now())
+		ar.finish(t.Task.Loop().Now())
 	}
 }
 

@@ -129,7 +129,7 @@ func (a *app) servePlay(c *loop.Ctx) {
 		}
 	}()
 	_ = room.Play(c, r, conn, func(id string, raw json.RawMessage) (game.Input, error) {
-		if ok, _ := a.inputLimit.Allow(id, c.Now()); !ok {
+		if ok, _ := a.inputLimit.Allow(id, c.Loop().Now()); !ok {
 			a.droppedInputs.Add(1)
 			return game.Input{}, errInputRate
 		}

@@ -146,7 +146,7 @@ func (a *app) refuseBusy(c *loop.Ctx, own int) bool {
 		return true
 	}
 	if a.mm.Queued()+len(a.claiming)-own >= a.opts.MaxQueued {
-		c.SetHeader("Retry-After", strconv.Itoa(a.queueRetryAfter(c.Now())))
+		c.SetHeader("Retry-After", strconv.Itoa(a.queueRetryAfter(c.Loop().Now())))
 		c.String(503, "503 Service Unavailable: the matchmaking queue is full\n")
 		return true
 	}
@@ -196,7 +196,7 @@ func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game
 		c.String(409, "409 Conflict: this player already has a queued ticket\n")
 		return nil, ""
 	}
-	if ok, wait := a.ticketLimit.Allow(string(player), c.Now()); !ok {
+	if ok, wait := a.ticketLimit.Allow(string(player), c.Loop().Now()); !ok {
 		c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 		c.String(429, "429 Too Many Requests: too many tickets for this player\n")
 		return nil, ""
@@ -216,7 +216,7 @@ func (a *app) newTicket(c *loop.Ctx, player game.PlayerID, name string) (t *game
 	if a.refuseDraining(c) {
 		return nil, ""
 	}
-	t, err = a.mm.Enqueue(player, name, c.Now())
+	t, err = a.mm.Enqueue(player, name, c.Loop().Now())
 	if err != nil { // ErrQueued cannot happen: a.claiming kept every other ticket for player out
 		c.String(500, err.Error()+"\n")
 		return nil, ""
@@ -251,7 +251,7 @@ func (a *app) getTicket(c *loop.Ctx) {
 	}
 	if wait := waitParam(c); wait > 0 && t.State == game.TicketQueued { // no ?wait: answer at once
 		if f := a.waits[t.ID]; f != nil {
-			_, err := f.AwaitTimeout(c, wait)
+			_, err := f.Await(c, wait)
 			if errors.Is(err, errDraining) {
 				c.SetHeader("Retry-After", "1")
 				c.String(503, "503 Service Unavailable: draining\n")
@@ -274,22 +274,22 @@ func (a *app) deleteTicket(c *loop.Ctx) {
 	if given := ticketSecret(c); refuseSecret(c, given, t.SecretMatches(given)) {
 		return
 	}
-	if !a.mm.Cancel(id, c.Now()) {
+	if !a.mm.Cancel(id, c.Loop().Now()) {
 		c.String(409, "409 Conflict: the ticket is not queued\n")
 		return
 	}
 	if f := a.waits[id]; f != nil {
 		f.Resolve(assignment{}, errors.New("cancelled"))
 	}
-	c.NoContent()
+	c.Bytes(204, "", nil)
 }
 
 // waitParam reads ?wait=SECONDS, capped at maxLongPoll; -1 when absent or not positive
-// (answer at once: callers must not pass it to AwaitTimeout, where d <= 0 waits unbounded).
+// (answer at once: callers must not pass it to Future.Await, where d <= 0 waits unbounded).
 func waitParam(c *loop.Ctx) time.Duration {
 	s, err := strconv.ParseFloat(c.Query("wait"), 64)
 	if err != nil || s <= 0 {
-		return -1 // a poll: AwaitTimeout answers at once
+		return -1 // a poll: answer at once
 	}
 	return min(time.Duration(s*float64(time.Second)), maxLongPoll)
 }
@@ -340,7 +340,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 		player = t.Player
 	} else {
-		if ok, wait := a.addrLimit.Allow(addrKey(c), c.Now()); !ok {
+		if ok, wait := a.addrLimit.Allow(addrKey(c), c.Loop().Now()); !ok {
 			c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 			c.String(429, "429 Too Many Requests\n")
 			return
@@ -372,8 +372,8 @@ func (a *app) serveWS(c *loop.Ctx) {
 	}
 	if t.State == game.TicketQueued {
 		if f := a.waits[t.ID]; f != nil {
-			if _, err := f.AwaitTimeout(c, a.opts.TicketAge); err != nil {
-				a.mm.Cancel(t.ID, c.Now()) // the client left or waited too long: not matched now
+			if _, err := f.Await(c, a.opts.TicketAge); err != nil {
+				a.mm.Cancel(t.ID, c.Loop().Now()) // the client left or waited too long: not matched now
 				_ = send(wsMessage{Type: "error", Error: err.Error()})
 				_ = conn.Close(1013, "no match") // try again later
 				return
@@ -381,7 +381,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		}
 	}
 	if t.State == game.TicketQueued {
-		a.mm.Cancel(t.ID, c.Now())
+		a.mm.Cancel(t.ID, c.Loop().Now())
 	}
 	ar := a.arenas[t.Match]
 	if t.State != game.TicketAssigned || ar == nil || ar.ended {
@@ -402,7 +402,7 @@ func (a *app) serveWS(c *loop.Ctx) {
 		if err != nil {
 			return // the client left, or the room stopped (the match ended)
 		}
-		if ok, _ := a.inputLimit.Allow(string(player), c.Now()); !ok {
+		if ok, _ := a.inputLimit.Allow(string(player), c.Loop().Now()); !ok {
 			a.droppedInputs.Add(1)
 			continue
 		}
@@ -464,7 +464,7 @@ func (a *app) roomState(c *loop.Ctx) {
 		if wait <= 0 {
 			wait = 10 * time.Second
 		}
-		_ = ar.changed.WaitTimeout(c, wait) // the room publishes at 20 Hz
+		_ = ar.changed.Wait(c, wait) // the room publishes at 20 Hz
 	}
 	c.Bytes(200, "application/json", ar.snap)
 }
@@ -487,7 +487,7 @@ func (a *app) postInput(c *loop.Ctx) {
 	if refuseSecret(c, given, seat != nil && seat.SecretMatches(given)) {
 		return
 	}
-	if ok, wait := a.inputLimit.Allow(string(player), c.Now()); !ok {
+	if ok, wait := a.inputLimit.Allow(string(player), c.Loop().Now()); !ok {
 		c.SetHeader("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(wait)))
 		c.String(429, "429 Too Many Requests\n")
 		return

@@ -119,8 +119,8 @@ func block(c *loop.Ctx) {
 	if nice {
 		steps := int((d + step/2) / step)
 		for i := 0; i < steps; i++ {
-			if i > 0 {
-				c.Yield()
+			if i > 0 && c.Sleep(0) != nil { // a yield: the loop runs the others
+				return // the client went away
 			}
 			burn(step)
 		}
@@ -196,8 +196,8 @@ func waitIO(c *loop.Ctx) {
 		n, err := r.Read(b[:])
 		readable.Resolve(n, err)
 	}()
-	_, err = readable.Await(c) // parked (reason "wait"): the loop runs other tasks
-	close(stop)                // the writer closes its end, so the reader returns: nothing outlives the request for long
+	_, err = readable.Await(c, 0) // parked (reason "wait"): the loop runs other tasks
+	close(stop)                   // the writer closes its end, so the reader returns: nothing outlives the request for long
 	if err != nil {
 		c.String(503, err.Error()+"\n")
 		return

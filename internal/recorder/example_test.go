@@ -38,7 +38,7 @@ func Example() {
 	// records them in batches (OnSlices hook).
 	loop.Slices([]int64{int64(2 * time.Microsecond)}, accounting.SliceStats{Total: 5 * time.Microsecond, Max: 5 * time.Microsecond})
 	loop.Switched(1)
-	s := accounting.TaskSample{ID: 1, Kind: accounting.KindRequest, Route: key,
+	s := accounting.TaskSample{ID: 1, Kind: "request", Route: key,
 		State: "done", Rounds: 1, OnLoop: 5 * time.Microsecond, Status: 200, Age: 40 * time.Microsecond}
 	rt.FinishValues(int64(time.Since(epoch)), s.Status, s.Age, s.OnLoop, s.QueueDelay, s.ParkedTotal())
 	*finished.Slot() = s // or fill the slot in place

@@ -18,7 +18,7 @@ func at(d time.Duration) time.Time { return epoch.Add(d) }
 // sampleTask is a finished request's figures (accounting's tests use the same one).
 func sampleTask() accounting.TaskSample {
 	s := accounting.TaskSample{
-		ID: 7, Kind: accounting.KindRequest, Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
+		ID: 7, Kind: "request", Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
 		State: "parked", ParkReason: "sleep", Goroutine: 99,
 		Rounds: 3, OnLoop: 123 * time.Microsecond, MaxSlice: 100 * time.Microsecond,
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,

@@ -29,7 +29,7 @@ func renderJSON(t *testing.T, write func(*bytes.Buffer) error) map[string]any {
 
 func testTasksSnapshot() accounting.TasksSnapshot {
 	a, b := sampleTask(), sampleTask()
-	b.ID, b.Kind, b.Route, b.Method, b.Path, b.State, b.ParkReason = 8, accounting.KindBackground, "", "", "", "running", ""
+	b.ID, b.Kind, b.Route, b.Method, b.Path, b.State, b.ParkReason = 8, "background", "", "", "", "running", ""
 	b.OnLoop, b.CPU, b.CPUMeasured, b.Goroutine, b.Stack = time.Second, 900*time.Millisecond, true, 5, "goroutine 5 [running]:\nmain.hog()"
 	done := sampleTask()
 	done.ID, done.State, done.ParkReason, done.Status = 3, "done", "", 503
@@ -302,7 +302,7 @@ func TestAppendServerTimingDoesNotAllocate(t *testing.T) {
 
 func sampleTask() accounting.TaskSample {
 	s := accounting.TaskSample{
-		ID: 7, Kind: accounting.KindRequest, Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
+		ID: 7, Kind: "request", Route: "GET /users/{id}", Method: "GET", Path: "/users/3",
 		State: "parked", ParkReason: "sleep", Goroutine: 99,
 		Rounds: 3, OnLoop: 123 * time.Microsecond, MaxSlice: 100 * time.Microsecond,
 		SlowSlices: 1, SlowTime: 100 * time.Microsecond, QueueDelay: 10 * time.Microsecond,

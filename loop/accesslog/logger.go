@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 )
 
@@ -96,7 +97,7 @@ const maxPendingIDs = 1 << 16
 // accessEntry is a record with its path owned by the entry (the remote address is an
 // immutable net.Addr: formatted by the writer, off the loop).
 type accessEntry struct {
-	loop.RequestRecord
+	accounting.RequestRecord
 	requestID string
 }
 
@@ -129,7 +130,7 @@ func New(l *slog.Logger, opts Options) (*Logger, error) {
 // goroutine, or drops it (counted) when the buffer is full. It never blocks. Safe for
 // concurrent use: a server of several loops calls it from each (sampling counts the
 // requests of all of them together).
-func (a *Logger) Record(r *loop.RequestRecord) {
+func (a *Logger) Record(r *accounting.RequestRecord) {
 	var id string
 	if a.ids != nil && r.TaskID != 0 {
 		k := keyOf(r.TaskID, r.Remote)

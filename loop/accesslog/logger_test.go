@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/loop/accesslog"
 	"github.com/batonrt/baton/loop/looptest"
@@ -147,7 +148,7 @@ func BenchmarkRecord(b *testing.B) {
 			al, err := accesslog.New(slog.New(slog.NewTextHandler(io.Discard, nil)), accesslog.Options{SampleEvery: every, Buffer: 1 << 16})
 			require.NoError(b, err)
 			b.Cleanup(al.Close)
-			rec := &loop.RequestRecord{Method: "GET", Route: "GET /x", Path: "/x", Status: 200, Bytes: 120}
+			rec := &accounting.RequestRecord{Method: "GET", Route: "GET /x", Path: "/x", Status: 200, Bytes: 120}
 			b.ReportAllocs()
 			for b.Loop() {
 				al.Record(rec)

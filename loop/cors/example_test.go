@@ -28,7 +28,7 @@ func Example() {
 	srv := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv.Use(mw)
 	srv.Handle("PUT /api/profile", func(c *loop.Ctx) { c.String(200, "saved") })
-	srv.Handle("OPTIONS /{path...}", func(c *loop.Ctx) { c.NoContent() }) // lets preflights reach the middleware
+	srv.Handle("OPTIONS /{path...}", func(c *loop.Ctx) { c.Bytes(204, "", nil) }) // lets preflights reach the middleware
 	go func() { _ = srv.ListenAndServe() }()
 	<-srv.Ready()
 	defer srv.Close()

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 	"github.com/batonrt/baton/offload"
 )
@@ -39,7 +40,7 @@ const (
 	DefaultMaxLoopLag = 100 * time.Millisecond
 
 	// DefaultMaxUtilisation: /readyz fails while the loop was busy 95% of the last ten
-	// seconds (loop.Vitals.UtilisationWindow). Queueing delay grows without bound as utilisation
+	// seconds (accounting.Vitals.UtilisationWindow). Queueing delay grows without bound as utilisation
 	// nears 1, so a loop at 95% has no headroom for a burst.
 	DefaultMaxUtilisation = 0.95
 )
@@ -64,7 +65,7 @@ type Config struct {
 	// Default DefaultStallAfter; at least a millisecond.
 	StallAfter time.Duration
 
-	// MaxLoopLag: /readyz answers 503 while a loop's lag (loop.Vitals.Lag) is above it.
+	// MaxLoopLag: /readyz answers 503 while a loop's lag (accounting.Vitals.Lag) is above it.
 	// Default DefaultMaxLoopLag.
 	MaxLoopLag time.Duration
 
@@ -201,7 +202,7 @@ func (h *Checker) Healthz() Report {
 }
 
 // healthzOf is one loop's /healthz.
-func (h *Checker) healthzOf(v loop.Vitals) Report {
+func (h *Checker) healthzOf(v accounting.Vitals) Report {
 	switch v.Phase {
 	case "starting":
 		return Report{Status: "starting"}
@@ -262,7 +263,7 @@ func (h *Checker) Readyz() ReadyReport {
 }
 
 // readyzOf is one loop's /readyz.
-func (h *Checker) readyzOf(v loop.Vitals) ReadyReport {
+func (h *Checker) readyzOf(v accounting.Vitals) ReadyReport {
 	cfg := &h.cfg
 	r := ReadyReport{Failing: []string{}, MaxLoopLagMs: -1, MaxUtilisation: -1, MaxOffloadQueue: -1,
 		Utilisation: v.Utilisation, OffloadQueue: v.OffloadQueued, LoopLagMs: ms(v.Lag),

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/batonrt/baton/loop"
@@ -114,7 +115,7 @@ func (x *exchange) shut(err error) {
 }
 
 // apply writes one message to c: the head h if it is not written yet, then data; a flush
-// hands it to the connection and waits while the client is far behind (Stream.Flush). On
+// hands it to the connection and waits while the client is far behind (a Stream.Write of no bytes). On
 // c's task or goroutine.
 func (x *exchange) apply(c *loop.Ctx, h *head, data []byte, msg msgKind) error {
 	if !x.committed && h != nil {
@@ -131,7 +132,8 @@ func (x *exchange) apply(c *loop.Ctx, h *head, data []byte, msg msgKind) error {
 		return err
 	}
 	if msg == msgFlush {
-		return x.st.Flush()
+		_, err := x.st.Write(nil) // what was written, the head included, now
+		return err
 	}
 	return nil
 }
@@ -143,7 +145,7 @@ func (x *exchange) commit(c *loop.Ctx, h *head, data []byte, final bool) bool {
 		c.AddHeader(kv[0], kv[1])
 	}
 	if h.closeConn {
-		c.CloseConnection()
+		c.SetHeader("Connection", "close")
 	}
 	switch {
 	case h.noBody:
@@ -152,7 +154,8 @@ func (x *exchange) commit(c *loop.Ctx, h *head, data []byte, final bool) bool {
 		c.Bytes(h.status, "", data)
 		return true
 	case h.cl >= 0:
-		x.st = c.StreamLength(h.status, "", h.cl) // a shorter body closes the connection
+		c.SetHeader("Content-Length", strconv.FormatInt(h.cl, 10))
+		x.st = c.Stream(h.status, "") // a sized body: a shorter one closes the connection
 	default:
 		x.st = c.Stream(h.status, "") // chunked; to the close for an HTTP/1.0 client
 	}

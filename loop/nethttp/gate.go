@@ -52,7 +52,7 @@ func (a *Adapter) enter(c *loop.Ctx) *place {
 	p.rg = a.routeGate(p.route)
 	if p.rg != nil {
 		if err := p.rg.Enter(c); err != nil {
-			if errors.Is(err, offload.ErrGateQueueFull) {
+			if errors.Is(err, offload.ErrQueueFull) {
 				c.SetHeader("Retry-After", "1")
 				c.String(503, "503 Service Unavailable: too many net/http handlers of this route\n")
 			}
@@ -63,7 +63,7 @@ func (a *Adapter) enter(c *loop.Ctx) *place {
 		if p.rg != nil {
 			p.rg.Leave()
 		}
-		if errors.Is(err, offload.ErrGateQueueFull) {
+		if errors.Is(err, offload.ErrQueueFull) {
 			c.SetHeader("Retry-After", "1")
 			c.String(503, "503 Service Unavailable: too many net/http handlers\n")
 		}

@@ -18,7 +18,7 @@ func Example() {
 	srv := loop.New(loop.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	moves := ratelimit.New(ratelimit.Config{Rate: 0.01, Burst: 2})
 	byPlayer := func(c *loop.Ctx) string { return c.PathValue("player") }
-	srv.Handle("POST /move/{player}", moves.Middleware(byPlayer)(func(c *loop.Ctx) { c.NoContent() }))
+	srv.Handle("POST /move/{player}", moves.Middleware(byPlayer)(func(c *loop.Ctx) { c.Bytes(204, "", nil) }))
 	go func() { _ = srv.ListenAndServe() }()
 	<-srv.Ready()
 	defer srv.Close()

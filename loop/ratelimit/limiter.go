@@ -177,7 +177,7 @@ func (l *Limiter) bind(lp *loop.Loop) *binding {
 	return b
 }
 
-// Allow takes a token from key's bucket at now (the loop clock: loop.Task.Now) and reports
+// Allow takes a token from key's bucket at now (the loop clock: loop.Loop.Now) and reports
 // whether there was one. When there was not, retryAfter is how long until there will be
 // (exact; Middleware rounds it up to whole seconds for Retry-After). A key not in the
 // table starts with a full bucket. Loop-confined: from the loop that owns the Limiter.
@@ -189,7 +189,7 @@ func (l *Limiter) Allow(key string, now time.Time) (ok bool, retryAfter time.Dur
 	return l.table.allow(key, now)
 }
 
-// AllowTask is Allow for task t, at t's clock (Task.Now); pass a handler's &c.Task. The
+// AllowTask is Allow for task t, at its loop's clock (Loop.Now); pass a handler's &c.Task. The
 // first call (or request through Middleware) binds the Limiter to t's loop; a call from a
 // task of another loop panics, naming both loops, where Allow would race. Loop-confined:
 // call it from t on its loop (a multi-thread handler through Task.OnLoop).
@@ -202,7 +202,7 @@ func (l *Limiter) AllowTask(t *loop.Task, key string) (ok bool, retryAfter time.
 	if invariants.Enabled {
 		invariants.Assert(lp.OnLoop(), "ratelimit: Limiter.AllowTask called off loop %d (a multi-thread handler must call it through Task.OnLoop)", lp.Index())
 	}
-	return l.table.allow(key, t.Now())
+	return l.table.allow(key, lp.Now())
 }
 
 func (l *table) allow(key string, now time.Time) (ok bool, retryAfter time.Duration) {
@@ -350,7 +350,7 @@ func (l *Limiter) Middleware(keyFn func(*loop.Ctx) string) loop.Middleware {
 			key := keyFn(c)
 			var ok bool
 			var wait time.Duration
-			c.OnLoop(func() { ok, wait = l.tableOn(c.Loop()).allow(key, c.Now()) })
+			c.OnLoop(func() { ok, wait = l.tableOn(c.Loop()).allow(key, c.Loop().Now()) })
 			if !ok {
 				c.SetHeader("Retry-After", strconv.Itoa(RetryAfterSeconds(wait)))
 				c.String(429, "429 Too Many Requests\n")

@@ -164,8 +164,8 @@ func TestLimiterFromTask(t *testing.T) {
 	res := make(chan [2]bool, 1)
 	s, _ := startServer(t, loop.Config{}, nil)
 	s.Loop(0).Go("room:test", func(tk *loop.Task) {
-		a, _ := lim.Allow("input", tk.Now())
-		b, _ := lim.Allow("input", tk.Now())
+		a, _ := lim.Allow("input", tk.Loop().Now())
+		b, _ := lim.Allow("input", tk.Loop().Now())
 		res <- [2]bool{a, b}
 	})
 	select {

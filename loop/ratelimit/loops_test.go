@@ -82,7 +82,7 @@ func TestLimiterAllowTaskFromAnotherLoopPanics(t *testing.T) {
 	run := func(i int) (ok bool, panicked any) {
 		done := make(chan struct{})
 		s.Loop(i).Post(func() {
-			s.Loop(i).Start("limiter", func(tk *loop.Task) {
+			s.Loop(i).Go("limiter", func(tk *loop.Task) {
 				defer close(done)
 				defer func() { panicked = recover() }()
 				ok, _ = lim.AllowTask(tk, "k")
@@ -119,13 +119,13 @@ func TestLimiterAllowOffItsLoopPanicsUnderInvariants(t *testing.T) {
 	lim := New(Config{Rate: 1000, Burst: 1000})
 	s, addr := startServer(t, loop.Config{Shards: 2}, func(s *loop.Server) {
 		s.Handle("GET /allow", func(c *loop.Ctx) {
-			lim.Allow("k", c.Now())
+			lim.Allow("k", c.Loop().Now())
 			c.String(200, "ok")
 		})
 	})
 	bound := make(chan struct{})
 	looptest.OnLoop(t, s.Loop(0), func() {
-		s.Loop(0).Start("bind", func(tk *loop.Task) { lim.AllowTask(tk, "k"); close(bound) })
+		s.Loop(0).Go("bind", func(tk *loop.Task) { lim.AllowTask(tk, "k"); close(bound) })
 	})
 	<-bound // the task runs in loop 0's pump after OnLoop returns; a request on loop 1 before it would use the limiter unbound
 	// Connections land on either loop: those on loop 0 are answered 200, those on loop 1

@@ -29,7 +29,7 @@ func TestRoomAttachTaskOfAnotherLoopPanics(t *testing.T) {
 	defer r.Stop()
 	got := make(chan [2]any, 1)
 	looptest.OnLoop(t, s.Loop(1), func() {
-		s.Loop(1).Start("member", func(tk *loop.Task) {
+		s.Loop(1).Go("member", func(tk *loop.Task) {
 			got <- [2]any{panicOf(func() { _ = r.Attach(tk) }), panicOf(func() { r.Detach(tk) })}
 		})
 	})

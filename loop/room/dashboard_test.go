@@ -40,9 +40,9 @@ func readEvent(t *testing.T, r *bufio.Reader) []byte {
 // the worst lateness p99 of the rooms that run.
 func TestDashboardPanelAndSeries(t *testing.T) {
 	rs := accounting.RoomsSnapshot{Total: 4, Rooms: []accounting.RoomSnapshot{
-		{Name: "a", State: accounting.RoomRunning, Ticks: 10, Overruns: 2, Skipped: 1, TickLateness: accounting.Summary{P99: 3 * time.Millisecond}},
-		{Name: "gone", State: accounting.RoomStopped, Ticks: 7, Overruns: 7, TickLateness: accounting.Summary{P99: 9 * time.Millisecond}},
-		{Name: "b", State: accounting.RoomDraining, Ticks: 5, Skipped: 4},
+		{Name: "a", State: roomRunning, Ticks: 10, Overruns: 2, Skipped: 1, TickLateness: accounting.Summary{P99: 3 * time.Millisecond}},
+		{Name: "gone", State: roomStopped, Ticks: 7, Overruns: 7, TickLateness: accounting.Summary{P99: 9 * time.Millisecond}},
+		{Name: "b", State: roomDraining, Ticks: 5, Skipped: 4},
 	}, Other: &accounting.RoomSnapshot{Name: "other", Ticks: 100, Overruns: 1, Rooms: 1}}
 	var rows []panelRow
 	require.NoError(t, json.Unmarshal(panel(rs), &rows))

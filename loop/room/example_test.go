@@ -29,7 +29,7 @@ func ExampleNew() {
 		c.String(202, "queued")
 	})
 	s.Handle("GET /pos/{player}", func(c *loop.Ctx) {
-		_, _ = applied.AwaitTimeout(c, time.Second)
+		_, _ = applied.Await(c, time.Second)
 		p, _ := strconv.Atoi(c.PathValue("player"))
 		c.String(200, fmt.Sprint(pos[p]))
 	})

@@ -216,7 +216,7 @@ func (r *Room[I]) Handoff(w loop.Waiter, to string) (directory.Token, error) {
 	}
 	f := loop.NewFuture[directory.Token](c.tbl.l)
 	c.ho.req = &handoffReq{to: to, done: f}
-	return f.Await(w)
+	return f.Await(w, 0)
 }
 
 // canHandOff says why the room cannot be handed off, or nil. Loop-confined.
@@ -595,7 +595,7 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 	if err := r.launch(now+(env.Prev-wall), now+(env.Next-wall), env.N); err != nil {
 		// The loop is stopping: the room is this node's and cannot run. Give the claim back
 		// (the source sees it unclaimed and stops: the room is lost, as with any stop).
-		l.Start("room:release", func(t *loop.Task) {
+		l.Go("room:release", func(t *loop.Task) {
 			_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, env.Room, cl.Token) })
 		})
 		c.String(503, "503 Service Unavailable: this node is stopping\n")

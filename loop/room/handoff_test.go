@@ -144,7 +144,7 @@ func handoff(t testing.TB, s *loop.Server, r *Room[int], to string) (directory.T
 	}
 	ch := make(chan result, 1)
 	looptest.OnLoop(t, s.Loop(0), func() {
-		s.Loop(0).Start("test:handoff", func(tk *loop.Task) {
+		s.Loop(0).Go("test:handoff", func(tk *loop.Task) {
 			tok, err := r.Handoff(tk, to)
 			ch <- result{tok, err}
 		})
@@ -320,7 +320,7 @@ func TestHandoffGap(t *testing.T) {
 	looptest.OnLoop(t, a.Loop(0), func() {
 		for i, r := range rs {
 			wg.Add(1)
-			a.Loop(0).Start("test:handoff", func(tk *loop.Task) {
+			a.Loop(0).Go("test:handoff", func(tk *loop.Task) {
 				defer wg.Done()
 				_, errs[i] = r.Handoff(tk, "")
 			})

@@ -50,7 +50,7 @@ func TestBroadcastReachesTheMembersConns(t *testing.T) {
 		for i := range conns {
 			conns[i], stop[i] = &fakeConn{}, make(chan struct{})
 			ch := stop[i]
-			h := l.Start("member", func(tk *loop.Task) {
+			h := l.Go("member", func(tk *loop.Task) {
 				for {
 					select {
 					case <-ch:

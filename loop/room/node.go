@@ -266,10 +266,10 @@ func (n *node) start(l *loop.Loop) {
 		last.at, last.nanos = now, nanos
 		n.publish(t, srv, share)
 	})
-	l.OnDrain(func() {
+	l.OnDrain(func(time.Time) {
 		n.draining.Store(true)
 		release := l.HoldDrain()
-		l.Start("room:directory-drain", func(t *loop.Task) {
+		l.Go("room:directory-drain", func(t *loop.Task) {
 			defer release()
 			n.publish(t, srv, -1)
 			// The lease goes once the rooms have ended: revoking it earlier would free rooms
@@ -449,7 +449,7 @@ func (c *core) claim(bt *loop.Task) bool {
 		cl, err = offload.Do(bt, func(ctx context.Context) (directory.Claim, error) { return d.Claim(ctx, c.name) })
 		if err != nil && bt.Err() != nil && !errors.Is(err, directory.ErrAlreadyOwned) {
 			// Stopped while claiming: the claim may have been made. Give it back if so.
-			c.tbl.l.Start("room:unclaim", func(t *loop.Task) {
+			c.tbl.l.Go("room:unclaim", func(t *loop.Task) {
 				_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) {
 					if cl, err := d.Lookup(ctx, c.name); err == nil && cl.Node == n.cfg.Node {
 						return struct{}{}, d.Release(ctx, c.name, cl.Token)
@@ -515,7 +515,7 @@ func (c *core) unclaim() {
 	if d == nil {
 		return
 	}
-	c.tbl.l.Start("room:release", func(t *loop.Task) {
+	c.tbl.l.Go("room:release", func(t *loop.Task) {
 		_, err := offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, name, tok) })
 		if retryRelease(err) {
 			n.keepOrphan(orphan{d, name, tok})

@@ -99,17 +99,24 @@ func newRecord(name string, period, budget time.Duration, now int64) *record {
 	return r
 }
 
+// A room's states, as accounting.RoomSnapshot.State shows them.
+const (
+	roomRunning  = "running"  // ticking
+	roomDraining = "draining" // ticking while the server drains (its drain callback ran)
+	roomStopped  = "stopped"  // ended: its figures are kept for a while, then freed
+)
+
 // Init makes r (a zero record, for instance a field of its owner's struct, so that a tick
 // touches one allocation) the recorder newRoom would return.
 func (r *record) Init(name string, period, budget time.Duration, now int64) {
-	*r = record{name: name, start: now, state: accounting.RoomRunning, period: period, budget: budget}
+	*r = record{name: name, start: now, state: roomRunning, period: period, budget: budget}
 	r.cur.sec = -1
 	for i := range r.secs {
 		r.secs[i].sec = -1
 	}
 }
 
-// SetState records the room's state (RoomRunning, RoomDraining or RoomStopped).
+// SetState records the room's state (roomRunning, roomDraining or roomStopped).
 func (r *record) SetState(s string) { r.state = s }
 
 // Tick records a tick that started late after its deadline, held the loop for dur (its

@@ -27,7 +27,7 @@ func TestRoomTickAndOverrun(t *testing.T) {
 	r.SetMembers(4, 3)
 	s := r.Snapshot(2 * sec)
 	assert.Equal(t, "a", s.Name)
-	assert.Equal(t, accounting.RoomRunning, s.State)
+	assert.Equal(t, roomRunning, s.State)
 	assert.EqualValues(t, 3, s.Ticks)
 	assert.EqualValues(t, 1, s.Overruns)
 	assert.EqualValues(t, 3, s.Skipped)
@@ -47,8 +47,8 @@ func TestRoomTickAndOverrun(t *testing.T) {
 	assert.Equal(t, time.Millisecond, s.TickLateness.Max, "negative lateness counts as 0")
 	p50 := s.TickDuration.P50
 	assert.InEpsilon(t, float64(25*time.Millisecond), float64(p50), 1.0/16, "one significant digit: within 1/16")
-	r.SetState(accounting.RoomStopped)
-	assert.Equal(t, accounting.RoomStopped, r.state)
+	r.SetState(roomStopped)
+	assert.Equal(t, roomStopped, r.state)
 }
 
 func TestRoomShare(t *testing.T) {

@@ -8,7 +8,7 @@
 // loop-confined and need no lock; Input, Stop, Done and Name may be called from any
 // goroutine. Under the invariants build (go test -race) its loop-confined methods panic
 // when called off its loop instead of racing. The package is a client of package loop's exported API only: tasks
-// (Loop.Start, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
+// (Loop.Go, Task.OnEnd, Task.Cancel, Task.Totals, Task.Contain), the drain
 // (Loop.OnDrain, Loop.HoldDrain) and the stats registry (Server.AddStats).
 //
 // Every room claims its name in a room directory (package directory): on its own a server
@@ -452,7 +452,7 @@ func (r *Room[I]) launch(prev, next int64, n uint64) error {
 	tbl, l := c.tbl, c.tbl.l
 	tbl.add(c, tbl.now())
 	c.release = l.HoldDrain() // the drain waits for the room to end
-	h := l.Start(c.taskName, func(bt *loop.Task) { r.run(bt, prev, next, n) })
+	h := l.Go(c.taskName, func(bt *loop.Task) { r.run(bt, prev, next, n) })
 	bt := h.Task()
 	if bt == nil { // the loop is stopping: the task will not run
 		c.stopping = true
@@ -479,7 +479,7 @@ func (r *Room[I]) Token() directory.Token { return directory.Token(r.core.token.
 // directory.ErrAlreadyOwned) naming the node that owns it, directory.ErrUnavailable, or
 // ErrRoomStopped. The room stops when its claim fails. On the default node the claim is
 // made by New, so Claimed returns at once. w is a task of the room's loop.
-func (r *Room[I]) Claimed(w loop.Waiter) (directory.Token, error) { return r.core.claimed.Await(w) }
+func (r *Room[I]) Claimed(w loop.Waiter) (directory.Token, error) { return r.core.claimed.Await(w, 0) }
 
 // Name returns the room's name. Any goroutine.
 func (r *Room[I]) Name() string { return r.core.name }
@@ -618,9 +618,9 @@ func (r *Room[I]) Go(name string, fn func(t *loop.Task)) *loop.TaskHandle {
 	c := &r.core
 	c.confined("Go")
 	if c.stopping || c.ended {
-		return c.tbl.l.Start(c.taskName+"/"+name, func(*loop.Task) {})
+		return c.tbl.l.Go(c.taskName+"/"+name, func(*loop.Task) {})
 	}
-	h := c.tbl.l.Start(c.taskName+"/"+name, fn)
+	h := c.tbl.l.Go(c.taskName+"/"+name, fn)
 	if bt := h.Task(); bt != nil {
 		c.attach(bt)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // table holds one loop's rooms: running ones, and stopped ones until their slot is freed
-// (retainStopped after they ended). One per loop, kept with Loop.SetValue. Loop-confined.
+// (retainStopped after they ended). One per loop, kept with Loop.Value. Loop-confined.
 type table struct {
 	l      *loop.Loop
 	base   time.Time // the origin of the table's clock readings (int64 ns since base)
@@ -42,17 +42,20 @@ type tableKey struct{}
 // tableOf returns l's room table, making it (and registering the drain hook and the stats
 // section) on first use. Loop-confined.
 func tableOf(l *loop.Loop) *table {
-	if t, ok := l.Value(tableKey{}).(*table); ok {
+	srv := l.Server()
+	made := false
+	t := l.Value(tableKey{}, func() any {
+		made = true
+		cfg := srv.Config()
+		return &table{
+			l: l, base: l.Now(), acct: !cfg.NoAccounting, logger: cfg.Logger,
+			owner: map[*loop.Task]*core{}, byName: map[string]*core{}, node: nodeOf(srv), figs: &tableFigures{},
+			retain: retainStopped,
+		}
+	}).(*table)
+	if !made {
 		return t
 	}
-	srv := l.Server()
-	cfg := srv.Config()
-	t := &table{
-		l: l, base: l.Now(), acct: !cfg.NoAccounting, logger: cfg.Logger,
-		owner: map[*loop.Task]*core{}, byName: map[string]*core{}, node: nodeOf(srv), figs: &tableFigures{},
-		retain: retainStopped,
-	}
-	l.SetValue(tableKey{}, t)
 	t.node.addTable(t.figs)
 	l.OnDrain(t.drain)
 	_ = srv.AddStats(Section) // once per server: a second loop's table finds it added
@@ -99,7 +102,7 @@ func (t *table) ended(c *core) {
 	}
 	c.unclaim()
 	c.endedAt = t.now()
-	c.rec.SetState(accounting.RoomStopped)
+	c.rec.SetState(roomStopped)
 	t.stopped = append(t.stopped, c)
 	switch t.l.Phase() {
 	case "draining":
@@ -135,14 +138,13 @@ func (t *table) sweep(now int64) {
 // drain is the loop's OnDrain hook: every running room's OnDrain runs with the drain
 // deadline, and rooms without one are stopped. The drain then waits for the rooms to end
 // (each holds it until it has). Loop-confined.
-func (t *table) drain() {
-	deadline, _ := t.l.DrainDeadline()
+func (t *table) drain(deadline time.Time) {
 	rooms := append([]*core(nil), t.all...) // callbacks may add or stop rooms
 	for _, c := range rooms {
 		if c.ended || c.stopping {
 			continue
 		}
-		c.rec.SetState(accounting.RoomDraining)
+		c.rec.SetState(roomDraining)
 		if c.handOffOnDrain(deadline) {
 			continue // the room moves to another node, or drains below if it cannot
 		}
@@ -182,7 +184,7 @@ func (t *table) safely(c *core, fn func()) {
 func Drained(srv *loop.Server) (ended, forced int) {
 	<-srv.Done()
 	for _, l := range srv.Loops() {
-		if t, ok := l.Value(tableKey{}).(*table); ok { // the loop is gone: nothing writes
+		if t, ok := l.Value(tableKey{}, nil).(*table); ok { // the loop is gone: nothing writes
 			ended += t.drainEnded
 			forced += t.drainForced
 		}
@@ -213,7 +215,7 @@ var Section = loop.StatsSection{
 			}
 			top = n
 		}
-		t, ok := l.Value(tableKey{}).(*table)
+		t, ok := l.Value(tableKey{}, nil).(*table)
 		if !ok {
 			return Figures{top: top}, nil
 		}
@@ -245,7 +247,7 @@ func series(rs accounting.RoomsSnapshot) map[string]float64 {
 	}
 	for i := range rs.Rooms {
 		add(&rs.Rooms[i])
-		if rs.Rooms[i].State != accounting.RoomStopped { // a stopped room's lateness is past
+		if rs.Rooms[i].State != roomStopped { // a stopped room's lateness is past
 			late = max(late, rs.Rooms[i].TickLateness.P99)
 		}
 	}
@@ -369,7 +371,7 @@ func panel(snap accounting.RoomsSnapshot) json.RawMessage {
 	// shows the rooms that run.
 	live := make([]accounting.RoomSnapshot, 0, len(rs.Rooms))
 	for _, r := range rs.Rooms {
-		if r.State != accounting.RoomStopped {
+		if r.State != roomStopped {
 			live = append(live, r)
 		}
 	}

@@ -201,8 +201,8 @@ func (b *Broker) hubOf(l *loop.Loop) *hub {
 	}
 	h := &hub{b: b, l: l, ev: loop.NewFuture[struct{}](l)}
 	if slot.CompareAndSwap(nil, h) {
-		l.OnDrain(h.wake)                   // clients wake, see the drain and end
-		_ = l.Post(func() { addHub(l, h) }) // the stats section finds it there
+		l.OnDrain(func(time.Time) { h.wake() }) // clients wake, see the drain and end
+		_ = l.Post(func() { addHub(l, h) })     // the stats section finds it there
 		return h
 	}
 	return slot.Load()
@@ -269,15 +269,12 @@ func (b *Broker) Serve(c *loop.Ctx) {
 			if _, err := st.Write(buf); err != nil {
 				return
 			}
-			buf = buf[:0]
-			if err := st.Flush(); err != nil {
-				return
-			}
+			buf = buf[:0] // Write handed it to the connection
 		}
 		if draining {
 			return
 		}
-		_, err := wake.AwaitTimeout(c, b.cfg.Heartbeat)
+		_, err := wake.Await(c, b.cfg.Heartbeat)
 		switch {
 		case errors.Is(err, loop.ErrTimeout):
 			buf = append(buf, ":\n\n"...) // a comment: keeps proxies from closing a quiet stream

@@ -33,8 +33,16 @@ type hubsKey struct{}
 
 // addHub records h among loop l's hubs, for the stats section. Loop-confined.
 func addHub(l *loop.Loop, h *hub) {
-	hs, _ := l.Value(hubsKey{}).([]*hub)
-	l.SetValue(hubsKey{}, append(hs, h))
+	hs := l.Value(hubsKey{}, func() any { return new([]*hub) }).(*[]*hub)
+	*hs = append(*hs, h)
+}
+
+// hubsOf returns loop l's hubs. Loop-confined.
+func hubsOf(l *loop.Loop) []*hub {
+	if hs, ok := l.Value(hubsKey{}, nil).(*[]*hub); ok {
+		return *hs
+	}
+	return nil
 }
 
 // Section is the brokers' stats section, added to a server with its first broker: the
@@ -42,7 +50,7 @@ func addHub(l *loop.Loop, h *hub) {
 var Section = loop.StatsSection{
 	Name: "sse",
 	Take: func(l *loop.Loop, _ url.Values) (any, error) {
-		hs, _ := l.Value(hubsKey{}).([]*hub)
+		hs := hubsOf(l)
 		f := Figures{Brokers: make([]BrokerFigures, 0, len(hs))}
 		for _, h := range hs {
 			f.Brokers = append(f.Brokers, BrokerFigures{

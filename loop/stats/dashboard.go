@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/internal/render"
 	"github.com/batonrt/baton/loop"
 )
@@ -53,12 +54,12 @@ type dashStall struct {
 
 // dashFrame is one event of the stream.
 type dashFrame struct {
-	Time      float64              `json:"time"`
-	Loop      json.RawMessage      `json:"loop,omitempty"`
-	Routes    json.RawMessage      `json:"routes,omitempty"`
-	Tasks     json.RawMessage      `json:"tasks,omitempty"`
-	Offload   any                  `json:"offload,omitempty"`
-	Admission *loop.AdmissionStats `json:"admission,omitempty"`
+	Time      float64                    `json:"time"`
+	Loop      json.RawMessage            `json:"loop,omitempty"`
+	Routes    json.RawMessage            `json:"routes,omitempty"`
+	Tasks     json.RawMessage            `json:"tasks,omitempty"`
+	Offload   any                        `json:"offload,omitempty"`
+	Admission *accounting.AdmissionStats `json:"admission,omitempty"`
 	// Point is the history's newest point (nil during a stall); a new subscriber gets the
 	// whole history first, as a "history" event (an array of points).
 	Point *dashPoint `json:"point"`
@@ -316,12 +317,12 @@ func (h *hub) serveLoop(c *loop.Ctx) {
 		if _, err := st.Write(sseEvent(last)); err != nil {
 			return
 		}
-	} else if st.Flush() != nil {
+	} else if _, err := st.Write(nil); err != nil { // the head now: the client sees the stream open
 		return
 	}
 	f, seq := h.next(c.Loop(), seq)
 	for {
-		frame, err := f.AwaitTimeout(c, dashPing)
+		frame, err := f.Await(c, dashPing)
 		switch {
 		case errors.Is(err, loop.ErrTimeout):
 			_, err = st.Write([]byte(": ping\n\n"))

@@ -47,7 +47,7 @@ func Mount(srv *loop.Server, prefix string) {
 		ctx := c.Context()
 		f := loop.NewFuture[page](c.Loop())
 		go func() { f.Resolve(sectionPage(ctx, srv, sec, q), nil) }() // gathers from every loop: not on one
-		p, err := f.Await(c)
+		p, err := f.Await(c, 0)
 		if err != nil {
 			return // the request ended (the client went away, the server stops)
 		}

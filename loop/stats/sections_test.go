@@ -34,8 +34,11 @@ func testSection() loop.StatsSection {
 			if q.Get("fail") != "" {
 				return nil, errors.New("fail was asked for")
 			}
-			n, _ := l.Value(counterKey{}).(int)
-			return counterFigures{Hits: n, Loop: l.Index()}, nil
+			hits := 0
+			if n, ok := l.Value(counterKey{}, nil).(*int); ok {
+				hits = *n
+			}
+			return counterFigures{Hits: hits, Loop: l.Index()}, nil
 		},
 		Sum: func(per []any) any {
 			t := counterFigures{Loop: -1}
@@ -67,8 +70,7 @@ func TestStatsSectionOnEveryPage(t *testing.T) {
 					Mount(s, "/debug/baton")
 					s.Handle("GET /hit", func(c *loop.Ctx) {
 						c.OnLoop(func() {
-							n, _ := c.Loop().Value(counterKey{}).(int)
-							c.Loop().SetValue(counterKey{}, n+1)
+							*c.Loop().Value(counterKey{}, func() any { return new(int) }).(*int)++
 						})
 						c.String(200, "hit")
 					})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrt/baton/accounting"
 	"github.com/batonrt/baton/loop"
 )
 
@@ -104,7 +105,7 @@ func TestShardsStatsPagesShowEachShardAndTotal(t *testing.T) {
 	_, frame := nextEvent(t, bufio.NewReader(resp.Body), "")
 	resp.Body.Close()
 	var fr struct {
-		Admission loop.AdmissionStats `json:"admission"`
+		Admission accounting.AdmissionStats `json:"admission"`
 	}
 	require.NoError(t, json.Unmarshal(frame, &fr))
 	assert.GreaterOrEqual(t, fr.Admission.Parsed, uint64(conns), "the frame sums the shards")

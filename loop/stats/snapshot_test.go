@@ -25,7 +25,7 @@ func TestSnapshotSections(t *testing.T) {
 				s.Handle("GET /fail", func(c *loop.Ctx) { c.String(503, "no") })
 				s.Handle("GET /off", func(c *loop.Ctx) {
 					_, _ = offload.Do(c, func(context.Context) (int, error) { return 1, nil })
-					c.NoContent()
+					c.Bytes(204, "", nil)
 				})
 				s.NewGate("g", 1, 1)
 			})
@@ -94,7 +94,7 @@ func TestSnapshotStalledAndClosed(t *testing.T) {
 			case <-release:
 			case <-time.After(10 * time.Second):
 			}
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 	})
 	cl := dial(t, addr)
@@ -125,7 +125,7 @@ func TestOffloadPageJSON(t *testing.T) {
 		Mount(s, "/debug/baton")
 		s.Handle("GET /off", func(c *loop.Ctx) {
 			_, _ = offload.Do(c, func(context.Context) (int, error) { return 1, nil })
-			c.NoContent()
+			c.Bytes(204, "", nil)
 		})
 		s.NewGate("g", 2, 0)
 	})

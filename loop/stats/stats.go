@@ -56,7 +56,7 @@ type Snapshot struct {
 	Routes    []accounting.RouteSnapshot // ViewRoutes, sorted by route key
 	Tasks     accounting.TasksSnapshot   // ViewTasks
 	Offload   offload.Report             // ViewOffload
-	Admission loop.AdmissionStats        // ViewAdmission
+	Admission accounting.AdmissionStats  // ViewAdmission
 	// Sections holds, by name, the figures of each feature's section (added with
 	// loop.Server.AddStats: package loop/room's "rooms", the WebSocket "websockets"), as
 	// its Take and Read returned them, summed by its Sum with several loops.
@@ -146,7 +146,7 @@ func build(secs []loop.StatsSection, vals []any, errs []error, taken time.Time) 
 		case ViewOffload:
 			s.Offload, _ = v.(offload.Report)
 		case ViewAdmission:
-			s.Admission, _ = v.(loop.AdmissionStats)
+			s.Admission, _ = v.(accounting.AdmissionStats)
 		default:
 			if s.Sections == nil {
 				s.Sections = map[string]any{}

@@ -84,7 +84,7 @@ func BenchmarkWSBroadcast(b *testing.B) {
 					c.String(500, "a member left\n")
 					return
 				}
-				c.Yield()
+				_ = c.Sleep(0)
 			}
 			c.String(200, "ok\n")
 		})

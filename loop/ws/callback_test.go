@@ -279,7 +279,7 @@ func TestWSCallbackMessagesWaitForHandler(t *testing.T) {
 				},
 			})
 			require.NoError(t, err)
-			_, _ = release.Await(c)
+			_, _ = release.Await(c, 0)
 		})
 	})
 	conn := wsDial(t, addr, "/ws", nil)

@@ -56,7 +56,7 @@ type Config struct {
 	CloseTimeout time.Duration
 
 	// SaturatedLag: an upgrade is refused with 503 and Retry-After while the loop's lag
-	// has been over it in this second and the previous one (loop.Vitals.LagHeld). Negative
+	// has been over it in this second and the previous one (accounting.Vitals.LagHeld). Negative
 	// turns the check off. Default 100 ms, the lag loop/health's /readyz fails on by default:
 	// the players already connected keep playing rather than every player lagging.
 	SaturatedLag time.Duration

@@ -153,7 +153,7 @@ func upgrade(c *loop.Ctx, cfg *Config, h *Handler) (*Conn, error) {
 		c.String(501, "501 Not Implemented: "+ErrMultiThread.Error()+"\n")
 		return nil, ErrMultiThread
 	}
-	if c.Written() {
+	if c.Status() != 0 { // a head was written
 		return nil, errors.New("ws: Upgrade after the response was written")
 	}
 	if err := cfg.Validate(); err != nil {
@@ -295,7 +295,7 @@ const saturatedRetryAfter = 2
 // saturated names the check of the loop itself that fails now and has failed for a while
 // ("loop_lag", "utilisation"; Config.SaturatedLag and SaturatedUtilisation set their
 // limits, a negative one turns it off), or returns "" while the loop keeps up. The lag
-// must have passed the limit in the previous second and in this one (loop.Vitals.LagHeld):
+// must have passed the limit in the previous second and in this one (accounting.Vitals.LagHeld):
 // one late sample refuses no player. Loop-confined.
 func saturated(l *loop.Loop, lim *limits) string {
 	if lim.satLag < 0 && lim.satUtil < 0 {

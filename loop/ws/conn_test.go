@@ -379,7 +379,7 @@ func TestWSSlowConsumerSend(t *testing.T) {
 						done <- err
 						return
 					}
-					c.Yield() // a tick: the output is written between sends
+					_ = c.Sleep(0) // a tick: the output is written between sends
 				}
 			})
 		})
@@ -734,7 +734,7 @@ func TestWSInputOverflow(t *testing.T) {
 			}
 			ev := loop.NewFuture[struct{}](s.Loop(0))
 			go func() { <-release; ev.Resolve(struct{}{}, nil) }()
-			_, _ = ev.Await(c) // busy elsewhere: the next message waits
+			_, _ = ev.Await(c, 0) // busy elsewhere: the next message waits
 			_, _, err = w.ReadMessage()
 			done <- err
 		})
@@ -776,7 +776,7 @@ func TestWSUpgradeWhileDraining(t *testing.T) {
 	s := newServer(t, loop.Config{}, Config{})
 	s.Handle("GET /ws", func(c *loop.Ctx) {
 		close(started)
-		_, _ = s.Draining().Await(c)
+		_, _ = s.Draining().Await(c, 0)
 		_, err := Upgrade(c, opts(c, Config{}))
 		errs <- err
 	})

@@ -149,14 +149,14 @@ func TestWSControlWhileHandlerBusy(t *testing.T) {
 						if err != nil {
 							return
 						}
-						_, _ = ev.Await(c) // the handler has not returned: messages wait for it
+						_, _ = ev.Await(c, 0) // the handler has not returned: messages wait for it
 						return
 					}
 					w, err := Upgrade(c, opts(c, Config{}))
 					if err != nil {
 						return
 					}
-					_, _ = ev.Await(c) // busy elsewhere: nothing reads
+					_, _ = ev.Await(c, 0) // busy elsewhere: nothing reads
 					for {
 						_, p, err := w.ReadMessage()
 						if err != nil {
@@ -237,7 +237,7 @@ func TestWSUpgradeRefusedWhileSaturated(t *testing.T) {
 			for !stop.Load() {
 				for end := time.Now().Add(150 * time.Millisecond); time.Now().Before(end); {
 				}
-				c.Yield()
+				_ = c.Sleep(0)
 			}
 			c.String(200, "done\n")
 		})

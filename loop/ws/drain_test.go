@@ -45,7 +45,7 @@ func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
 				}
 			})
 			final := NewPrepared(false, []byte(`{"final":"3:1"}`))
-			s.Loop(0).OnDrain(func() {
+			s.Loop(0).OnDrain(func(time.Time) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, w := range conns {
@@ -100,7 +100,7 @@ func TestDrainLeavesConnectionsToHandlers(t *testing.T) {
 			return
 		}
 		joined <- struct{}{}
-		if _, err := c.Loop().Server().Draining().Await(c); err != nil {
+		if _, err := c.Loop().Server().Draining().Await(c, 0); err != nil {
 			return
 		}
 		_ = w.WriteText([]byte("moved"))

@@ -23,7 +23,7 @@ var nextID atomic.Uint64
 // stateKey keys a loop's loopState (Loop.Value).
 type stateKey struct{}
 
-// loopState is the WebSocket bookkeeping of one loop, kept with Loop.SetValue.
+// loopState is the WebSocket bookkeeping of one loop, kept with Loop.Value.
 // Loop-confined.
 type loopState struct {
 	l      *loop.Loop
@@ -68,15 +68,19 @@ type loopState struct {
 // stateOf returns l's state, making it (and registering the stats section) on first use.
 // Loop-confined.
 func stateOf(l *loop.Loop) *loopState {
-	if st, ok := l.Value(stateKey{}).(*loopState); ok {
+	made := false
+	st := l.Value(stateKey{}, func() any {
+		made = true
+		cfg := l.Server().Config()
+		st := &loopState{l: l, acct: !cfg.NoAccounting, logger: cfg.Logger, routes: map[string]*route{}, limits: map[limits]*limits{}}
+		if st.logger == nil {
+			st.logger = slog.Default()
+		}
+		return st
+	}).(*loopState)
+	if !made {
 		return st
 	}
-	cfg := l.Server().Config()
-	st := &loopState{l: l, acct: !cfg.NoAccounting, logger: cfg.Logger, routes: map[string]*route{}, limits: map[limits]*limits{}}
-	if st.logger == nil {
-		st.logger = slog.Default()
-	}
-	l.SetValue(stateKey{}, st)
 	_ = l.Server().AddStats(Section) // once per server: another loop's state finds it added
 	return st
 }
@@ -157,7 +161,7 @@ func (st *loopState) opened(w *Conn, pattern string) {
 			st.fine.Stop()
 		}
 		st.fineEvery = every
-		st.fine = st.l.Every("ws:sweep", every, func(t *loop.Task) { st.sweep(t.Now().UnixNano()) })
+		st.fine = st.l.Every("ws:sweep", every, func(t *loop.Task) { st.sweep(st.l.Now().UnixNano()) })
 	}
 }
 
@@ -310,7 +314,7 @@ func seconds(d time.Duration) float64 { return d.Seconds() }
 // take collects l's figures. Loop-confined (the section's Take).
 func take(l *loop.Loop) Stats {
 	doc := Stats{MaxConnectionsListed: maxListed, Routes: []RouteStats{}, Connections: []ConnStats{}}
-	st, ok := l.Value(stateKey{}).(*loopState)
+	st, ok := l.Value(stateKey{}, nil).(*loopState)
 	if !ok {
 		return doc
 	}
