@@ -479,7 +479,8 @@ func mac(key, body []byte) string {
 // ticks it from the room's next deadline with the next tick number. It answers the new
 // token, or an error status after which the room is not this node's. One input type per
 // server. Call it after UseDirectory (with a HandoffKey) and before ListenAndServe, from
-// one goroutine; the handler runs on the loop (loop mode).
+// one goroutine. Both modes: in multi-thread mode (loop.Config.MultiThread) the handler
+// takes the room in a task of its loop.
 func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config[I], error)) error {
 	v, ok := nodes.Load(serverKey(srv))
 	if !ok || v.(*node).local || v.(*node).hoKey == nil {
@@ -493,9 +494,12 @@ func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config
 	return nil
 }
 
-// accept is the handoff endpoint's handler. The handler's task (on the loop).
+// accept is the handoff endpoint's handler: it authenticates and decodes the envelope
+// wherever the handler runs, then takes the room on the loop (take). In loop mode the
+// handler's task is on the loop and takes it itself; a multi-thread handler (a goroutine
+// of its own, Task.MayBlock) starts a task on the loop to take it and waits for its
+// answer, since a room is loop-confined. The handler's task.
 func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I], error)) {
-	l := c.Loop()
 	body := c.Body()
 	if !hmac.Equal([]byte(c.Header(macHeader)), []byte(mac(n.hoKey, body))) {
 		c.String(401, "401 Unauthorized: bad handoff signature\n")
@@ -509,53 +513,85 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		c.String(400, "400 Bad Request: "+err.Error()+"\n")
 		return
 	}
-	if !l.OnLoop() {
-		c.String(500, "500 Internal Server Error: the handoff endpoint runs on the loop (loop mode)\n")
+	if !c.Task.MayBlock() {
+		take(&c.Task, n, configFor, env).write(c)
 		return
 	}
+	l := c.Loop()
+	res := loop.NewFuture[answer](l)
+	c.Task.OnLoop(func() {
+		h := l.Start("room:handoff "+env.Room, func(t *loop.Task) { res.Resolve(take(t, n, configFor, env), nil) })
+		if h.Task() == nil { // the loop is stopping: the task will not run
+			res.Resolve(answer{status: 503, msg: "this node is stopping"}, nil)
+		}
+	})
+	a, err := res.AwaitTimeout(c, 2*handoffExpiry)
+	if err != nil {
+		// The loop stopped before taking the request, or this request was cancelled: the
+		// task (if it runs) ends on its own; the source reads the directory.
+		a = answer{status: 503, msg: "this node is stopping: " + err.Error()}
+	}
+	a.write(c)
+}
+
+// answer is the endpoint's answer: 200 with the new token, or an error status.
+type answer struct {
+	status int
+	msg    string          // the error's text (not 200)
+	token  directory.Token // 200
+}
+
+// write answers a on c. The handler's task.
+func (a answer) write(c *loop.Ctx) {
+	if a.status == 200 {
+		c.JSON(200, map[string]directory.Token{"token": a.token})
+		return
+	}
+	if a.status == 503 {
+		c.SetHeader("Retry-After", "1")
+	}
+	c.String(a.status, fmt.Sprintf("%d %s: %s\n", a.status, http.StatusText(a.status), a.msg))
+}
+
+// take restores the room env carries on t's loop, moves its claim here and starts it. A
+// task on the loop (it parks on the directory's Move).
+func take[I any](t *loop.Task, n *node, configFor func(name string) (Config[I], error), env envelope) answer {
+	l := t.Loop()
 	d := n.handle()
 	if d == nil || n.draining.Load() || l.Phase() != "serving" {
-		c.SetHeader("Retry-After", "1")
-		c.String(503, "503 Service Unavailable: this node takes no rooms now\n")
-		return
+		return answer{status: 503, msg: "this node takes no rooms now"}
 	}
 	cfg, err := configFor(env.Room)
 	if err != nil {
-		c.String(404, "404 Not Found: "+err.Error()+"\n")
-		return
+		return answer{status: 404, msg: err.Error()}
 	}
 	cfg.Name = env.Room
 	if err := cfg.Validate(); err != nil {
-		c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
-		return
+		return answer{status: 500, msg: err.Error()}
 	}
 	if cfg.Restore == nil || cfg.Period != time.Duration(env.Period) {
-		c.String(409, fmt.Sprintf("409 Conflict: room %q here has no Restore or another period (%v, the room's %v)\n", env.Room, cfg.Period, time.Duration(env.Period)))
-		return
+		return answer{status: 409, msg: fmt.Sprintf("room %q here has no Restore or another period (%v, the room's %v)", env.Room, cfg.Period, time.Duration(env.Period))}
 	}
 	if cfg, err = fill(cfg); err != nil {
-		c.String(400, "400 Bad Request: "+err.Error()+"\n")
-		return
+		return answer{status: 400, msg: err.Error()}
 	}
 	tbl := tableOf(l)
 	if old := tbl.byName[env.Room]; old != nil && !old.ended && !old.stopping {
-		c.String(409, fmt.Sprintf("409 Conflict: room %q runs here already\n", env.Room))
-		return
+		return answer{status: 409, msg: fmt.Sprintf("room %q runs here already", env.Room)}
 	}
 	claimed := loop.NewFuture[directory.Token](l)
 	r := build(tbl, cfg, claimed, 0)
-	if c.Task.Contain(func() { err = cfg.Restore(r, env.State) }) {
+	if t.Contain(func() { err = cfg.Restore(r, env.State) }) {
 		err = errors.New("Config.Restore panicked")
 	}
 	if err == nil && len(env.Inputs) > 0 {
 		err = json.Unmarshal(env.Inputs, &r.in)
 	}
 	if err != nil {
-		c.String(422, fmt.Sprintf("422 Unprocessable Entity: room %q: %v\n", env.Room, err))
-		return
+		return answer{status: 422, msg: fmt.Sprintf("room %q: %v", env.Room, err)}
 	}
 	r.core.queueLen = len(r.in)
-	cl, err := offload.Do(&c.Task, func(ctx context.Context) (directory.Claim, error) {
+	cl, err := offload.Do(t, func(ctx context.Context) (directory.Claim, error) {
 		cl, err := d.Move(ctx, env.Room, directory.Token(env.Token), d.Node())
 		if errors.Is(err, directory.ErrUnavailable) { // it may have taken effect: the directory says
 			if cl2, err2 := d.Lookup(ctx, env.Room); err2 == nil && cl2.Node == d.Node() && cl2.Token > directory.Token(env.Token) {
@@ -569,8 +605,7 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		if errors.Is(err, directory.ErrNotOwner) || errors.Is(err, directory.ErrUnknownNode) {
 			status = 409
 		}
-		c.String(status, fmt.Sprintf("%d %s: moving room %q: %v\n", status, http.StatusText(status), env.Room, err))
-		return
+		return answer{status: status, msg: fmt.Sprintf("moving room %q: %v", env.Room, err)}
 	}
 	rc := &r.core
 	rc.dir = d
@@ -584,9 +619,8 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		l.Start("room:release", func(t *loop.Task) {
 			_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, env.Room, cl.Token) })
 		})
-		c.String(503, "503 Service Unavailable: this node is stopping\n")
-		return
+		return answer{status: 503, msg: "this node is stopping"}
 	}
 	n.hos.accepted.Add(1)
-	c.JSON(200, map[string]directory.Token{"token": cl.Token})
+	return answer{status: 200, token: cl.Token}
 }

@@ -823,3 +823,51 @@ func TestHandoffStoppedMidway(t *testing.T) {
 	})
 	assert.Equal(t, int64(1), nodeOf(a).hos.figures().Failed)
 }
+
+// TestHandoffEndpointBothModes moves a room to a target in each mode: the endpoint
+// answered 500 in multi-thread mode (loop.Config.MultiThread: the handler runs on a
+// goroutine of its own, and the room is loop-confined), so no room could be handed to
+// such a node. In both modes the room moves, keeps its state and ticks on the target with
+// contiguous numbers, and a refused envelope still gets its status.
+func TestHandoffEndpointBothModes(t *testing.T) {
+	for _, mt := range []bool{false, true} {
+		name := map[bool]string{false: "loop", true: "multithread"}[mt]
+		t.Run(name, func(t *testing.T) {
+			emb := directory.NewEmbedded()
+			f := newFleet(10*time.Millisecond, CatchUp(1000))
+			a := handoffNode(t, emb, "a", f, loop.Config{MultiThread: mt})
+			b := handoffNode(t, emb, "b", f, loop.Config{MultiThread: mt})
+			r := f.open(t, a, "a", "mode")
+			require.NoError(t, r.Input(7))
+			waitFor(t, 5*time.Second, "the room did not tick 5 times on a", func() bool { _, n := f.latest("mode"); return n >= 5 })
+			tok, err := handoff(t, a, r, "b")
+			require.NoError(t, err)
+			<-r.Done()
+			waitFor(t, 5*time.Second, "the room did not tick 5 times on b", func() bool {
+				log := f.log("mode")
+				return len(log) > 0 && log[len(log)-1].node == "b" && f.room("mode") != r && len(log) > 10
+			})
+			st, _ := f.latest("mode")
+			assert.Equal(t, 7, st.Sum, "the state moved")
+			log := f.log("mode")
+			_, firstB := checkLog(t, log, "a", "b", true)
+			assert.Equal(t, tok, log[firstB].tok)
+			assert.Equal(t, int64(1), nodeOf(b).hos.figures().Accepted)
+
+			// A replay of the same room's move (a stale token) is refused with 409, not 500.
+			now := time.Now()
+			env := envelope{V: handoffVersion, Room: "mode", From: "a", Token: int64(tok) - 1, Period: int64(10 * time.Millisecond), N: 5,
+				Next: now.UnixNano(), Prev: now.UnixNano(), Frozen: now.UnixNano(), Expires: now.Add(time.Minute).UnixNano(), State: []byte(`{"Sum":1}`)}
+			body, err := json.Marshal(env)
+			require.NoError(t, err)
+			req, err := http.NewRequest("POST", "http://"+a.Addr().String()+handoffPath, strings.NewReader(string(body)))
+			require.NoError(t, err)
+			req.Header.Set(macHeader, mac(handoffKey, body))
+			res, err := handoffClient.Do(req)
+			require.NoError(t, err)
+			msg, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			assert.Equal(t, 409, res.StatusCode, "%s", msg)
+		})
+	}
+}
