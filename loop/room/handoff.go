@@ -95,10 +95,20 @@ func (h *handoffState) firstTick(n *node) {
 type handoffStats struct {
 	started, completed, failed, accepted atomic.Int64
 
-	mu   sync.Mutex
-	gaps []time.Duration // the last gapWindow gaps, a ring; guarded by mu
-	next int             // guarded by mu
+	mu     sync.Mutex
+	gaps   []time.Duration       // the last gapWindow gaps, a ring; guarded by mu
+	next   int                   // guarded by mu
+	gapN   int64                 // gaps recorded since start; guarded by mu
+	gapSum time.Duration         // their sum; guarded by mu
+	gapLE  [len(gapBounds)]int64 // gaps since start at most each bound; guarded by mu
 }
+
+// gapBounds are the bounds the gaps are counted under since the start (a histogram's
+// buckets: promexport exports it): around a period of 20-100 Hz, where gaps fall.
+var gapBounds = [...]time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 75 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond,
+	200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	2500 * time.Millisecond, 5 * time.Second, 10 * time.Second}
 
 func (s *handoffStats) gap(d time.Duration) {
 	s.mu.Lock()
@@ -108,30 +118,59 @@ func (s *handoffStats) gap(d time.Duration) {
 		s.gaps[s.next] = d
 		s.next = (s.next + 1) % gapWindow
 	}
+	s.gapN++
+	s.gapSum += d
+	for i, b := range gapBounds {
+		if d <= b {
+			s.gapLE[i]++
+		}
+	}
 	s.mu.Unlock()
 }
 
 // handoffFigures are a node's handoff figures on the stats page "cluster": handoffs this
 // node started (as the source), completed and failed; rooms it accepted (as the target);
-// and the freeze-to-first-tick gap of the last rooms it accepted (up to 1024): from the
-// moment the source stopped taking inputs to the room's first tick here, by the two
-// nodes' wall clocks.
+// and the freeze-to-first-tick gap of the rooms it accepted: how many, their sum and how
+// many were at most each bound since the start (a histogram), and the percentiles of the
+// last ones (up to 1024): from the moment the source stopped taking inputs to the room's
+// first tick here, by the two nodes' wall clocks. promexport exports them from the page's
+// JSON (their tags are its contract).
 type handoffFigures struct {
 	Started   int64         `json:"started"`
 	Completed int64         `json:"completed"`
 	Failed    int64         `json:"failed"`
 	Accepted  int64         `json:"accepted"`
-	Gaps      int           `json:"gaps"` // how many gaps the percentiles are over
+	GapsTotal int64         `json:"gaps_total"` // gaps recorded since the start
+	GapSum    time.Duration `json:"gap_sum_ns"` // their sum
+	GapBounds []int64       `json:"gap_bounds_ns"`
+	GapLE     []int64       `json:"gap_le"` // GapLE[i]: gaps since the start at most GapBounds[i]
+	Gaps      int           `json:"gaps"`   // how many the percentiles are over
 	GapP50    time.Duration `json:"gap_p50_ns"`
 	GapP99    time.Duration `json:"gap_p99_ns"`
 	GapMax    time.Duration `json:"gap_max_ns"`
+
+	window []time.Duration // the gaps the percentiles come from (take to read)
 }
 
-func (s *handoffStats) figures() handoffFigures {
+// take copies the figures, leaving the percentiles to read: the section's Take runs on a
+// loop. Any goroutine.
+func (s *handoffStats) take() handoffFigures {
 	f := handoffFigures{Started: s.started.Load(), Completed: s.completed.Load(), Failed: s.failed.Load(), Accepted: s.accepted.Load()}
 	s.mu.Lock()
-	g := slices.Clone(s.gaps)
+	f.window, f.GapsTotal, f.GapSum = slices.Clone(s.gaps), s.gapN, s.gapSum
+	f.GapLE = slices.Clone(s.gapLE[:])
 	s.mu.Unlock()
+	f.GapBounds = make([]int64, len(gapBounds))
+	for i, b := range gapBounds {
+		f.GapBounds[i] = int64(b)
+	}
+	return f
+}
+
+// read computes the percentiles of what take copied. Any goroutine.
+func (f handoffFigures) read() handoffFigures {
+	g := f.window
+	f.window = nil
 	if len(g) == 0 {
 		return f
 	}
@@ -140,6 +179,9 @@ func (s *handoffStats) figures() handoffFigures {
 	f.Gaps, f.GapP50, f.GapP99, f.GapMax = len(g), at(0.50), at(0.99), g[len(g)-1]
 	return f
 }
+
+// figures returns the figures now. Any goroutine.
+func (s *handoffStats) figures() handoffFigures { return s.take().read() }
 
 // envelope is what a handoff sends: the room's snapshot and what the runtime carries.
 type envelope struct {

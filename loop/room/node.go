@@ -397,7 +397,7 @@ func (n *node) figures() nodeFigures {
 	if e := n.lastErr.Load(); e != nil {
 		f.LastError = *e
 	}
-	f.Handoffs = n.hos.figures()
+	f.Handoffs = n.hos.take() // its percentiles in the section's Read, off the loop
 	return f
 }
 
@@ -411,6 +411,19 @@ var clusterSection = loop.StatsSection{
 			return nodeFigures{}, nil
 		}
 		return v.(*node).figures(), nil
+	},
+	Read: func(v any) any {
+		f := v.(nodeFigures)
+		f.Handoffs = f.Handoffs.read()
+		return f
+	},
+	Series: func(v any) map[string]float64 {
+		h := v.(nodeFigures).Handoffs
+		return map[string]float64{
+			"handoffs_started_total": float64(h.Started), "handoffs_completed_total": float64(h.Completed),
+			"handoffs_failed_total": float64(h.Failed), "handoffs_accepted_total": float64(h.Accepted),
+			"handoff_gap_p99_ms": float64(h.GapP99) / 1e6,
+		}
 	},
 }
 
