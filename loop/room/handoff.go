@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -522,7 +524,9 @@ func mac(key, body []byte) string {
 // token, or an error status after which the room is not this node's. One input type per
 // server. Call it after UseDirectory (with a HandoffKey) and before ListenAndServe, from
 // one goroutine. Both modes: in multi-thread mode (loop.Config.MultiThread) the handler
-// takes the room in a task of its loop.
+// takes the room in a task of its loop. With NodeConfig.HandoffAddr the endpoint is not a
+// route of srv: AcceptHandoffs listens there (an error if it cannot), serves it from the
+// server's start until ListenAndServe returns, and takes rooms on srv.LoopFor(name).
 func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config[I], error)) error {
 	v, ok := nodes.Load(serverKey(srv))
 	if !ok || v.(*node).local || v.(*node).hoKey == nil {
@@ -532,27 +536,58 @@ func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config
 		return errors.New("room: AcceptHandoffs: nil configFor")
 	}
 	n := v.(*node)
-	srv.Handle("POST "+handoffPath, func(c *loop.Ctx) { accept(c, n, configFor) })
+	if n.hoAddr == "" {
+		srv.Handle("POST "+handoffPath, func(c *loop.Ctx) { accept(c, n, configFor) })
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.hoAddr)
+	if err != nil {
+		return fmt.Errorf("room: AcceptHandoffs: NodeConfig.HandoffAddr: %w", err)
+	}
+	n.cfg.InternalAddr = ln.Addr().String() // published when the node opens (at the start)
+	limit := srv.Config().Limits.MaxBodyBytes
+	hs := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			acceptHTTP(w, req, srv, n, limit, configFor)
+		})}
+	srv.OnStart(func(l *loop.Loop) error {
+		if l.Index() == 0 {
+			go func() { _ = hs.Serve(ln) }()
+		}
+		return nil
+	})
+	go func() {
+		<-srv.Done()
+		_ = hs.Close()
+		_ = ln.Close() // if it never served
+	}()
 	return nil
 }
 
-// accept is the handoff endpoint's handler: it authenticates and decodes the envelope
-// wherever the handler runs, then takes the room on the loop (take). In loop mode the
-// handler's task is on the loop and takes it itself; a multi-thread handler (a goroutine
-// of its own, Task.MayBlock) starts a task on the loop to take it and waits for its
-// answer, since a room is loop-confined. The handler's task.
-func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I], error)) {
-	body := c.Body()
-	if !hmac.Equal([]byte(c.Header(macHeader)), []byte(mac(n.hoKey, body))) {
-		c.String(401, "401 Unauthorized: bad handoff signature\n")
-		return
+// openEnvelope authenticates and decodes a handoff's body, or returns the answer refusing it.
+// Any goroutine.
+func (n *node) openEnvelope(body []byte, sig string) (envelope, *answer) {
+	if !hmac.Equal([]byte(sig), []byte(mac(n.hoKey, body))) {
+		return envelope{}, &answer{status: 401, msg: "bad handoff signature"}
 	}
 	env, err := decodeEnvelope(body, time.Now().UnixNano())
 	if errors.Is(err, errExpired) {
-		c.String(401, "401 Unauthorized: "+err.Error()+"\n")
-		return
+		return env, &answer{status: 401, msg: err.Error()}
 	} else if err != nil {
-		c.String(400, "400 Bad Request: "+err.Error()+"\n")
+		return env, &answer{status: 400, msg: err.Error()}
+	}
+	return env, nil
+}
+
+// accept is the handoff endpoint's handler on the server: it authenticates and decodes
+// the envelope wherever the handler runs, then takes the room on the loop (take). In loop
+// mode the handler's task is on the loop and takes it itself; a multi-thread handler (a
+// goroutine of its own, Task.MayBlock) starts a task on the loop to take it and waits for
+// its answer, since a room is loop-confined. The handler's task.
+func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I], error)) {
+	env, refused := n.openEnvelope(c.Body(), c.Header(macHeader))
+	if refused != nil {
+		refused.write(c)
 		return
 	}
 	if !c.Task.MayBlock() {
@@ -561,12 +596,7 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 	}
 	l := c.Loop()
 	res := loop.NewFuture[answer](l)
-	c.Task.OnLoop(func() {
-		h := l.Start("room:handoff "+env.Room, func(t *loop.Task) { res.Resolve(take(t, n, configFor, env), nil) })
-		if h.Task() == nil { // the loop is stopping: the task will not run
-			res.Resolve(answer{status: 503, msg: "this node is stopping"}, nil)
-		}
-	})
+	c.Task.OnLoop(func() { startTake(l, n, configFor, env, func(a answer) { res.Resolve(a, nil) }) })
 	a, err := res.AwaitTimeout(c, 2*handoffExpiry)
 	if err != nil {
 		// The loop stopped before taking the request, or this request was cancelled: the
@@ -574,6 +604,56 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		a = answer{status: 503, msg: "this node is stopping: " + err.Error()}
 	}
 	a.write(c)
+}
+
+// startTake starts a task on l that takes the room env carries and calls done with the
+// answer (at once with 503 if the loop is stopping). Loop-confined.
+func startTake[I any](l *loop.Loop, n *node, configFor func(name string) (Config[I], error), env envelope, done func(answer)) {
+	h := l.Start("room:handoff "+env.Room, func(t *loop.Task) { done(take(t, n, configFor, env)) })
+	if h.Task() == nil { // the loop is stopping: the task will not run
+		done(answer{status: 503, msg: "this node is stopping"})
+	}
+}
+
+// acceptHTTP is the handoff endpoint on the node's own listener (NodeConfig.HandoffAddr):
+// it authenticates and decodes on its goroutine, then takes the room in a task of the
+// room's loop (srv.LoopFor) and waits for the answer. A net/http handler.
+func acceptHTTP[I any](w http.ResponseWriter, req *http.Request, srv *loop.Server, n *node, limit int64, configFor func(name string) (Config[I], error)) {
+	if req.URL.Path != handoffPath {
+		http.NotFound(w, req)
+		return
+	}
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		answer{status: 405, msg: "POST only"}.writeHTTP(w)
+		return
+	}
+	if limit > 0 {
+		req.Body = http.MaxBytesReader(w, req.Body, limit)
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		answer{status: 413, msg: err.Error()}.writeHTTP(w)
+		return
+	}
+	env, refused := n.openEnvelope(body, req.Header.Get(macHeader))
+	if refused != nil {
+		refused.writeHTTP(w)
+		return
+	}
+	l := srv.LoopFor(env.Room)
+	res := make(chan answer, 1)
+	if l.Post(func() { startTake(l, n, configFor, env, func(a answer) { res <- a }) }) != nil {
+		answer{status: 503, msg: "this node is stopping"}.writeHTTP(w)
+		return
+	}
+	select {
+	case a := <-res:
+		a.writeHTTP(w)
+	case <-srv.Done():
+		answer{status: 503, msg: "this node stopped"}.writeHTTP(w)
+	case <-req.Context().Done(): // the source gave up; the task ends on its own
+	}
 }
 
 // answer is the endpoint's answer: 200 with the new token, or an error status.
@@ -592,7 +672,27 @@ func (a answer) write(c *loop.Ctx) {
 	if a.status == 503 {
 		c.SetHeader("Retry-After", "1")
 	}
-	c.String(a.status, fmt.Sprintf("%d %s: %s\n", a.status, http.StatusText(a.status), a.msg))
+	c.String(a.status, a.text())
+}
+
+// writeHTTP answers a on w. A net/http handler.
+func (a answer) writeHTTP(w http.ResponseWriter) {
+	if a.status == 200 {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]directory.Token{"token": a.token})
+		return
+	}
+	if a.status == 503 {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(a.status)
+	_, _ = io.WriteString(w, a.text())
+}
+
+// text is an error answer's body.
+func (a answer) text() string {
+	return fmt.Sprintf("%d %s: %s\n", a.status, http.StatusText(a.status), a.msg)
 }
 
 // take restores the room env carries on t's loop, moves its claim here and starts it. A

@@ -871,3 +871,87 @@ func TestHandoffEndpointBothModes(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoffOwnListenerSharedPort: two servers on one port (SO_REUSEPORT, as a process
+// and the one replacing it on one machine), each serving the handoff endpoint on a
+// listener of its own (NodeConfig.HandoffAddr), published as its internal address. A room
+// moves from a to b with its state and contiguous tick numbers; the shared public port has
+// no handoff route; the own listener refuses what the route refuses (401, 405, 404).
+func TestHandoffOwnListenerSharedPort(t *testing.T) {
+	emb := directory.NewEmbedded()
+	f := newFleet(10*time.Millisecond, CatchUp(1000))
+	node := func(id, addr string) *loop.Server {
+		s := loop.New(looptest.Config(t, loop.Config{Addr: addr}))
+		require.NoError(t, UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: id}, HandoffKey: handoffKey, HandoffAddr: "127.0.0.1:0"}))
+		require.NoError(t, AcceptHandoffs(s, f.config(id)))
+		looptest.Start(t, s)
+		waitFor(t, 5*time.Second, "the node did not open its directory handle", func() bool { return nodeOf(s).handle() != nil })
+		return s
+	}
+	a := node("a", "")
+	b := node("b", a.Addr().String())
+	require.Equal(t, a.Addr().String(), b.Addr().String(), "one port")
+	ia, ib := nodeOf(a).cfg.InternalAddr, nodeOf(b).cfg.InternalAddr
+	require.NotEqual(t, ia, ib)
+	require.NotEqual(t, a.Addr().String(), ia)
+	ns, err := nodeOf(a).handle().Nodes(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ns, 2)
+	for _, ni := range ns {
+		assert.Equal(t, a.Addr().String(), ni.PublicAddr, "both public on the shared port")
+		assert.Equal(t, map[string]string{"a": ia, "b": ib}[ni.ID], ni.InternalAddr, "published")
+	}
+
+	r := f.open(t, a, "a", "shared")
+	require.NoError(t, r.Input(5))
+	waitFor(t, 5*time.Second, "the room did not tick 5 times on a", func() bool { _, n := f.latest("shared"); return n >= 5 })
+	tok, err := handoff(t, a, r, "b")
+	require.NoError(t, err)
+	<-r.Done()
+	waitFor(t, 5*time.Second, "the room did not tick 5 times on b", func() bool {
+		log := f.log("shared")
+		return len(log) > 0 && log[len(log)-1].node == "b" && len(log) > 10
+	})
+	st, _ := f.latest("shared")
+	assert.Equal(t, 5, st.Sum)
+	log := f.log("shared")
+	_, firstB := checkLog(t, log, "a", "b", true)
+	assert.Equal(t, tok, log[firstB].tok)
+	assert.Equal(t, int64(1), nodeOf(b).hos.figures().Accepted)
+	assert.Equal(t, int64(1), nodeOf(b).hos.figures().GapsTotal)
+
+	status := func(method, url, sig string, body []byte) int {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(string(body)))
+		require.NoError(t, err)
+		if sig != "" {
+			req.Header.Set(macHeader, sig)
+		}
+		res, err := handoffClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	body := []byte(`{"v":1}`)
+	assert.Equal(t, 404, status("POST", "http://"+a.Addr().String()+handoffPath, mac(handoffKey, body), body), "no route on the public port")
+	assert.Equal(t, 401, status("POST", "http://"+ib+handoffPath, mac([]byte(strings.Repeat("z", 32)), body), body))
+	assert.Equal(t, 400, status("POST", "http://"+ib+handoffPath, mac(handoffKey, body), body))
+	assert.Equal(t, 405, status("GET", "http://"+ib+handoffPath, "", nil))
+	assert.Equal(t, 404, status("POST", "http://"+ib+"/other", "", nil))
+}
+
+// TestHandoffAddrConfig: HandoffAddr with an InternalAddr of its own is refused; an
+// address that cannot be listened on is AcceptHandoffs's error.
+func TestHandoffAddrConfig(t *testing.T) {
+	emb := directory.NewEmbedded()
+	s := loop.New(looptest.Config(t, loop.Config{}))
+	err := UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: "x", InternalAddr: "10.0.0.1:1"}, HandoffKey: handoffKey, HandoffAddr: "127.0.0.1:0"})
+	require.ErrorContains(t, err, "HandoffAddr")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	require.NoError(t, UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: "x"}, HandoffKey: handoffKey, HandoffAddr: busy.Addr().String()}))
+	require.ErrorContains(t, AcceptHandoffs(s, newFleet(time.Second, SkipLate).config("x")), "HandoffAddr")
+	looptest.Start(t, s)
+}
