@@ -718,8 +718,19 @@ func take[I any](t *loop.Task, n *node, configFor func(name string) (Config[I], 
 		return answer{status: 400, msg: err.Error()}
 	}
 	tbl := tableOf(l)
-	if old := tbl.byName[env.Room]; old != nil && !old.ended && !old.stopping {
-		return answer{status: 409, msg: fmt.Sprintf("room %q runs here already", env.Room)}
+	for wait := n.cfg.RequestTimeout; ; wait -= 5 * time.Millisecond {
+		old := tbl.byName[env.Room]
+		if old == nil || old.ended || old.stopping {
+			break
+		}
+		if old.dir != nil || wait <= 0 {
+			return answer{status: 409, msg: fmt.Sprintf("room %q runs here already", env.Room)}
+		}
+		// A room of that name is being made here (a player arrived, was sent here, while the
+		// source owns the room): its claim fails against the source's and it stops. Wait.
+		if t.Sleep(5*time.Millisecond) != nil {
+			return answer{status: 503, msg: "this node is stopping"}
+		}
 	}
 	claimed := loop.NewFuture[directory.Token](l)
 	r := build(tbl, cfg, claimed, 0)
