@@ -2,8 +2,8 @@ package directory
 
 import (
 	"os"
-
-	"golang.org/x/sys/unix"
+	"syscall"
+	"unsafe"
 )
 
 // openShared opens (makes) the lock file of the shared directory at path.
@@ -18,23 +18,28 @@ func openShared(path string) (*sharedFile, error) {
 // lock takes the file's exclusive lock and returns its release.
 func (f *sharedFile) lock() (func(), error) {
 	for {
-		err := unix.Flock(int(f.lk.Fd()), unix.LOCK_EX)
-		if err == unix.EINTR {
+		err := syscall.Flock(int(f.lk.Fd()), syscall.LOCK_EX)
+		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		return func() { _ = unix.Flock(int(f.lk.Fd()), unix.LOCK_UN) }, nil
+		return func() { _ = syscall.Flock(int(f.lk.Fd()), syscall.LOCK_UN) }, nil
 	}
 }
 
+// clockMonotonic is Linux's CLOCK_MONOTONIC clock id.
+const clockMonotonic = 1
+
 // machineClock reads CLOCK_MONOTONIC, in nanoseconds: the same clock in every process of
-// the machine (Go's own monotonic readings count from each process's start).
+// the machine (Go's own monotonic readings count from each process's start). A raw
+// system call: package syscall has no clock_gettime, and the package uses the standard
+// library only.
 func machineClock() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic("directory: clock_gettime(CLOCK_MONOTONIC): " + err.Error()) // cannot fail on Linux
+	var ts syscall.Timespec
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		panic("directory: clock_gettime(CLOCK_MONOTONIC): " + errno.Error()) // cannot fail on Linux
 	}
 	return ts.Nano()
 }

@@ -296,7 +296,7 @@ func (b *bot) run(stop <-chan struct{}) {
 	}
 	stopCh := stop
 	time.Sleep(rand.N(500 * time.Millisecond)) // players arrive over half a second, not all at once
-	var backoff time.Duration // 0: at once
+	var backoff time.Duration                  // 0: at once
 	for {
 		conn, hello, err := b.connect(done, backoff)
 		if err != nil {
