@@ -955,3 +955,82 @@ func TestHandoffAddrConfig(t *testing.T) {
 	require.ErrorContains(t, AcceptHandoffs(s, newFleet(time.Second, SkipLate).config("x")), "HandoffAddr")
 	looptest.Start(t, s)
 }
+
+// slowClaims is a directory whose claims wait until release is closed.
+type slowClaims struct {
+	op      directory.Opener
+	release chan struct{}
+	waiting atomic.Int32
+}
+
+func (o *slowClaims) Open(ctx context.Context, cfg directory.Config) (directory.Directory, error) {
+	d, err := o.op.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return slowClaimDir{d, o}, nil
+}
+
+type slowClaimDir struct {
+	directory.Directory
+	o *slowClaims
+}
+
+func (d slowClaimDir) Claim(ctx context.Context, room string) (directory.Claim, error) {
+	d.o.waiting.Add(1)
+	<-d.o.release
+	return d.Directory.Claim(ctx, room)
+}
+
+// TestHandoffWaitsForARoomBeingMade: a player reaches the target for a room the source
+// still owns, so the target makes a room of that name whose claim is pending (it will
+// fail: the source holds the claim). A handoff arriving then waits for that room to stop
+// and takes the room, where it answered 409 before (and the room could not move there:
+// with players reconnecting during a drain, rooms were lost).
+func TestHandoffWaitsForARoomBeingMade(t *testing.T) {
+	emb := directory.NewEmbedded()
+	slow := &slowClaims{op: emb, release: make(chan struct{})}
+	f := newFleet(10*time.Millisecond, CatchUp(1000))
+	a := handoffNode(t, emb, "a", f, loop.Config{})
+	b := handoffNode(t, slow, "b", f, loop.Config{})
+	r := f.open(t, a, "a", "busy")
+	require.NoError(t, r.Input(4))
+	cfg, _ := f.config("b")("busy")
+	var made *Room[int]
+	looptest.OnLoop(t, b.Loop(0), func() {
+		var err error
+		made, err = New(b.Loop(0), cfg) // as Admit does for a player who arrived at b
+		require.NoError(t, err)
+	})
+	waitFor(t, 5*time.Second, "b's room did not start its claim", func() bool { return slow.waiting.Load() > 0 })
+	done := make(chan error, 1)
+	go func() { _, err := handoff(t, a, r, "b"); done <- err }()
+	waitFor(t, 5*time.Second, "the handoff did not reach b", func() bool { // b's endpoint holds it
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		snap, err := stats.Take(ctx, b, stats.ViewTasks)
+		require.NoError(t, err)
+		for _, tk := range snap.Tasks.Live {
+			if tk.Route == "POST "+handoffPath {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the handoff answered while b's room of the name was being made: %v", err)
+	default:
+	}
+	close(slow.release) // b's claim fails against a's: its room stops
+	require.NoError(t, <-done)
+	<-made.Done()
+	assert.Zero(t, made.Token(), "b's own room of the name was never claimed")
+	waitFor(t, 5*time.Second, "the room did not tick on b", func() bool {
+		log := f.log("busy")
+		return len(log) > 0 && log[len(log)-1].node == "b"
+	})
+	st, _ := f.latest("busy")
+	assert.Equal(t, 4, st.Sum)
+	checkLog(t, f.log("busy"), "a", "b", true)
+}
