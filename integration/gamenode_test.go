@@ -181,14 +181,19 @@ func runGameNode() int {
 		if !ok {
 			return
 		}
-		conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }})
+		// KeepOnDrain: the drain does not close the players with 1001 at once; each is
+		// closed when its room has moved (4001) or, if it could not move, stopped (1001).
+		conn, err := ws.Upgrade(c, ws.Config{KeepOnDrain: true, CheckOrigin: func(*loop.Ctx, string) bool { return true }})
 		if err != nil {
 			return
 		}
 		closeFor := func(err error) {
-			if errors.Is(err, room.ErrMoved) {
+			switch {
+			case errors.Is(err, room.ErrMoved):
 				reason, _ := json.Marshal(map[string]string{"room": name})
 				_ = conn.Close(room.CloseMoved, string(reason))
+			case err != nil: // the room stopped (the node drains without handoff)
+				_ = conn.Close(1001, "server going away")
 			}
 		}
 		if err := r.Attach(&c.Task); err != nil {

@@ -401,7 +401,7 @@ func (b *bot) run(stop <-chan struct{}) {
 			b.moved++
 			backoff = 0
 		} else {
-			b.dropped++ // a drain's 1001 among them: the player comes back once the room has moved
+			b.dropped++ // a drain's 1001 among them (a room that did not move)
 			backoff = 250 * time.Millisecond
 		}
 		movedAt = time.Now()
@@ -704,7 +704,7 @@ func TestSameMachineReplace(t *testing.T) {
 	assert.Zero(t, r.gapsInN, "tick numbers skipped")
 	assert.Zero(t, r.twins, "twin rooms")
 	assert.Equal(t, 2*rooms, r.moves, "every room moved at each replacement")
-	assert.Positive(t, r.movedCloses+r.drops, "players were on the moved rooms")
+	assert.Positive(t, r.movedCloses, "players were told of the moves (4001)")
 }
 
 // etcdBinary returns the etcd binary's path (ETCD_BIN, or etcd on PATH), or skips.

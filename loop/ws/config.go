@@ -88,6 +88,14 @@ type Config struct {
 	// utilisation over the last ten seconds is over it. Negative turns the check off; at
 	// most 1. Default 0.95 (as /readyz by default).
 	SaturatedUtilisation float64
+
+	// KeepOnDrain: when the server begins to drain, the route's connections are not
+	// closed with 1001; the handler decides when each ends, and the drain waits for them
+	// (its deadline closes the rest, 1001). For connections that follow something outliving
+	// this server elsewhere: a member of a room that is handed off to another node closes
+	// with room.CloseMoved (4001) once the room has moved, so its player goes straight to
+	// the new owner (docs/handoff.md). Off by default: every WebSocket gets 1001 at once.
+	KeepOnDrain bool
 }
 
 // Validate reports the first invalid field of c, naming it and its value. The zero Config
@@ -122,6 +130,7 @@ type limits struct {
 	satUtil                                      float64
 	compress, takeover                           bool
 	compressThreshold                            int
+	keepOnDrain                                  bool
 }
 
 // limitsOf returns c's figures with every zero field replaced by its default.
@@ -129,7 +138,8 @@ func limitsOf(c *Config) limits {
 	l := limits{maxMessage: c.MaxMessageBytes, maxQueued: c.MaxQueuedBytes, pingInterval: c.PingInterval,
 		pongTimeout: c.PongTimeout, stall: c.StallTimeout, closeAfter: c.CloseTimeout,
 		satLag: c.SaturatedLag, satUtil: c.SaturatedUtilisation,
-		compress: c.Compression, takeover: c.CompressionContextTakeover, compressThreshold: c.CompressionThreshold}
+		compress: c.Compression, takeover: c.CompressionContextTakeover, compressThreshold: c.CompressionThreshold,
+		keepOnDrain: c.KeepOnDrain}
 	if l.maxMessage == 0 {
 		l.maxMessage = 1 << 20
 	}
