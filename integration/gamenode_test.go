@@ -237,7 +237,7 @@ func runGameNode() int {
 					g.Taken[player] = m.Seq
 					out = fmt.Appendf(out[:0], `{"type":"ack","seq":%d}`, m.Seq)
 				case errors.Is(err, room.ErrHandingOff), errors.Is(err, room.ErrInputFull):
-					out = fmt.Appendf(out[:0], `{"type":"retry","seq":%d,"ack":%d,"after_ms":20,"error":%q}`, m.Seq, taken, err.Error())
+					out = fmt.Appendf(out[:0], `{"type":"retry","seq":%d,"ack":%d,"after_ms":50,"error":%q}`, m.Seq, taken, err.Error())
 				default: // moved or stopped: the close follows
 					out = out[:0]
 				}
