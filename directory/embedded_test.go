@@ -3,6 +3,7 @@ package directory_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -121,4 +122,38 @@ func TestSharedAcrossHandles(t *testing.T) {
 	c3, err := b.Claim(ctx, "r2")
 	require.NoError(t, err)
 	require.Greater(t, c3.Token, c2.Token)
+}
+
+// FuzzSharedFile: whatever a shared directory's file holds (another program's bytes, a
+// state cut short), a call reads it as a state or fails with ErrUnavailable, never
+// panics; a state it accepts stays usable (a node opens, claims and looks up a room).
+func FuzzSharedFile(f *testing.F) {
+	f.Add([]byte(`{"rev":3,"last_lease":1,"leases":{"1":{"node":"a","ttl":5000000000,"expiry":1,"rooms":{"r":{}}}},"nodes":{"a":{"info":{"ID":"a"},"lease":1}},"rooms":{"r":{"claim":{"Room":"r","Node":"a","Token":3},"lease":1}}}`))
+	f.Add([]byte(`{"leases":{"1":null},"rooms":{"r":{"claim":{"Room":"r"},"lease":9}}}`))
+	f.Add([]byte(`{"leases":{"7":{"node":"x","ttl":-1,"expiry":9223372036854775807}}}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"rev":`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "dir")
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		d, err := directory.NewShared(path)
+		require.NoError(t, err)
+		ctx := context.Background()
+		n, err := d.Open(ctx, directory.Config{Node: "fuzz"})
+		if err != nil {
+			if !errors.Is(err, directory.ErrUnavailable) && !errors.Is(err, directory.ErrNodeInUse) {
+				t.Fatalf("open: %v", err)
+			}
+			return
+		}
+		defer n.Close(ctx)
+		if _, err := n.Claim(ctx, "fuzz-room"); err != nil && !errors.Is(err, directory.ErrAlreadyOwned) {
+			t.Fatalf("claim: %v", err)
+		}
+		if _, err := n.Lookup(ctx, "fuzz-room"); err != nil {
+			t.Fatalf("lookup: %v", err)
+		}
+		_, _ = n.Place(ctx)
+		_, _ = n.Nodes(ctx)
+	})
 }

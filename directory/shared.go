@@ -48,6 +48,15 @@ func (f *sharedFile) read(st *memState) ([]byte, error) {
 	if err := json.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.path, err)
 	}
+	if err := st.check(); err != nil {
+		return nil, fmt.Errorf("%s is not a consistent directory (remove it to start afresh: every lease and claim in it is lost): %w", f.path, err)
+	}
+	return b, nil
+}
+
+// check reports why a state read from a file is not one this package writes (another
+// program's bytes, a hand edit), and gives its empty maps their zero value.
+func (st *memState) check() error {
 	if st.Leases == nil {
 		st.Leases = map[int64]*memLease{}
 	}
@@ -57,12 +66,40 @@ func (f *sharedFile) read(st *memState) ([]byte, error) {
 	if st.Rooms == nil {
 		st.Rooms = map[string]memRoom{}
 	}
-	for _, l := range st.Leases {
+	if st.Rev < 0 {
+		return fmt.Errorf("revision %d", st.Rev)
+	}
+	for id, l := range st.Leases {
+		switch {
+		case l == nil || l.TTL <= 0:
+			return fmt.Errorf("lease %d: missing or without a TTL", id)
+		case id <= 0 || id > st.LastLease:
+			return fmt.Errorf("lease %d: not in 1..%d", id, st.LastLease)
+		}
 		if l.Rooms == nil {
 			l.Rooms = map[string]struct{}{}
 		}
+		for room := range l.Rooms {
+			if r, ok := st.Rooms[room]; !ok || r.Lease != id {
+				return fmt.Errorf("lease %d holds room %q, which is not claimed under it", id, room)
+			}
+		}
 	}
-	return b, nil
+	for name, n := range st.Nodes {
+		if l, ok := st.Leases[n.Lease]; !ok || l.Node != name || n.Info.ID != name {
+			return fmt.Errorf("node %q: its lease %d is not its own", name, n.Lease)
+		}
+	}
+	for name, r := range st.Rooms {
+		l, ok := st.Leases[r.Lease]
+		if !ok || r.Claim.Room != name || r.Claim.Token <= 0 || Token(st.Rev) < r.Claim.Token {
+			return fmt.Errorf("room %q: its claim (lease %d, token %d) is not consistent", name, r.Lease, r.Claim.Token)
+		}
+		if _, held := l.Rooms[name]; !held {
+			return fmt.Errorf("room %q: not held by its lease %d", name, r.Lease)
+		}
+	}
+	return nil
 }
 
 // write stores st unless it is what was read: to a temporary file renamed over the file,
