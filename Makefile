@@ -125,6 +125,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHead$$' -fuzztime $(FUZZTIME) ./internal/httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzChunked$$' -fuzztime $(FUZZTIME) ./internal/httpcodec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSeat$$' -fuzztime $(FUZZTIME) ./directory/
+	$(GO) test -run '^$$' -fuzz '^FuzzSharedFile$$' -fuzztime $(FUZZTIME) ./directory/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandoffEnvelope$$' -fuzztime $(FUZZTIME) ./loop/room/
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersAllowed$$' -fuzztime $(FUZZTIME) ./loop/cors/
 	$(GO) test -run '^$$' -fuzz '^FuzzOrigin$$' -fuzztime $(FUZZTIME) ./loop/cors/

@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnvAddr) != "" {
 		os.Exit(runNode())
 	}
+	if os.Getenv(gameEnvNode) != "" {
+		os.Exit(runGameNode())
+	}
 	os.Exit(m.Run())
 }
 

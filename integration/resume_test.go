@@ -111,7 +111,7 @@ func startResumeNode(t *testing.T, id string, emb directory.Opener, seats *direc
 			return
 		}
 		rooms[name] = r
-		conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }, LeaveOnDrain: true})
+		conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }, KeepOnDrain: true})
 		if err != nil {
 			return
 		}
@@ -528,12 +528,12 @@ func TestResumeAfterMove(t *testing.T) {
 	assert.Empty(t, g.Events, "a move is no leave")
 	t.Logf("retry answers: %d, of which %d during the freeze; resumed at the new owner %v after the 4001", b.retries, b.frozen, b.resumeTook)
 	assert.Positive(t, b.frozen, "inputs sent during the freeze were refused with retry (and resent)")
-	fig := clusterFigures(t, to.addr)
+	fig := seatFigures(t, to.addr)
 	assert.Equal(t, 1, fig.Seats.Resumed, "the new owner counts the resume")
 }
 
-// clusterFigures reads the seat figures of a node's cluster stats section.
-func clusterFigures(t *testing.T, addr string) struct {
+// seatFigures reads the seat figures of a node's cluster stats section.
+func seatFigures(t *testing.T, addr string) struct {
 	Seats struct{ Resumed, Held, Removed, Replaced, Refused int }
 } {
 	t.Helper()

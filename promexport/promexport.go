@@ -16,7 +16,8 @@
 // out unless IncludeAdminRoutes is given. Then the loop (utilisation, busy time, lag,
 // slices, ready queue, tasks, stalls), admission (slots, queue, 429s, panics, accepts),
 // drain and readiness, the offload pool per lane and its gates, rooms (counters that
-// survive the rooms that end) and WebSockets per route; baton_build_info and
+// survive the rooms that end), WebSockets per route, a room directory node's handoffs
+// (baton_cluster_*: counters and the freeze-to-first-tick gap); baton_build_info and
 // baton_start_time_seconds. Registry adds the Go runtime's and the process's collectors.
 // docs/observability.md lists every metric and which question it answers, and
 // promexport/deploy holds a Grafana dashboard and Prometheus alert rules built on them.
@@ -121,8 +122,8 @@ func AdminRoute(route string) bool {
 }
 
 // NewCollector returns a collector of srv's figures; each Collect takes one snapshot of
-// every section (loop, routes, offload, admission, rooms, WebSockets; not the tasks, whose
-// count grows with the connections) with DefaultTimeout. Any goroutine.
+// every section (loop, routes, offload, admission, rooms, WebSockets, cluster; not the
+// tasks, whose count grows with the connections) with DefaultTimeout. Any goroutine.
 func NewCollector(srv *loop.Server, opts ...Option) *Collector {
 	c := &Collector{srv: srv, timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -301,6 +302,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range clusterDescs {
+		ch <- d
+	}
 }
 
 // Collect takes one snapshot of the server and sends its metrics. When the snapshot fails
@@ -336,6 +340,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	collectOffload(ch, &snap.Offload)
 	c.collectRooms(ch, snap.Taken, roomsOf(&snap))
 	c.collectWebSockets(ch, &wss)
+	collectHandoffs(ch, &snap)
 }
 
 // websocketsOf returns the WebSocket figures of snap: loop/ws's stats section, or none when

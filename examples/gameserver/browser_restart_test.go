@@ -136,7 +136,7 @@ func TestBrowserMatchSurvivesRollingRestart(t *testing.T) {
 		if owner == nd.id {
 			moves++
 			var now string
-			// The socket closed with 4001 naming the new owner (ws.Config.LeaveOnDrain), and
+			// The socket closed with 4001 naming the new owner (ws.Config.KeepOnDrain), and
 			// the page resumed there without a join.
 			err := chromedp.Run(ctx, poll(fmt.Sprintf(`batonClient.stats.moves > %d && batonClient.stats.resumes > %d && batonClient.hello.resumed && batonClient.hello.node !== %q && state.seq > %d`, moved, resumes, nd.id, tick), 30*time.Second),
 				chromedp.Evaluate(`batonClient.hello.node`, &now))

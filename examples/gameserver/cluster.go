@@ -103,9 +103,9 @@ func (a *app) servePlay(c *loop.Ctx) {
 		c.String(503, "503 Service Unavailable: the match in room "+name+" is over; join again\n")
 		return
 	}
-	// LeaveOnDrain: when this node drains, room.Play closes the socket with 4001 naming
+	// KeepOnDrain: when this node drains, room.Play closes the socket with 4001 naming
 	// the node the room was handed to (or 1000 when the match ends), not the drain's 1001.
-	conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }, LeaveOnDrain: true})
+	conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }, KeepOnDrain: true})
 	if err != nil {
 		return
 	}

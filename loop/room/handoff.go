@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -96,10 +98,20 @@ func (h *handoffState) firstTick(n *node) {
 type handoffStats struct {
 	started, completed, failed, accepted atomic.Int64
 
-	mu   sync.Mutex
-	gaps []time.Duration // the last gapWindow gaps, a ring; guarded by mu
-	next int             // guarded by mu
+	mu     sync.Mutex
+	gaps   []time.Duration       // the last gapWindow gaps, a ring; guarded by mu
+	next   int                   // guarded by mu
+	gapN   int64                 // gaps recorded since start; guarded by mu
+	gapSum time.Duration         // their sum; guarded by mu
+	gapLE  [len(gapBounds)]int64 // gaps since start at most each bound; guarded by mu
 }
+
+// gapBounds are the bounds the gaps are counted under since the start (a histogram's
+// buckets: promexport exports it): around a period of 20-100 Hz, where gaps fall.
+var gapBounds = [...]time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 75 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond,
+	200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	2500 * time.Millisecond, 5 * time.Second, 10 * time.Second}
 
 func (s *handoffStats) gap(d time.Duration) {
 	s.mu.Lock()
@@ -109,30 +121,59 @@ func (s *handoffStats) gap(d time.Duration) {
 		s.gaps[s.next] = d
 		s.next = (s.next + 1) % gapWindow
 	}
+	s.gapN++
+	s.gapSum += d
+	for i, b := range gapBounds {
+		if d <= b {
+			s.gapLE[i]++
+		}
+	}
 	s.mu.Unlock()
 }
 
 // handoffFigures are a node's handoff figures on the stats page "cluster": handoffs this
 // node started (as the source), completed and failed; rooms it accepted (as the target);
-// and the freeze-to-first-tick gap of the last rooms it accepted (up to 1024): from the
-// moment the source stopped taking inputs to the room's first tick here, by the two
-// nodes' wall clocks.
+// and the freeze-to-first-tick gap of the rooms it accepted: how many, their sum and how
+// many were at most each bound since the start (a histogram), and the percentiles of the
+// last ones (up to 1024): from the moment the source stopped taking inputs to the room's
+// first tick here, by the two nodes' wall clocks. promexport exports them from the page's
+// JSON (their tags are its contract).
 type handoffFigures struct {
 	Started   int64         `json:"started"`
 	Completed int64         `json:"completed"`
 	Failed    int64         `json:"failed"`
 	Accepted  int64         `json:"accepted"`
-	Gaps      int           `json:"gaps"` // how many gaps the percentiles are over
+	GapsTotal int64         `json:"gaps_total"` // gaps recorded since the start
+	GapSum    time.Duration `json:"gap_sum_ns"` // their sum
+	GapBounds []int64       `json:"gap_bounds_ns"`
+	GapLE     []int64       `json:"gap_le"` // GapLE[i]: gaps since the start at most GapBounds[i]
+	Gaps      int           `json:"gaps"`   // how many the percentiles are over
 	GapP50    time.Duration `json:"gap_p50_ns"`
 	GapP99    time.Duration `json:"gap_p99_ns"`
 	GapMax    time.Duration `json:"gap_max_ns"`
+
+	window []time.Duration // the gaps the percentiles come from (take to read)
 }
 
-func (s *handoffStats) figures() handoffFigures {
+// take copies the figures, leaving the percentiles to read: the section's Take runs on a
+// loop. Any goroutine.
+func (s *handoffStats) take() handoffFigures {
 	f := handoffFigures{Started: s.started.Load(), Completed: s.completed.Load(), Failed: s.failed.Load(), Accepted: s.accepted.Load()}
 	s.mu.Lock()
-	g := slices.Clone(s.gaps)
+	f.window, f.GapsTotal, f.GapSum = slices.Clone(s.gaps), s.gapN, s.gapSum
+	f.GapLE = slices.Clone(s.gapLE[:])
 	s.mu.Unlock()
+	f.GapBounds = make([]int64, len(gapBounds))
+	for i, b := range gapBounds {
+		f.GapBounds[i] = int64(b)
+	}
+	return f
+}
+
+// read computes the percentiles of what take copied. Any goroutine.
+func (f handoffFigures) read() handoffFigures {
+	g := f.window
+	f.window = nil
 	if len(g) == 0 {
 		return f
 	}
@@ -141,6 +182,9 @@ func (s *handoffStats) figures() handoffFigures {
 	f.Gaps, f.GapP50, f.GapP99, f.GapMax = len(g), at(0.50), at(0.99), g[len(g)-1]
 	return f
 }
+
+// figures returns the figures now. Any goroutine.
+func (s *handoffStats) figures() handoffFigures { return s.take().read() }
 
 // envelope is what a handoff sends: the room's snapshot and what the runtime carries.
 type envelope struct {
@@ -492,7 +536,10 @@ func mac(key, body []byte) string {
 // ticks it from the room's next deadline with the next tick number. It answers the new
 // token, or an error status after which the room is not this node's. One input type per
 // server. Call it after UseDirectory (with a HandoffKey) and before ListenAndServe, from
-// one goroutine; the handler runs on the loop (loop mode).
+// one goroutine. Both modes: in multi-thread mode (loop.Config.MultiThread) the handler
+// takes the room in a task of its loop. With NodeConfig.HandoffAddr the endpoint is not a
+// route of srv: AcceptHandoffs listens there (an error if it cannot), serves it from the
+// server's start until ListenAndServe returns, and takes rooms on srv.LoopFor(name).
 func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config[I], error)) error {
 	v, ok := nodes.Load(serverKey(srv))
 	if !ok || v.(*node).local || v.(*node).hoKey == nil {
@@ -502,74 +549,216 @@ func AcceptHandoffs[I any](srv *loop.Server, configFor func(name string) (Config
 		return errors.New("room: AcceptHandoffs: nil configFor")
 	}
 	n := v.(*node)
-	srv.Handle("POST "+handoffPath, func(c *loop.Ctx) { accept(c, n, configFor) })
+	if n.hoAddr == "" {
+		srv.Handle("POST "+handoffPath, func(c *loop.Ctx) { accept(c, n, configFor) })
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.hoAddr)
+	if err != nil {
+		return fmt.Errorf("room: AcceptHandoffs: NodeConfig.HandoffAddr: %w", err)
+	}
+	n.cfg.InternalAddr = ln.Addr().String() // published when the node opens (at the start)
+	limit := srv.Config().Limits.MaxBodyBytes
+	hs := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			acceptHTTP(w, req, srv, n, limit, configFor)
+		})}
+	srv.OnStart(func(l *loop.Loop) error {
+		if l.Index() == 0 {
+			go func() { _ = hs.Serve(ln) }()
+		}
+		return nil
+	})
+	go func() {
+		<-srv.Done()
+		_ = hs.Close()
+		_ = ln.Close() // if it never served
+	}()
 	return nil
 }
 
-// accept is the handoff endpoint's handler. The handler's task (on the loop).
-func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I], error)) {
-	l := c.Loop()
-	body := c.Body()
-	if !hmac.Equal([]byte(c.Header(macHeader)), []byte(mac(n.hoKey, body))) {
-		c.String(401, "401 Unauthorized: bad handoff signature\n")
-		return
+// openEnvelope authenticates and decodes a handoff's body, or returns the answer refusing it.
+// Any goroutine.
+func (n *node) openEnvelope(body []byte, sig string) (envelope, *answer) {
+	if !hmac.Equal([]byte(sig), []byte(mac(n.hoKey, body))) {
+		return envelope{}, &answer{status: 401, msg: "bad handoff signature"}
 	}
 	env, err := decodeEnvelope(body, time.Now().UnixNano())
 	if errors.Is(err, errExpired) {
-		c.String(401, "401 Unauthorized: "+err.Error()+"\n")
-		return
+		return env, &answer{status: 401, msg: err.Error()}
 	} else if err != nil {
-		c.String(400, "400 Bad Request: "+err.Error()+"\n")
+		return env, &answer{status: 400, msg: err.Error()}
+	}
+	return env, nil
+}
+
+// accept is the handoff endpoint's handler on the server: it authenticates and decodes
+// the envelope wherever the handler runs, then takes the room on the loop (take). In loop
+// mode the handler's task is on the loop and takes it itself; a multi-thread handler (a
+// goroutine of its own, Task.MayBlock) starts a task on the loop to take it and waits for
+// its answer, since a room is loop-confined. The handler's task.
+func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I], error)) {
+	env, refused := n.openEnvelope(c.Body(), c.Header(macHeader))
+	if refused != nil {
+		refused.write(c)
 		return
 	}
-	if !l.OnLoop() {
-		c.String(500, "500 Internal Server Error: the handoff endpoint runs on the loop (loop mode)\n")
+	if !c.Task.MayBlock() {
+		take(&c.Task, n, configFor, env).write(c)
 		return
 	}
+	l := c.Loop()
+	res := loop.NewFuture[answer](l)
+	c.Task.OnLoop(func() { startTake(l, n, configFor, env, func(a answer) { res.Resolve(a, nil) }) })
+	a, err := res.Await(c, 2*handoffExpiry)
+	if err != nil {
+		// The loop stopped before taking the request, or this request was cancelled: the
+		// task (if it runs) ends on its own; the source reads the directory.
+		a = answer{status: 503, msg: "this node is stopping: " + err.Error()}
+	}
+	a.write(c)
+}
+
+// startTake starts a task on l that takes the room env carries and calls done with the
+// answer (at once with 503 if the loop is stopping). Loop-confined.
+func startTake[I any](l *loop.Loop, n *node, configFor func(name string) (Config[I], error), env envelope, done func(answer)) {
+	h := l.Go("room:handoff "+env.Room, func(t *loop.Task) { done(take(t, n, configFor, env)) })
+	if h.Task() == nil { // the loop is stopping: the task will not run
+		done(answer{status: 503, msg: "this node is stopping"})
+	}
+}
+
+// acceptHTTP is the handoff endpoint on the node's own listener (NodeConfig.HandoffAddr):
+// it authenticates and decodes on its goroutine, then takes the room in a task of the
+// room's loop (srv.LoopFor) and waits for the answer. A net/http handler.
+func acceptHTTP[I any](w http.ResponseWriter, req *http.Request, srv *loop.Server, n *node, limit int64, configFor func(name string) (Config[I], error)) {
+	if req.URL.Path != handoffPath {
+		http.NotFound(w, req)
+		return
+	}
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		answer{status: 405, msg: "POST only"}.writeHTTP(w)
+		return
+	}
+	if limit > 0 {
+		req.Body = http.MaxBytesReader(w, req.Body, limit)
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		answer{status: 413, msg: err.Error()}.writeHTTP(w)
+		return
+	}
+	env, refused := n.openEnvelope(body, req.Header.Get(macHeader))
+	if refused != nil {
+		refused.writeHTTP(w)
+		return
+	}
+	l := srv.LoopFor(env.Room)
+	res := make(chan answer, 1)
+	if l.Post(func() { startTake(l, n, configFor, env, func(a answer) { res <- a }) }) != nil {
+		answer{status: 503, msg: "this node is stopping"}.writeHTTP(w)
+		return
+	}
+	select {
+	case a := <-res:
+		a.writeHTTP(w)
+	case <-srv.Done():
+		answer{status: 503, msg: "this node stopped"}.writeHTTP(w)
+	case <-req.Context().Done(): // the source gave up; the task ends on its own
+	}
+}
+
+// answer is the endpoint's answer: 200 with the new token, or an error status.
+type answer struct {
+	status int
+	msg    string          // the error's text (not 200)
+	token  directory.Token // 200
+}
+
+// write answers a on c. The handler's task.
+func (a answer) write(c *loop.Ctx) {
+	if a.status == 200 {
+		c.JSON(200, map[string]directory.Token{"token": a.token})
+		return
+	}
+	if a.status == 503 {
+		c.SetHeader("Retry-After", "1")
+	}
+	c.String(a.status, a.text())
+}
+
+// writeHTTP answers a on w. A net/http handler.
+func (a answer) writeHTTP(w http.ResponseWriter) {
+	if a.status == 200 {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]directory.Token{"token": a.token})
+		return
+	}
+	if a.status == 503 {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(a.status)
+	_, _ = io.WriteString(w, a.text())
+}
+
+// text is an error answer's body.
+func (a answer) text() string {
+	return fmt.Sprintf("%d %s: %s\n", a.status, http.StatusText(a.status), a.msg)
+}
+
+// take restores the room env carries on t's loop, moves its claim here and starts it. A
+// task on the loop (it parks on the directory's Move).
+func take[I any](t *loop.Task, n *node, configFor func(name string) (Config[I], error), env envelope) answer {
+	l := t.Loop()
 	d := n.handle()
 	if d == nil || n.draining.Load() || l.Phase() != "serving" {
-		c.SetHeader("Retry-After", "1")
-		c.String(503, "503 Service Unavailable: this node takes no rooms now\n")
-		return
+		return answer{status: 503, msg: "this node takes no rooms now"}
 	}
 	cfg, err := configFor(env.Room)
 	if err != nil {
-		c.String(404, "404 Not Found: "+err.Error()+"\n")
-		return
+		return answer{status: 404, msg: err.Error()}
 	}
 	cfg.Name = env.Room
 	if err := cfg.Validate(); err != nil {
-		c.String(500, "500 Internal Server Error: "+err.Error()+"\n")
-		return
+		return answer{status: 500, msg: err.Error()}
 	}
 	if cfg.Restore == nil || cfg.Period != time.Duration(env.Period) {
-		c.String(409, fmt.Sprintf("409 Conflict: room %q here has no Restore or another period (%v, the room's %v)\n", env.Room, cfg.Period, time.Duration(env.Period)))
-		return
+		return answer{status: 409, msg: fmt.Sprintf("room %q here has no Restore or another period (%v, the room's %v)", env.Room, cfg.Period, time.Duration(env.Period))}
 	}
 	if cfg, err = fill(cfg); err != nil {
-		c.String(400, "400 Bad Request: "+err.Error()+"\n")
-		return
+		return answer{status: 400, msg: err.Error()}
 	}
 	tbl := tableOf(l)
-	if old := tbl.byName[env.Room]; old != nil && !old.ended && !old.stopping {
-		c.String(409, fmt.Sprintf("409 Conflict: room %q runs here already\n", env.Room))
-		return
+	for wait := n.cfg.RequestTimeout; ; wait -= 5 * time.Millisecond {
+		old := tbl.byName[env.Room]
+		if old == nil || old.ended || old.stopping {
+			break
+		}
+		if old.dir != nil || wait <= 0 {
+			return answer{status: 409, msg: fmt.Sprintf("room %q runs here already", env.Room)}
+		}
+		// A room of that name is being made here (a player arrived, was sent here, while the
+		// source owns the room): its claim fails against the source's and it stops. Wait.
+		if t.Sleep(5*time.Millisecond) != nil {
+			return answer{status: 503, msg: "this node is stopping"}
+		}
 	}
 	claimed := loop.NewFuture[directory.Token](l)
 	r := build(tbl, cfg, claimed, 0)
-	if c.Task.Contain(func() { err = cfg.Restore(r, env.State) }) {
+	if t.Contain(func() { err = cfg.Restore(r, env.State) }) {
 		err = errors.New("Config.Restore panicked")
 	}
 	if err == nil && len(env.Inputs) > 0 {
 		err = json.Unmarshal(env.Inputs, &r.in)
 	}
 	if err != nil {
-		c.String(422, fmt.Sprintf("422 Unprocessable Entity: room %q: %v\n", env.Room, err))
-		return
+		return answer{status: 422, msg: fmt.Sprintf("room %q: %v", env.Room, err)}
 	}
 	r.core.queueLen = len(r.in)
 	r.core.restoreSeats(env.Seats)
-	cl, err := offload.Do(&c.Task, func(ctx context.Context) (directory.Claim, error) {
+	cl, err := offload.Do(t, func(ctx context.Context) (directory.Claim, error) {
 		cl, err := d.Move(ctx, env.Room, directory.Token(env.Token), d.Node())
 		if errors.Is(err, directory.ErrUnavailable) { // it may have taken effect: the directory says
 			if cl2, err2 := d.Lookup(ctx, env.Room); err2 == nil && cl2.Node == d.Node() && cl2.Token > directory.Token(env.Token) {
@@ -583,8 +772,7 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		if errors.Is(err, directory.ErrNotOwner) || errors.Is(err, directory.ErrUnknownNode) {
 			status = 409
 		}
-		c.String(status, fmt.Sprintf("%d %s: moving room %q: %v\n", status, http.StatusText(status), env.Room, err))
-		return
+		return answer{status: status, msg: fmt.Sprintf("moving room %q: %v", env.Room, err)}
 	}
 	rc := &r.core
 	rc.dir = d
@@ -598,9 +786,8 @@ func accept[I any](c *loop.Ctx, n *node, configFor func(name string) (Config[I],
 		l.Go("room:release", func(t *loop.Task) {
 			_, _ = offload.Do(t, func(ctx context.Context) (struct{}, error) { return struct{}{}, d.Release(ctx, env.Room, cl.Token) })
 		})
-		c.String(503, "503 Service Unavailable: this node is stopping\n")
-		return
+		return answer{status: 503, msg: "this node is stopping"}
 	}
 	n.hos.accepted.Add(1)
-	c.JSON(200, map[string]directory.Token{"token": cl.Token})
+	return answer{status: 200, token: cl.Token}
 }

@@ -823,3 +823,214 @@ func TestHandoffStoppedMidway(t *testing.T) {
 	})
 	assert.Equal(t, int64(1), nodeOf(a).hos.figures().Failed)
 }
+
+// TestHandoffEndpointBothModes moves a room to a target in each mode: the endpoint
+// answered 500 in multi-thread mode (loop.Config.MultiThread: the handler runs on a
+// goroutine of its own, and the room is loop-confined), so no room could be handed to
+// such a node. In both modes the room moves, keeps its state and ticks on the target with
+// contiguous numbers, and a refused envelope still gets its status.
+func TestHandoffEndpointBothModes(t *testing.T) {
+	for _, mt := range []bool{false, true} {
+		name := map[bool]string{false: "loop", true: "multithread"}[mt]
+		t.Run(name, func(t *testing.T) {
+			emb := directory.NewEmbedded()
+			f := newFleet(10*time.Millisecond, CatchUp(1000))
+			a := handoffNode(t, emb, "a", f, loop.Config{MultiThread: mt})
+			b := handoffNode(t, emb, "b", f, loop.Config{MultiThread: mt})
+			r := f.open(t, a, "a", "mode")
+			require.NoError(t, r.Input(7))
+			waitFor(t, 5*time.Second, "the room did not tick 5 times on a", func() bool { _, n := f.latest("mode"); return n >= 5 })
+			tok, err := handoff(t, a, r, "b")
+			require.NoError(t, err)
+			<-r.Done()
+			waitFor(t, 5*time.Second, "the room did not tick 5 times on b", func() bool {
+				log := f.log("mode")
+				return len(log) > 0 && log[len(log)-1].node == "b" && f.room("mode") != r && len(log) > 10
+			})
+			st, _ := f.latest("mode")
+			assert.Equal(t, 7, st.Sum, "the state moved")
+			log := f.log("mode")
+			_, firstB := checkLog(t, log, "a", "b", true)
+			assert.Equal(t, tok, log[firstB].tok)
+			assert.Equal(t, int64(1), nodeOf(b).hos.figures().Accepted)
+
+			// A replay of the same room's move (a stale token) is refused with 409, not 500.
+			now := time.Now()
+			env := envelope{V: handoffVersion, Room: "mode", From: "a", Token: int64(tok) - 1, Period: int64(10 * time.Millisecond), N: 5,
+				Next: now.UnixNano(), Prev: now.UnixNano(), Frozen: now.UnixNano(), Expires: now.Add(time.Minute).UnixNano(), State: []byte(`{"Sum":1}`)}
+			body, err := json.Marshal(env)
+			require.NoError(t, err)
+			req, err := http.NewRequest("POST", "http://"+a.Addr().String()+handoffPath, strings.NewReader(string(body)))
+			require.NoError(t, err)
+			req.Header.Set(macHeader, mac(handoffKey, body))
+			res, err := handoffClient.Do(req)
+			require.NoError(t, err)
+			msg, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			assert.Equal(t, 409, res.StatusCode, "%s", msg)
+		})
+	}
+}
+
+// TestHandoffOwnListenerSharedPort: two servers on one port (SO_REUSEPORT, as a process
+// and the one replacing it on one machine), each serving the handoff endpoint on a
+// listener of its own (NodeConfig.HandoffAddr), published as its internal address. A room
+// moves from a to b with its state and contiguous tick numbers; the shared public port has
+// no handoff route; the own listener refuses what the route refuses (401, 405, 404).
+func TestHandoffOwnListenerSharedPort(t *testing.T) {
+	emb := directory.NewEmbedded()
+	f := newFleet(10*time.Millisecond, CatchUp(1000))
+	node := func(id, addr string) *loop.Server {
+		s := loop.New(looptest.Config(t, loop.Config{Addr: addr}))
+		require.NoError(t, UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: id}, HandoffKey: handoffKey, HandoffAddr: "127.0.0.1:0"}))
+		require.NoError(t, AcceptHandoffs(s, f.config(id)))
+		looptest.Start(t, s)
+		waitFor(t, 5*time.Second, "the node did not open its directory handle", func() bool { return nodeOf(s).handle() != nil })
+		return s
+	}
+	a := node("a", "")
+	b := node("b", a.Addr().String())
+	require.Equal(t, a.Addr().String(), b.Addr().String(), "one port")
+	ia, ib := nodeOf(a).cfg.InternalAddr, nodeOf(b).cfg.InternalAddr
+	require.NotEqual(t, ia, ib)
+	require.NotEqual(t, a.Addr().String(), ia)
+	ns, err := nodeOf(a).handle().Nodes(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ns, 2)
+	for _, ni := range ns {
+		assert.Equal(t, a.Addr().String(), ni.PublicAddr, "both public on the shared port")
+		assert.Equal(t, map[string]string{"a": ia, "b": ib}[ni.ID], ni.InternalAddr, "published")
+	}
+
+	r := f.open(t, a, "a", "shared")
+	require.NoError(t, r.Input(5))
+	waitFor(t, 5*time.Second, "the room did not tick 5 times on a", func() bool { _, n := f.latest("shared"); return n >= 5 })
+	tok, err := handoff(t, a, r, "b")
+	require.NoError(t, err)
+	<-r.Done()
+	waitFor(t, 5*time.Second, "the room did not tick 5 times on b", func() bool {
+		log := f.log("shared")
+		return len(log) > 0 && log[len(log)-1].node == "b" && len(log) > 10
+	})
+	st, _ := f.latest("shared")
+	assert.Equal(t, 5, st.Sum)
+	log := f.log("shared")
+	_, firstB := checkLog(t, log, "a", "b", true)
+	assert.Equal(t, tok, log[firstB].tok)
+	assert.Equal(t, int64(1), nodeOf(b).hos.figures().Accepted)
+	assert.Equal(t, int64(1), nodeOf(b).hos.figures().GapsTotal)
+
+	status := func(method, url, sig string, body []byte) int {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(string(body)))
+		require.NoError(t, err)
+		if sig != "" {
+			req.Header.Set(macHeader, sig)
+		}
+		res, err := handoffClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	body := []byte(`{"v":1}`)
+	assert.Equal(t, 404, status("POST", "http://"+a.Addr().String()+handoffPath, mac(handoffKey, body), body), "no route on the public port")
+	assert.Equal(t, 401, status("POST", "http://"+ib+handoffPath, mac([]byte(strings.Repeat("z", 32)), body), body))
+	assert.Equal(t, 400, status("POST", "http://"+ib+handoffPath, mac(handoffKey, body), body))
+	assert.Equal(t, 405, status("GET", "http://"+ib+handoffPath, "", nil))
+	assert.Equal(t, 404, status("POST", "http://"+ib+"/other", "", nil))
+}
+
+// TestHandoffAddrConfig: HandoffAddr with an InternalAddr of its own is refused; an
+// address that cannot be listened on is AcceptHandoffs's error.
+func TestHandoffAddrConfig(t *testing.T) {
+	emb := directory.NewEmbedded()
+	s := loop.New(looptest.Config(t, loop.Config{}))
+	err := UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: "x", InternalAddr: "10.0.0.1:1"}, HandoffKey: handoffKey, HandoffAddr: "127.0.0.1:0"})
+	require.ErrorContains(t, err, "HandoffAddr")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	require.NoError(t, UseDirectory(s, emb, NodeConfig{Directory: directory.Config{Node: "x"}, HandoffKey: handoffKey, HandoffAddr: busy.Addr().String()}))
+	require.ErrorContains(t, AcceptHandoffs(s, newFleet(time.Second, SkipLate).config("x")), "HandoffAddr")
+	looptest.Start(t, s)
+}
+
+// slowClaims is a directory whose claims wait until release is closed.
+type slowClaims struct {
+	op      directory.Opener
+	release chan struct{}
+	waiting atomic.Int32
+}
+
+func (o *slowClaims) Open(ctx context.Context, cfg directory.Config) (directory.Directory, error) {
+	d, err := o.op.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return slowClaimDir{d, o}, nil
+}
+
+type slowClaimDir struct {
+	directory.Directory
+	o *slowClaims
+}
+
+func (d slowClaimDir) Claim(ctx context.Context, room string) (directory.Claim, error) {
+	d.o.waiting.Add(1)
+	<-d.o.release
+	return d.Directory.Claim(ctx, room)
+}
+
+// TestHandoffWaitsForARoomBeingMade: a player reaches the target for a room the source
+// still owns, so the target makes a room of that name whose claim is pending (it will
+// fail: the source holds the claim). A handoff arriving then waits for that room to stop
+// and takes the room, where it answered 409 before (and the room could not move there:
+// with players reconnecting during a drain, rooms were lost).
+func TestHandoffWaitsForARoomBeingMade(t *testing.T) {
+	emb := directory.NewEmbedded()
+	slow := &slowClaims{op: emb, release: make(chan struct{})}
+	f := newFleet(10*time.Millisecond, CatchUp(1000))
+	a := handoffNode(t, emb, "a", f, loop.Config{})
+	b := handoffNode(t, slow, "b", f, loop.Config{})
+	r := f.open(t, a, "a", "busy")
+	require.NoError(t, r.Input(4))
+	cfg, _ := f.config("b")("busy")
+	var made *Room[int]
+	looptest.OnLoop(t, b.Loop(0), func() {
+		var err error
+		made, err = New(b.Loop(0), cfg) // as Admit does for a player who arrived at b
+		require.NoError(t, err)
+	})
+	waitFor(t, 5*time.Second, "b's room did not start its claim", func() bool { return slow.waiting.Load() > 0 })
+	done := make(chan error, 1)
+	go func() { _, err := handoff(t, a, r, "b"); done <- err }()
+	waitFor(t, 5*time.Second, "the handoff did not reach b", func() bool { // b's endpoint holds it
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		snap, err := stats.Take(ctx, b, stats.ViewTasks)
+		require.NoError(t, err)
+		for _, tk := range snap.Tasks.Live {
+			if tk.Route == "POST "+handoffPath {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the handoff answered while b's room of the name was being made: %v", err)
+	default:
+	}
+	close(slow.release) // b's claim fails against a's: its room stops
+	require.NoError(t, <-done)
+	<-made.Done()
+	assert.Zero(t, made.Token(), "b's own room of the name was never claimed")
+	waitFor(t, 5*time.Second, "the room did not tick on b", func() bool {
+		log := f.log("busy")
+		return len(log) > 0 && log[len(log)-1].node == "b"
+	})
+	st, _ := f.latest("busy")
+	assert.Equal(t, 4, st.Sum)
+	checkLog(t, f.log("busy"), "a", "b", true)
+}

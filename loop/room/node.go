@@ -50,8 +50,9 @@ type node struct {
 	orphanMu sync.Mutex
 	orphans  []orphan // guarded by orphanMu
 
-	hoKey []byte       // NodeConfig.HandoffKey; nil: no handoffs
-	hos   handoffStats // handoff.go
+	hoKey  []byte       // NodeConfig.HandoffKey; nil: no handoffs
+	hoAddr string       // NodeConfig.HandoffAddr; immutable
+	hos    handoffStats // handoff.go
 
 	rkey []byte    // signs resume tokens: HandoffKey, or a random key of this process
 	sts  seatStats // seats.go
@@ -116,6 +117,14 @@ type NodeConfig struct {
 	// room snapshots nodes send each other (an HMAC-SHA256 of each request's body). Nil:
 	// the node neither hands rooms off nor accepts them (docs/handoff.md).
 	HandoffKey []byte
+	// HandoffAddr, when set (host:port; port 0 picks one), is where AcceptHandoffs serves
+	// the handoff endpoint: a listener of its own (net/http), not the server's, published
+	// as the node's InternalAddr (Directory.InternalAddr must then be empty). Processes
+	// that share the server's port (SO_REUSEPORT: a new process taking over from the one
+	// it replaces on one machine) need it: a handoff sent to the shared port could reach
+	// the sender itself. It also keeps the endpoint off the public listener. Empty: the
+	// endpoint is a route of the server.
+	HandoffAddr string
 }
 
 // nodes maps each server (weakly held) to its node.
@@ -145,11 +154,14 @@ func UseDirectory(srv *loop.Server, op directory.Opener, cfg NodeConfig) error {
 	if cfg.PublishEvery == 0 {
 		cfg.PublishEvery = time.Second
 	}
+	if cfg.HandoffAddr != "" && cfg.Directory.InternalAddr != "" {
+		return fmt.Errorf("room: UseDirectory: NodeConfig.HandoffAddr (%s) and Directory.InternalAddr (%s) are both set: the node's internal address is its handoff listener's", cfg.HandoffAddr, cfg.Directory.InternalAddr)
+	}
 	if cfg.HandoffKey != nil && len(cfg.HandoffKey) < minHandoffKey {
 		return fmt.Errorf("room: UseDirectory: NodeConfig.HandoffKey is %d bytes; it must be at least %d", len(cfg.HandoffKey), minHandoffKey)
 	}
 	n := &node{op: op, cfg: cfg.Directory.WithDefaults(), seats: cfg.Seats, every: cfg.PublishEvery,
-		hoKey: append([]byte(nil), cfg.HandoffKey...)} // nil without a key
+		hoKey: append([]byte(nil), cfg.HandoffKey...), hoAddr: cfg.HandoffAddr} // nil without a key
 	n.rkey = n.hoKey
 	if n.rkey == nil {
 		n.rkey = randomKey() // resume works on this node only
@@ -405,7 +417,7 @@ func (n *node) figures() nodeFigures {
 	if e := n.lastErr.Load(); e != nil {
 		f.LastError = *e
 	}
-	f.Handoffs = n.hos.figures()
+	f.Handoffs = n.hos.take() // its percentiles in the section's Read, off the loop
 	f.Seats = n.sts.figures()
 	return f
 }
@@ -420,6 +432,19 @@ var clusterSection = loop.StatsSection{
 			return nodeFigures{}, nil
 		}
 		return v.(*node).figures(), nil
+	},
+	Read: func(v any) any {
+		f := v.(nodeFigures)
+		f.Handoffs = f.Handoffs.read()
+		return f
+	},
+	Series: func(v any) map[string]float64 {
+		h := v.(nodeFigures).Handoffs
+		return map[string]float64{
+			"handoffs_started_total": float64(h.Started), "handoffs_completed_total": float64(h.Completed),
+			"handoffs_failed_total": float64(h.Failed), "handoffs_accepted_total": float64(h.Accepted),
+			"handoff_gap_p99_ms": float64(h.GapP99) / 1e6,
+		}
 	},
 }
 

@@ -89,13 +89,14 @@ type Config struct {
 	// most 1. Default 0.95 (as /readyz by default).
 	SaturatedUtilisation float64
 
-	// LeaveOnDrain: when the server's drain begins, the route's connections are left open
-	// to their handlers instead of being sent the drain's 1001 close frame. For handlers
-	// that end with the drain on their own: a room member served by room.Play is closed
-	// with 4001 naming the node its room was handed to, or with 1000 when the room ends
-	// (docs/client-protocol.md). A connection whose handler does not end is closed when
-	// the drain's deadline passes. Off by default.
-	LeaveOnDrain bool
+	// KeepOnDrain: when the server begins to drain, the route's connections are not
+	// closed with 1001; the handler decides when each ends, and the drain waits for them
+	// (its deadline closes the rest, 1001). For connections that follow something outliving
+	// this server elsewhere: a room member served by room.Play is closed with
+	// room.CloseMoved (4001) naming the node its room was handed to, or with 1000 when the
+	// room ends, so its player goes straight to the new owner (docs/client-protocol.md,
+	// docs/handoff.md). Off by default: every WebSocket gets 1001 at once.
+	KeepOnDrain bool
 }
 
 // Validate reports the first invalid field of c, naming it and its value. The zero Config
@@ -130,7 +131,7 @@ type limits struct {
 	satUtil                                      float64
 	compress, takeover                           bool
 	compressThreshold                            int
-	leaveOnDrain                                 bool
+	keepOnDrain                                  bool
 }
 
 // limitsOf returns c's figures with every zero field replaced by its default.
@@ -139,7 +140,7 @@ func limitsOf(c *Config) limits {
 		pongTimeout: c.PongTimeout, stall: c.StallTimeout, closeAfter: c.CloseTimeout,
 		satLag: c.SaturatedLag, satUtil: c.SaturatedUtilisation,
 		compress: c.Compression, takeover: c.CompressionContextTakeover, compressThreshold: c.CompressionThreshold,
-		leaveOnDrain: c.LeaveOnDrain}
+		keepOnDrain: c.KeepOnDrain}
 	if l.maxMessage == 0 {
 		l.maxMessage = 1 << 20
 	}

@@ -1002,11 +1002,11 @@ func (t *taken) OnClose(rc *loop.RawConn, err error) {
 	}
 }
 
-// OnDrain sends the shutdown's 1001 close frame, unless the route leaves its connections
-// to their handlers (Config.LeaveOnDrain).
+// OnDrain sends the shutdown's 1001 close frame, unless the route keeps its connections
+// through the drain (Config.KeepOnDrain).
 func (t *taken) OnDrain(rc *loop.RawConn) {
 	w := t.conn(rc)
-	if w.state != stateOpen || w.lim.leaveOnDrain {
+	if w.state != stateOpen || w.lim.keepOnDrain {
 		return
 	}
 	w.writeClose(httpcodec.WSCloseGoingAway, "server shutting down")

@@ -86,16 +86,16 @@ func TestDrainHooksSpeakBeforeWebSocketsClose(t *testing.T) {
 	}
 }
 
-// TestDrainLeavesConnectionsToHandlers: a route with Config.LeaveOnDrain gets no 1001 when
+// TestDrainKeepsConnectionsForHandlers: a route with Config.KeepOnDrain gets no 1001 when
 // the drain begins: its handler, told by the server's Draining future, says its last word
 // and closes with its own code (4001, as room.Play does when the room was handed to
 // another node), and the drain waits for it; a route without the option gets the 1001.
 // Real WebSocket clients (gorilla/websocket).
-func TestDrainLeavesConnectionsToHandlers(t *testing.T) {
+func TestDrainKeepsConnectionsForHandlers(t *testing.T) {
 	s := newServer(t, loop.Config{}, Config{})
 	joined := make(chan struct{}, 2)
 	s.Handle("GET /left", func(c *loop.Ctx) {
-		w, err := Upgrade(c, Config{LeaveOnDrain: true})
+		w, err := Upgrade(c, Config{KeepOnDrain: true})
 		if err != nil {
 			return
 		}
