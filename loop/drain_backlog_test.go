@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -137,4 +138,79 @@ func tryOnce(addr string) (int, error) {
 		return 0, errors.New("status " + resp.Status)
 	}
 	return resp.StatusCode, nil
+}
+
+// A draining server's listeners take no new connection: from the drain's start the SYN of
+// a new connection is dropped (its client retries within a second and then finds the port
+// closed, or another server on it), so no connection is completed by the kernel only to be
+// reset when the listener closes. Every shard's listener (SO_REUSEPORT spreads the
+// connects over them). The drain is held open meanwhile; a connect is also allowed to be
+// refused, since a listener closes once the drain's grace for handshakes already under
+// way has passed. Off Linux there is no SYN filter: the listener only closes after that
+// grace.
+func TestDrainListenerTakesNoNewConnection(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the listener's SYN filter is Linux only (acceptor.beginDrain)")
+	}
+	for _, shards := range []int{1, 2} {
+		t.Run(map[int]string{1: "one loop", 2: "two shards"}[shards], func(t *testing.T) {
+			bothModes(t, func(t *testing.T, multi bool) {
+				s := New(Config{Addr: "127.0.0.1:0", Shards: shards, MultiThread: multi, Logger: quietLogger(t)})
+				s.Handle("GET /x", func(c *Ctx) { c.String(200, "ok") })
+				held := make(chan func(), shards)
+				for _, l := range s.Loops() {
+					l.OnDrain(func() { // on l, after its listener stopped taking connections
+						release := l.HoldDrain()
+						held <- func() { l.Post(release) }
+					})
+				}
+				errc := serveInBackground(t, s)
+				addr := s.Addr().String()
+				status, err := tryOnce(addr)
+				require.NoError(t, err)
+				require.Equal(t, 200, status)
+
+				shut := make(chan error, 1)
+				go func() { shut <- s.Shutdown(context.Background()) }()
+				var releases []func()
+				for range shards {
+					releases = append(releases, <-held)
+				}
+				// Every shard is draining and held: new connects must not complete.
+				var wg sync.WaitGroup
+				connected := make(chan string, 16)
+				for range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						nc, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+						if err == nil {
+							connected <- nc.LocalAddr().String()
+							_ = nc.Close()
+							return
+						}
+						var ne net.Error
+						if !errors.Is(err, syscall.ECONNREFUSED) && !(errors.As(err, &ne) && ne.Timeout()) {
+							connected <- "unexpected error: " + err.Error()
+						}
+					}()
+				}
+				wg.Wait()
+				close(connected)
+				var got []string
+				for c := range connected {
+					got = append(got, c)
+				}
+				require.Empty(t, got, "connections the draining listener took (they would be answered 503, or reset when it closes)")
+
+				for _, release := range releases {
+					release()
+				}
+				require.NoError(t, <-shut)
+				require.ErrorIs(t, <-errc, ErrServerClosed)
+				_, err = net.DialTimeout("tcp", addr, 5*time.Second)
+				require.ErrorIs(t, err, syscall.ECONNREFUSED, "the port is closed once the server stopped")
+			})
+		})
+	}
 }
