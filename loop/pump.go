@@ -144,12 +144,9 @@ func (s *Server) finalStop() {
 	s.sched.Close() // idempotent
 	s.drain.report.Refused = s.adm.refused
 	for _, cs := range s.conns.all {
-		if cs.state == connOpen && !cs.busy() && cs.raw == nil && (cs.gc.InboundBuffered() > 0 || !cs.heard) {
-			// A request read but not started, or a connection that has sent nothing yet (the
-			// listener took it during the drain): 503 ahead of the close.
-			_, _ = cs.gc.Discard(-1)
-			s.answerUnheard(cs)
-		}
+		// A request read but not started, or a connection that has sent nothing yet (the
+		// listener took it during the drain): 503 ahead of the close.
+		s.answerUnserved(cs)
 		if cs.raw != nil {
 			s.rawStopping(cs.raw)
 		}
