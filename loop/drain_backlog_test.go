@@ -85,11 +85,29 @@ func TestDrainAnswersOrRefusesEveryConnection(t *testing.T) {
 				}()
 			}
 			require.Eventually(t, func() bool { return ran.Load() >= 200 }, 20*time.Second, time.Millisecond)
+			// A connection that has sent nothing when the drain begins is answered 503 once
+			// its grace ends (or at the stop): the clients above may or may not leave one
+			// (new connects are dropped from the drain's start), this one always does.
+			nc, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			witness := make(chan int, 1)
+			go func() {
+				defer func() { _ = nc.Close() }() // as a client does after "Connection: close": the drain waits for it
+				_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+				resp, err := http.ReadResponse(newReader(nc), nil)
+				if err != nil {
+					witness <- 0
+					return
+				}
+				_ = resp.Body.Close()
+				witness <- resp.StatusCode
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			require.NoError(t, s.Shutdown(ctx))
 			require.ErrorIs(t, <-errc, ErrServerClosed)
 			require.NoError(t, <-slowDone, "the request in flight at the drain")
+			require.Equal(t, 503, <-witness, "the connection that had sent nothing when the drain began")
 			// Every client ends at a refused connect; bound the wait all the same.
 			waited := make(chan struct{})
 			go func() { wg.Wait(); close(waited) }()
@@ -102,7 +120,6 @@ func TestDrainAnswersOrRefusesEveryConnection(t *testing.T) {
 			t.Logf("answered %d (%d ran), refused %d, connect failed %d, accepted and then reset or closed without a response %d",
 				answered.Load(), ran.Load(), refused.Load(), connectFailed.Load(), len(bad))
 			require.Empty(t, bad, "connections accepted and then reset or closed without a response")
-			require.Positive(t, answered.Load()-ran.Load(), "no connection was answered 503 during the drain")
 		})
 	}
 }
