@@ -69,12 +69,13 @@ type acceptor struct {
 
 	accepted, resourceErrs, shed, otherErrs, regErrs atomic.Uint64
 
-	mu         sync.Mutex // guards closed, draining, swept, pending, settleFrom; serializes handing over with close
+	mu         sync.Mutex // guards closed, draining, swept, pending, handedAt, settleFrom; serializes handing over with close
 	closed     bool
 	draining   bool                           // a drain began: the listener takes no new connections (beginDrain)
 	drainAt    time.Time                      // when beginDrain ran
 	swept      bool                           // draining, and the backlog was accepted and the listening socket closed
 	pending    []<-chan gnet.RegisteredResult // registrations whose result was not seen yet
+	handedAt   time.Time                      // when the last registration was queued
 	settleFrom time.Time                      // when settled was first called
 	quit       chan struct{}                  // closed by close
 	wg         sync.WaitGroup
@@ -408,6 +409,7 @@ func (a *acceptor) handOver(eng gnet.Engine, c *net.TCPConn) bool {
 		// connection): it is collected without blocking, here and by settled.
 		a.pruneLocked()
 		a.pending = append(a.pending, ch)
+		a.handedAt = time.Now()
 	}
 	a.mu.Unlock()
 	if err != nil {
@@ -443,8 +445,9 @@ func (a *acceptor) pruneLocked() {
 // while the loop keeps turning: gnet drops what is queued behind the task that stops the
 // engine, and the worker that queued it then waits forever (eventloop_unix.go:188-197).
 // Call it on the loop before stopping the engine, and keep the loop turning while it
-// reports false; after settleLimit it reports true regardless (a registration that failed
-// before reaching the loop is collected, but one stuck elsewhere must not hold the stop).
+// reports false; settleLimit after the last registration (or after the first call, if
+// later) it reports true regardless (a registration that failed before reaching the loop
+// is collected, but one stuck elsewhere must not hold the stop).
 func (a *acceptor) settled() bool {
 	a.mu.Lock()
 	if a.settleFrom.IsZero() {
@@ -464,7 +467,18 @@ func (a *acceptor) settled() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pruneLocked()
-	return len(a.pending) == 0 || time.Since(a.settleFrom) > settleLimit
+	// Each registration gets settleLimit from its hand-over at least: a sweep that ran
+	// late (its goroutine waited for a CPU) must not leave its last connections no time to
+	// reach the loop, or they would hang, never answered nor closed.
+	return len(a.pending) == 0 || time.Since(later(a.settleFrom, a.handedAt)) > settleLimit
+}
+
+// later returns the later of two times.
+func later(x, y time.Time) time.Time {
+	if y.After(x) {
+		return y
+	}
+	return x
 }
 
 // settleLimit bounds how long settled holds a stop for registrations in flight; they
