@@ -550,8 +550,7 @@ func (s *Server) sweep(now int64) {
 		switch kind {
 		case deadlineIdle:
 			if !cs.busy() && cs.accepting() {
-				if !cs.heard && s.life.draining() {
-					s.answerUnheard(cs)
+				if s.life.draining() && s.answerUnserved(cs) {
 					s.flush(cs) // and closes it gracefully
 					continue
 				}

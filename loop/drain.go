@@ -92,6 +92,22 @@ func (s *Server) answerUnheard(cs *conn) {
 	s.drain.report.RejectedDuring++
 }
 
+// answerUnserved answers cs 503 (answerUnheard) when no request of it can run any more
+// and it has one the server will never read: it is open, with no request in flight and
+// not taken over, and holds unparsed input or has sent nothing yet. It discards that
+// input and reports whether it answered; the caller flushes. For a stopping loop (it
+// parses no request any more: OnTraffic, finalStop) and for the idle deadline of a
+// draining one (sweep), which would otherwise close a connection whose request it never
+// read without a byte. Loop-confined.
+func (s *Server) answerUnserved(cs *conn) bool {
+	if cs.state != connOpen || cs.busy() || cs.raw != nil || (cs.heard && cs.gc.InboundBuffered() == 0) {
+		return false
+	}
+	_, _ = cs.gc.Discard(-1)
+	s.answerUnheard(cs)
+	return true
+}
+
 // drainRetryAfterHeader is the header of the server's own 503s during a drain.
 var drainRetryAfterHeader = []httpcodec.Header{
 	plainTextHeader[0],

@@ -11,9 +11,10 @@ import (
 )
 
 // TestDrainRefusalSaysRetryAfter: while a request in flight holds the drain open, a request
-// on a new connection is refused with 503, Retry-After: 1 and Connection: close (the
-// request did not run, so a client may send it again, a POST included), and the request in
-// flight still completes.
+// sent during the drain on a connection opened before it is refused with 503, Retry-After:
+// 1 and Connection: close (the request did not run, so a client may send it again, a POST
+// included), and the request in flight still completes. (A new connection is not taken
+// during a drain at all: TestDrainListenerTakesNoNewConnection.)
 func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	s := New(Config{Addr: "127.0.0.1:0", Logger: quietLogger(t)})
 	release := NewFuture[struct{}](s.loopRef)
@@ -33,6 +34,7 @@ func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	inflight := dial(t, addr)
 	inflight.send("GET /hold HTTP/1.1\r\nHost: test\r\n\r\n")
 	require.Eventually(t, holding.Load, 10*time.Second, time.Millisecond)
+	late := dial(t, addr) // silent until the drain began
 	shut := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -41,7 +43,6 @@ func TestDrainRefusalSaysRetryAfter(t *testing.T) {
 	}()
 	require.Eventually(t, s.Draining().Done, 10*time.Second, time.Millisecond)
 
-	late := dial(t, addr)
 	late.send("POST /order HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\nhi")
 	resp, _ := late.read("POST")
 	assert.Equal(t, 503, resp.StatusCode)

@@ -137,6 +137,12 @@ func (s *Server) connTraffic(gc gnet.Conn, cs *conn) {
 		return
 	}
 	if s.life.load() >= stateStopping {
+		// No request runs any more (the loop waits for the last accepted connections to
+		// reach it, then stops): one that arrives now is answered 503 at once, before its
+		// idle deadline could close the connection without a response.
+		if s.answerUnserved(cs) {
+			s.flush(cs)
+		}
 		return
 	}
 	if cs.raw != nil {
