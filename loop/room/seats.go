@@ -194,7 +194,7 @@ func (c *core) sit(t *loop.Task, player string, resume bool, nonce uint64) (*sea
 			return nil, errSpent
 		}
 	}
-	if err := c.attachSeat(t); err != nil {
+	if err := c.join("Admit", t); err != nil {
 		return nil, err
 	}
 	nf := &c.tbl.node.sts
@@ -229,9 +229,10 @@ func (c *core) sit(t *loop.Task, player string, resume bool, nonce uint64) (*sea
 	return s, nil
 }
 
-// attachSeat makes t a member (as Attach). Loop-confined.
-func (c *core) attachSeat(t *loop.Task) error {
-	c.sameLoop("Admit", t)
+// join makes t a member of the room for Attach and Admit (op names the caller in a
+// panic): moved from the room it is in, if any. Loop-confined.
+func (c *core) join(op string, t *loop.Task) error {
+	c.sameLoop(op, t)
 	if c.stopping || c.ended {
 		return ErrRoomStopped
 	}
