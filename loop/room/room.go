@@ -635,8 +635,9 @@ func (r *Room[I]) Go(name string, fn func(t *loop.Task)) *loop.TaskHandle {
 // (it would race). Loop-confined: a multi-thread handler attaches its task through the
 // loop's Post; the invariants build (go test -race) panics on a call off the loop.
 func (r *Room[I]) Attach(t *loop.Task) error {
+	r.core.sameLoop("Attach", t)
 	r.core.confined("Attach")
-	return r.core.join("Attach", t)
+	return r.core.join(t)
 }
 
 // Detach ends t's membership: its loop time so far stays counted. A task of another loop
