@@ -635,18 +635,9 @@ func (r *Room[I]) Go(name string, fn func(t *loop.Task)) *loop.TaskHandle {
 // (it would race). Loop-confined: a multi-thread handler attaches its task through the
 // loop's Post; the invariants build (go test -race) panics on a call off the loop.
 func (r *Room[I]) Attach(t *loop.Task) error {
-	c := &r.core
-	c.sameLoop("Attach", t)
-	c.confined("Attach")
-	if c.stopping || c.ended {
-		return ErrRoomStopped
-	}
-	if prev := c.tbl.owner[t]; prev == c {
-		return nil
-	} else if prev != nil {
-		prev.detach(t)
-	}
-	return c.attach(t)
+	r.core.sameLoop("Attach", t)
+	r.core.confined("Attach")
+	return r.core.join(t)
 }
 
 // Detach ends t's membership: its loop time so far stays counted. A task of another loop

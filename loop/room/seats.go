@@ -194,7 +194,8 @@ func (c *core) sit(t *loop.Task, player string, resume bool, nonce uint64) (*sea
 			return nil, errSpent
 		}
 	}
-	if err := c.attachSeat(t); err != nil {
+	c.sameLoop("Admit", t)
+	if err := c.join(t); err != nil {
 		return nil, err
 	}
 	nf := &c.tbl.node.sts
@@ -229,9 +230,9 @@ func (c *core) sit(t *loop.Task, player string, resume bool, nonce uint64) (*sea
 	return s, nil
 }
 
-// attachSeat makes t a member (as Attach). Loop-confined.
-func (c *core) attachSeat(t *loop.Task) error {
-	c.sameLoop("Admit", t)
+// join makes t, a task of the room's loop, a member of the room for Attach and Admit:
+// moved from the room it is in, if any. Loop-confined.
+func (c *core) join(t *loop.Task) error {
 	if c.stopping || c.ended {
 		return ErrRoomStopped
 	}
