@@ -229,30 +229,28 @@ func (p *playClient) reconnect(hc *http.Client, addr string, resumeAt bool, sinc
 		}
 		joined = true
 		at, seat, wait, err := p.join(hc)
-		if err != nil {
+		switch {
+		case err != nil:
 			p.refused1("join", joinStatus(err))
-		}
-		if err == nil && p.resume != "" {
+		case p.resume != "": // the seat may be held where the room is: the token first
 			conn, h, status, _, _ := dialContract(at, p.room, "resume="+url.QueryEscape(p.resume))
 			if conn != nil {
 				p.hello(conn, at, h)
 				return joined, nil
 			}
 			p.refused1("resume", status)
-			if status == 401 {
-				p.resume = ""
-			} else {
-				err = fmt.Errorf("resume at %s: %d", at, status)
+			if status != 401 { // not refused (307, 503, unreachable): wait, join again
+				break
 			}
-		}
-		if err == nil {
+			p.resume = "" // the seat is gone: a new seat, with the join's token
+			fallthrough
+		default:
 			conn, h, status, _, _ := dialContract(at, p.room, "seat="+url.QueryEscape(seat))
 			if conn != nil {
 				p.hello(conn, at, h)
 				return joined, nil
 			}
 			p.refused1("seat", status)
-			err = fmt.Errorf("seat at %s: %d", at, status)
 		}
 		time.Sleep(max(wait, contractBackoff(tries)/2+rand.N(contractBackoff(tries)/2)))
 		tries++
