@@ -304,6 +304,7 @@ type playResult struct {
 	viaJoin                             int             // back with a new seat: the resume refused, or the room ended
 	roomsBad                            []string        // acked inputs missing from a room's state, or inputs out of order
 	refusals                            map[string]int  // the bots' failed tries (playClient.refusals)
+	refusedWhy                          map[string]string
 	elapsed                             time.Duration
 	botCPU                              time.Duration
 }
@@ -357,7 +358,7 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 	var after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 
-	r := playResult{refusals: map[string]int{}}
+	r := playResult{refusals: map[string]int{}, refusedWhy: map[string]string{}}
 	r.elapsed = elapsed
 	r.botCPU = time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
 	for _, b := range bots {
@@ -369,6 +370,9 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 		r.refused += b.refused
 		for k, n := range b.refusals {
 			r.refusals[k] += n
+			if _, ok := r.refusedWhy[k]; !ok {
+				r.refusedWhy[k] = b.refusedWhy[k]
+			}
 		}
 		for _, back := range b.backs {
 			switch back.cause {
@@ -452,6 +456,9 @@ func report(t *testing.T, name string, c *gameCluster, r playResult, rooms, play
 		n, per,
 		ms(pct(r.intervals, 0.5)), ms(pct(r.intervals, 0.99)), ms(pct(r.intervals, 1)),
 		cpu.Round(10*time.Millisecond), r.botCPU.Round(10*time.Millisecond))
+	for k, why := range r.refusedWhy {
+		t.Logf("first %q: %s", k, why)
+	}
 }
 
 // rollingSize is the rolling-restart test's size: BATON_ROLLING_FULL=1 runs the issue's

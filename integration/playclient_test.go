@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -59,7 +60,8 @@ type playClient struct {
 	moved        []string // the nodes 4001 closes named
 	wasResumed   bool     // the latest hello took a seat back
 	backs        []clientBack
-	refusals     map[string]int // connection tries that failed, by what and why: "resume 503", "join 503", "seat 401"...
+	refusals     map[string]int    // connection tries that failed, by what and status: "resume 503", "join 503", "seat 401"...
+	refusedWhy   map[string]string // the first failure of each key of refusals, as the server said it
 	problems     []string
 }
 
@@ -82,12 +84,15 @@ var contractDialer = websocket.Dialer{HandshakeTimeout: 5 * time.Second}
 // host; a socket that ends before the hello returns status 0.
 func dialContract(addr, name, query string) (conn *websocket.Conn, h playHello, status int, location string, err error) {
 	conn, resp, err := contractDialer.Dial("ws://"+addr+"/play/"+name+"?"+query, nil)
+	var body []byte
 	if resp != nil && resp.Body != nil {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, 256))
 		resp.Body.Close()
 	}
 	if err != nil {
 		if resp != nil {
 			status = resp.StatusCode
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(body)))
 			if u, perr := url.Parse(resp.Header.Get("Location")); perr == nil {
 				location = u.Host
 			}
@@ -145,11 +150,15 @@ func (p *playClient) hello(conn *websocket.Conn, addr string, h playHello) {
 
 // refused1 counts a failed try: what was tried and the status (0: no answer, or the socket
 // ended before the hello).
-func (p *playClient) refused1(what string, status int) {
+func (p *playClient) refused1(what string, status int, err error) {
 	if p.refusals == nil {
-		p.refusals = map[string]int{}
+		p.refusals, p.refusedWhy = map[string]int{}, map[string]string{}
 	}
-	p.refusals[what+" "+strconv.Itoa(status)]++
+	k := what + " " + strconv.Itoa(status)
+	p.refusals[k]++
+	if _, ok := p.refusedWhy[k]; !ok && err != nil {
+		p.refusedWhy[k] = err.Error()
+	}
 }
 
 // joinStatus is the status of a failed join (0: no answer).
@@ -206,9 +215,9 @@ func (p *playClient) reconnect(hc *http.Client, addr string, resumeAt bool, sinc
 			resumeAt = false
 		}
 		if resumeAt {
-			conn, h, status, loc, _ := dialContract(addr, p.room, "resume="+url.QueryEscape(p.resume))
+			conn, h, status, loc, err := dialContract(addr, p.room, "resume="+url.QueryEscape(p.resume))
 			if conn == nil {
-				p.refused1("resume", status)
+				p.refused1("resume", status, err)
 			}
 			switch {
 			case conn != nil:
@@ -231,26 +240,26 @@ func (p *playClient) reconnect(hc *http.Client, addr string, resumeAt bool, sinc
 		at, seat, wait, err := p.join(hc)
 		switch {
 		case err != nil:
-			p.refused1("join", joinStatus(err))
+			p.refused1("join", joinStatus(err), err)
 		case p.resume != "": // the seat may be held where the room is: the token first
-			conn, h, status, _, _ := dialContract(at, p.room, "resume="+url.QueryEscape(p.resume))
+			conn, h, status, _, err := dialContract(at, p.room, "resume="+url.QueryEscape(p.resume))
 			if conn != nil {
 				p.hello(conn, at, h)
 				return joined, nil
 			}
-			p.refused1("resume", status)
+			p.refused1("resume", status, err)
 			if status != 401 { // not refused (307, 503, unreachable): wait, join again
 				break
 			}
 			p.resume = "" // the seat is gone: a new seat, with the join's token
 			fallthrough
 		default:
-			conn, h, status, _, _ := dialContract(at, p.room, "seat="+url.QueryEscape(seat))
+			conn, h, status, _, err := dialContract(at, p.room, "seat="+url.QueryEscape(seat))
 			if conn != nil {
 				p.hello(conn, at, h)
 				return joined, nil
 			}
-			p.refused1("seat", status)
+			p.refused1("seat", status, err)
 		}
 		time.Sleep(max(wait, contractBackoff(tries)/2+rand.N(contractBackoff(tries)/2)))
 		tries++
