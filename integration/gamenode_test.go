@@ -25,9 +25,9 @@ import (
 // The handoff tests (handoff_test.go) run game nodes as processes: this test binary,
 // re-executed with gameEnvNode set, runs runGameNode instead of the tests. A game node is
 // a node of a room directory (a shared file on one machine, or etcd) whose rooms carry
-// their state across handoffs, with the routes a game written to docs/client-protocol.md
-// has (join, play over WebSocket with input sequence numbers and acks, close 4001 when the
-// room moves) and a log of every tick.
+// their state across handoffs, with the routes of docs/client-protocol.md (room.Join;
+// room.Admit and room.Play: the WebSocket with resume tokens, input sequence numbers and
+// acks, the close 4001 when the room moves) and a log of every tick.
 const (
 	gameEnvNode    = "BATON_GAME_NODE"    // the node's ID
 	gameEnvAddr    = "BATON_GAME_ADDR"    // host:port to listen on (shared by a process and its successor)
@@ -57,28 +57,25 @@ func machineNow() int64 {
 	return ts.Nano()
 }
 
-// gameInput is one player input as the room queues it.
+// gameInput is one player input as the room queues it: the player (stamped by room.Play's
+// decode) and the client's input, which is its own sequence number (playClient), so that
+// the state shows which inputs the room took and in which order.
 type gameInput struct {
 	Player string `json:"p"`
-	Seq    uint64 `json:"s"`
-	Value  int64  `json:"v"`
+	N      uint64 `json:"n"`
 }
 
 // game is a room's state, all of it moved by the snapshot: the ticks it has run, and per
-// player the last input sequence number taken (queued, answered with an ack), the last
-// applied by a tick, and the sum of the values applied. Loop-confined.
+// player the last input applied by a tick, the sum of the inputs applied, and the inputs
+// that came out of order (not the last applied + 1: a duplicate, or one skipped). A
+// player removed (their seat's hold ran out: OnRemove) starts again from nothing, as a
+// new seat numbers its inputs from 1. Loop-confined.
 type game struct {
-	Ticks   uint64            `json:"ticks"`
-	Taken   map[string]uint64 `json:"taken"`
-	Applied map[string]uint64 `json:"applied"`
-	Sum     map[string]int64  `json:"sum"`
-}
-
-// clientMsg is a message from the client (docs/client-protocol.md, 4.).
-type clientMsg struct {
-	Type  string `json:"type"`
-	Seq   uint64 `json:"seq"`
-	Input int64  `json:"input"`
+	Ticks      uint64            `json:"ticks"`
+	Applied    map[string]uint64 `json:"applied"`
+	Sum        map[string]uint64 `json:"sum"`
+	OutOfOrder map[string]uint64 `json:"out_of_order"`
+	Removed    uint64            `json:"removed"`
 }
 
 // runGameNode is a game node until SIGTERM, when it drains (Shutdown, 10 s).
@@ -132,21 +129,27 @@ func runGameNode() int {
 	}
 	games := map[string]*game{} // this node's rooms' states, by name: loop-confined (one loop)
 	config := func(name string) room.Config[gameInput] {
-		g := &game{Taken: map[string]uint64{}, Applied: map[string]uint64{}, Sum: map[string]int64{}}
+		g := &game{Applied: map[string]uint64{}, Sum: map[string]uint64{}, OutOfOrder: map[string]uint64{}}
 		var line []byte
-		cfg := room.Config[gameInput]{Name: name, Period: gamePeriod, Late: room.CatchUp(1000),
+		cfg := room.Config[gameInput]{Name: name, Period: gamePeriod, Late: room.CatchUp(1000), InputFull: room.RefuseInput,
 			Tick: func(r *room.Room[gameInput], t *room.Tick[gameInput]) {
 				start := machineNow()
 				games[name] = g // the latest room of the name here (after a restore, before its first tick, it is not listed)
 				t.DrainInputs(func(in gameInput) {
-					if in.Seq == g.Applied[in.Player]+1 { // once each, in order (the queue holds each seq once)
-						g.Applied[in.Player] = in.Seq
-						g.Sum[in.Player] += in.Value
+					if in.N != g.Applied[in.Player]+1 {
+						g.OutOfOrder[in.Player]++
 					}
+					g.Applied[in.Player] = in.N
+					g.Sum[in.Player] += in.N
 				})
 				g.Ticks++
 				line = fmt.Appendf(line[:0], "%s %s %d %d %d %d %d\n", id, name, r.Token(), start, machineNow(), t.N, g.Ticks)
 				_, _ = tickLog.Write(line)
+			},
+			OnRemove: func(_ *room.Room[gameInput], p string) {
+				delete(g.Applied, p)
+				delete(g.Sum, p)
+				g.Removed++
 			}}
 		cfg.OnMoved = func(*room.Room[gameInput]) {
 			if games[name] == g {
@@ -172,81 +175,27 @@ func runGameNode() int {
 		}
 		c.JSON(200, g)
 	})
+	// The players' route, by the client protocol: room.Admit seats the player its seat or
+	// resume token names (taking back a seat held after a drop or a move), room.Play
+	// serves the connection (hello, seq/ack/retry, the close 4001 naming the new owner).
+	// KeepOnDrain: the drain does not close the players with 1001 at once; room.Play
+	// closes each when its room has moved (4001) or, if it could not move, ended (1000).
 	srv.Handle("GET /play/{room}", func(c *loop.Ctx) {
 		name := c.PathValue("room")
-		var g *game
-		r, seat, ok := room.Admit(c, name, func(l *loop.Loop) (*room.Room[gameInput], error) {
+		r, _, ok := room.Admit(c, name, func(l *loop.Loop) (*room.Room[gameInput], error) {
 			return room.New(l, config(name))
 		})
 		if !ok {
 			return
 		}
-		// KeepOnDrain: the drain does not close the players with 1001 at once; each is
-		// closed when its room has moved (4001) or, if it could not move, stopped (1001).
 		conn, err := ws.Upgrade(c, ws.Config{KeepOnDrain: true, CheckOrigin: func(*loop.Ctx, string) bool { return true }})
 		if err != nil {
 			return
 		}
-		closeFor := func(err error) {
-			switch {
-			case errors.Is(err, room.ErrMoved):
-				reason, _ := json.Marshal(map[string]string{"room": name})
-				_ = conn.Close(room.CloseMoved, string(reason))
-			case err != nil: // the room stopped (the node drains without handoff)
-				_ = conn.Close(1001, "server going away")
-			}
-		}
-		if err := r.Attach(&c.Task); err != nil {
-			closeFor(err)
-			return
-		}
-		player := seat.Player
-		// The room's state: the one its first tick here listed, or (a room made or
-		// restored here that has not ticked yet) wait for it.
-		for g = games[name]; g == nil; g = games[name] {
-			if c.Sleep(5*time.Millisecond) != nil {
-				closeFor(c.Err())
-				return
-			}
-		}
-		hello, _ := json.Marshal(map[string]any{"type": "joined", "room": name, "node": id, "token": r.Token(),
-			"player": player, "ack": g.Taken[player], "resumed": false})
-		if conn.WriteText(hello) != nil {
-			return
-		}
-		var out []byte
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				break
-			}
-			var m clientMsg
-			if json.Unmarshal(data, &m) != nil || m.Type != "input" || m.Seq == 0 {
-				_ = conn.WriteText([]byte(`{"type":"error","error":"not an input"}`))
-				continue
-			}
-			taken := g.Taken[player]
-			switch {
-			case m.Seq <= taken: // a resend of an input taken: acked again, not taken twice
-				out = fmt.Appendf(out[:0], `{"type":"ack","seq":%d}`, m.Seq)
-			case m.Seq > taken+1:
-				out = fmt.Appendf(out[:0], `{"type":"retry","seq":%d,"ack":%d,"after_ms":0,"error":"out of order"}`, m.Seq, taken)
-			default:
-				switch err := r.Input(gameInput{Player: player, Seq: m.Seq, Value: m.Input}); {
-				case err == nil:
-					g.Taken[player] = m.Seq
-					out = fmt.Appendf(out[:0], `{"type":"ack","seq":%d}`, m.Seq)
-				case errors.Is(err, room.ErrHandingOff), errors.Is(err, room.ErrInputFull):
-					out = fmt.Appendf(out[:0], `{"type":"retry","seq":%d,"ack":%d,"after_ms":50,"error":%q}`, m.Seq, taken, err.Error())
-				default: // moved or stopped: the close follows
-					out = out[:0]
-				}
-			}
-			if len(out) > 0 && conn.WriteText(out) != nil {
-				break
-			}
-		}
-		closeFor(c.Err())
+		_ = room.Play(c, r, conn, func(player string, raw json.RawMessage) (gameInput, error) {
+			in := gameInput{Player: player}
+			return in, json.Unmarshal(raw, &in.N)
+		})
 	})
 
 	errc := make(chan error, 1)

@@ -3,12 +3,10 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,247 +163,6 @@ func (c *gameCluster) gapFigures() (total int64, per []string) {
 	return total, per
 }
 
-// serverMsg is a message from a game node (docs/client-protocol.md, 3. and 4.).
-type serverMsg struct {
-	Type    string `json:"type"`
-	Node    string `json:"node"`
-	Token   int64  `json:"token"`
-	Seq     uint64 `json:"seq"`
-	Ack     uint64 `json:"ack"`
-	AfterMS int    `json:"after_ms"`
-	Error   string `json:"error"`
-}
-
-// bot is a player following docs/client-protocol.md as far as the game nodes implement
-// it: it joins through any live node (1.), connects with its seat (2.), reads the hello
-// and resends the inputs after its ack (3.), numbers its inputs and keeps each until it is
-// acked, resending after a retry (4.), and after a close 4001 (the room moved, 5.) or any
-// other end joins again and reconnects where the directory says the room is (a resume
-// token would spare the join: the contract's 5.). Its value for input seq is seq, so the
-// room's sum for the player is known from the last input applied.
-type bot struct {
-	c            *gameCluster
-	room, player string
-	every        time.Duration
-
-	seq, acked uint64   // the last input numbered, the last acked
-	buffer     []uint64 // sent, not yet acked
-	sent       int64
-	retried    int64
-	moved      int             // 4001 closes
-	dropped    int             // other ends of the connection
-	lost       uint64          // inputs acked and then missing from a room (a hello's ack below ours)
-	resumes    []time.Duration // from the end of a connection to the next hello
-	problems   []string
-	joined     atomic.Bool // has a connection now
-}
-
-var dialer = websocket.Dialer{HandshakeTimeout: 5 * time.Second}
-
-// connect joins through a live node and connects where the room is, retrying until it is
-// seated or done says to give up; it returns the connection and its hello.
-// The first try is at once after a 4001 (the room moved: its new owner runs it) and at the
-// start, after backoff otherwise (the contract's 6.: 250 ms, doubling up to 2 s); a failed
-// try waits its backoff, jittered.
-func (b *bot) connect(done func() bool, backoff time.Duration) (*websocket.Conn, serverMsg, error) {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	if backoff > 0 {
-		time.Sleep(backoff/2 + rand.N(backoff/2))
-	} else {
-		backoff = 10 * time.Millisecond
-	}
-	for ; ; backoff = min(2*backoff, 2*time.Second) {
-		if done() {
-			return nil, serverMsg{}, errors.New("stopped")
-		}
-		conn, hello, err := b.try(hc)
-		if err == nil {
-			return conn, hello, nil
-		}
-		time.Sleep(backoff/2 + rand.N(backoff/2))
-	}
-}
-
-func (b *bot) try(hc *http.Client) (*websocket.Conn, serverMsg, error) {
-	live := b.c.live()
-	if len(live) == 0 {
-		return nil, serverMsg{}, errors.New("no live node")
-	}
-	res, err := hc.Get("http://" + live[rand.IntN(len(live))] + "/join/" + b.room + "?player=" + b.player)
-	if err != nil {
-		return nil, serverMsg{}, err
-	}
-	var ans struct{ Addr, Seat string }
-	err = json.NewDecoder(res.Body).Decode(&ans)
-	res.Body.Close()
-	if res.StatusCode != 200 || err != nil {
-		return nil, serverMsg{}, fmt.Errorf("join: %d %v", res.StatusCode, err)
-	}
-	conn, resp, err := dialer.Dial("ws://"+ans.Addr+"/play/"+b.room+"?seat="+url.QueryEscape(ans.Seat), nil)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
-	if err != nil {
-		return nil, serverMsg{}, err
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var hello serverMsg
-	if err := conn.ReadJSON(&hello); err != nil || hello.Type != "joined" {
-		conn.Close()
-		return nil, serverMsg{}, fmt.Errorf("hello: %v %+v", err, hello)
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	return conn, hello, nil
-}
-
-func (b *bot) send(conn *websocket.Conn, seq uint64) error {
-	b.sent++
-	return conn.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, `{"type":"input","seq":%d,"input":%d}`, seq, seq))
-}
-
-// ackTo drops the buffered inputs up to seq.
-func (b *bot) ackTo(seq uint64) {
-	atomic.StoreUint64(&b.acked, max(b.acked, seq))
-	i := 0
-	for i < len(b.buffer) && b.buffer[i] <= seq {
-		i++
-	}
-	b.buffer = b.buffer[i:]
-}
-
-// run plays until stop is closed, then until every input sent is acked (or 10 s).
-func (b *bot) run(stop <-chan struct{}) {
-	var movedAt time.Time
-	finishing := false
-	var finishBy time.Time
-	finish := func() {
-		if !finishing {
-			finishing, finishBy = true, time.Now().Add(10*time.Second)
-		}
-	}
-	done := func() bool {
-		select {
-		case <-stop:
-		default:
-			return false
-		}
-		finish()
-		return len(b.buffer) == 0 || time.Now().After(finishBy)
-	}
-	stopCh := stop
-	time.Sleep(rand.N(500 * time.Millisecond)) // players arrive over half a second, not all at once
-	var backoff time.Duration                  // 0: at once
-	for {
-		conn, hello, err := b.connect(done, backoff)
-		if err != nil {
-			if len(b.buffer) > 0 {
-				b.problems = append(b.problems, fmt.Sprintf("stopped with %d inputs unacked", len(b.buffer)))
-			}
-			return
-		}
-		b.joined.Store(true)
-		if !movedAt.IsZero() {
-			b.resumes = append(b.resumes, time.Since(movedAt))
-			movedAt = time.Time{}
-		}
-		if hello.Ack < b.acked { // the room lost inputs it had acked: it is a new room
-			b.lost += b.acked - hello.Ack
-			b.seq, b.buffer = hello.Ack, nil
-			atomic.StoreUint64(&b.acked, hello.Ack)
-		}
-		b.ackTo(hello.Ack)
-		msgs := make(chan serverMsg, 64)
-		closed := make(chan error, 1)
-		go func() {
-			for {
-				var m serverMsg
-				if err := conn.ReadJSON(&m); err != nil {
-					closed <- err
-					close(msgs)
-					return
-				}
-				msgs <- m
-			}
-		}()
-		ok := true
-		for _, s := range b.buffer { // resend what the room has not taken
-			ok = ok && b.send(conn, s) == nil
-		}
-		tick := time.NewTicker(b.every)
-		resend := make(chan uint64, 16)
-	session:
-		for ok {
-			select {
-			case <-stopCh:
-				finish()
-				stopCh = nil
-			case <-tick.C:
-				if finishing {
-					if len(b.buffer) == 0 || time.Now().After(finishBy) {
-						if len(b.buffer) > 0 {
-							b.problems = append(b.problems, fmt.Sprintf("%d inputs unacked 10 s after the end", len(b.buffer)))
-						}
-						_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""), time.Now().Add(time.Second))
-						conn.Close()
-						tick.Stop()
-						for range msgs {
-						}
-						return
-					}
-					continue
-				}
-				b.seq++
-				b.buffer = append(b.buffer, b.seq)
-				if b.send(conn, b.seq) != nil {
-					break session
-				}
-			case ack := <-resend:
-				for _, s := range b.buffer {
-					if s > ack && b.send(conn, s) != nil {
-						break session
-					}
-				}
-			case m, open := <-msgs:
-				if !open {
-					break session
-				}
-				switch m.Type {
-				case "ack":
-					b.ackTo(m.Seq)
-				case "retry":
-					b.retried++
-					b.ackTo(m.Ack)
-					if len(b.buffer) > 0 && b.buffer[0] == m.Seq { // once per batch: the first refused
-						time.AfterFunc(time.Duration(m.AfterMS)*time.Millisecond, func() {
-							select {
-							case resend <- m.Ack:
-							default:
-							}
-						})
-					}
-				default:
-					b.problems = append(b.problems, fmt.Sprintf("unexpected message %+v", m))
-				}
-			}
-		}
-		tick.Stop()
-		conn.Close()
-		for range msgs {
-		}
-		err = <-closed
-		b.joined.Store(false)
-		var ce *websocket.CloseError
-		if errors.As(err, &ce) && ce.Code == 4001 {
-			b.moved++
-			backoff = 0
-		} else {
-			b.dropped++ // a drain's 1001 among them (a room that did not move)
-			backoff = 250 * time.Millisecond
-		}
-		movedAt = time.Now()
-	}
-}
-
 // rollingTick is one line of the tick log.
 type rollingTick struct {
 	node, room string
@@ -538,26 +293,32 @@ func (c *gameCluster) roomState(name string) (game, bool) {
 	return game{}, false
 }
 
-// playRooms is one handoff test's run: rooms × players bots playing on c's nodes while restart
-// replaces them; then the checks every variant shares. It returns the figures.
+// playResult is what a handoff test's run shows: the tick log's figures and the bots'.
 type playResult struct {
 	logFigures
-	inputsSent, inputsAcked, inputsLost, retried int64
-	movedCloses, drops                           int
-	resumes                                      []time.Duration
-	roomsBad                                     []string // rooms whose final state lacks acked inputs
-	elapsed                                      time.Duration
-	botCPU                                       time.Duration
+	inputsSent, inputsAcked, inputsLost int64
+	retried, frozen, refused            int
+	movedCloses, drains, ended, drops   int             // connections ended by 4001, 1001, 1000, otherwise
+	backAfterMove, backOther            []time.Duration // end of a connection to the next hello
+	viaResume, viaResumeAfterJoin       int             // back in the same seat with the resume token (after a /join on the way)
+	viaJoin                             int             // back with a new seat: the resume refused, or the room ended
+	roomsBad                            []string        // acked inputs missing from a room's state, or inputs out of order
+	refusals                            map[string]int  // the bots' failed tries (playClient.refusals)
+	refusedWhy                          map[string]string
+	elapsed                             time.Duration
+	botCPU                              time.Duration
 }
 
+// playRooms is one handoff test's run: rooms × players bots (playClient) playing on c's
+// nodes while restart replaces them; then the checks every variant shares.
 func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Duration, restart func(settled func(what string))) playResult {
 	t.Helper()
 	names := make([]string, rooms)
-	var bots []*bot
+	var bots []*playClient
 	for i := range names {
 		names[i] = fmt.Sprintf("room-%d", i)
 		for k := range players {
-			bots = append(bots, &bot{c: c, room: names[i], player: fmt.Sprintf("p%d", k), every: every})
+			bots = append(bots, &playClient{room: names[i], player: fmt.Sprintf("p%d", k), nodes: c.live, every: every})
 		}
 	}
 	var before syscall.Rusage
@@ -566,7 +327,11 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, b := range bots {
-		wg.Go(func() { b.run(stop) })
+		wg.Go(func() {
+			time.Sleep(rand.N(500 * time.Millisecond)) // players arrive over half a second, not all at once
+			b.run(stop)
+			b.close()
+		})
 	}
 	stopBots := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopBots()
@@ -574,11 +339,11 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 		t.Helper()
 		marks := make([]uint64, len(bots))
 		for i, b := range bots {
-			marks[i] = atomicAcked(b)
+			marks[i] = b.acked.Load()
 		}
 		require.Eventually(t, func() bool {
 			for i, b := range bots {
-				if !b.joined.Load() || atomicAcked(b) < marks[i]+3 {
+				if !b.seated.Load() || b.acked.Load() < marks[i]+3 {
 					return false
 				}
 			}
@@ -593,23 +358,52 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 	var after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 
-	var r playResult
+	r := playResult{refusals: map[string]int{}, refusedWhy: map[string]string{}}
 	r.elapsed = elapsed
 	r.botCPU = time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
 	for _, b := range bots {
 		r.inputsSent += b.sent
-		r.inputsAcked += int64(b.acked)
+		r.inputsAcked += int64(b.acked.Load())
 		r.inputsLost += int64(b.lost)
-		r.retried += b.retried
-		r.movedCloses += b.moved
-		r.drops += b.dropped
-		r.resumes = append(r.resumes, b.resumes...)
+		r.retried += b.retries
+		r.frozen += b.frozen
+		r.refused += b.refused
+		for k, n := range b.refusals {
+			r.refusals[k] += n
+			if _, ok := r.refusedWhy[k]; !ok {
+				r.refusedWhy[k] = b.refusedWhy[k]
+			}
+		}
+		for _, back := range b.backs {
+			switch back.cause {
+			case "4001":
+				r.movedCloses++
+				r.backAfterMove = append(r.backAfterMove, back.took)
+			case "1001":
+				r.drains++
+				r.backOther = append(r.backOther, back.took)
+			case "1000":
+				r.ended++
+				r.backOther = append(r.backOther, back.took)
+			default:
+				r.drops++
+				r.backOther = append(r.backOther, back.took)
+			}
+			switch {
+			case !back.resumed:
+				r.viaJoin++
+			case back.joined:
+				r.viaResumeAfterJoin++
+			default:
+				r.viaResume++
+			}
+		}
 		for _, p := range b.problems {
 			t.Errorf("bot %s/%s: %s", b.room, b.player, p)
 		}
 	}
-	// Every input a bot was told was taken is in its room's state (once, in order: the
-	// sum of 1..applied): the rooms' final states, read from their owners.
+	// Every input a bot was told was taken is in its room's state, once, in order (none
+	// out of order, the sum of 1..applied): the rooms' final states, read from their owners.
 	for _, name := range names {
 		var g game
 		require.Eventually(t, func() bool {
@@ -619,7 +413,7 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 				return false
 			}
 			for _, b := range bots {
-				if b.room == name && g.Applied[b.player] < b.acked {
+				if b.room == name && g.Applied[b.player] < b.acked.Load() {
 					return false
 				}
 			}
@@ -629,9 +423,10 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 			if b.room != name {
 				continue
 			}
-			a := g.Applied[b.player]
-			if a < b.acked || g.Sum[b.player] != int64(a*(a+1)/2) {
-				r.roomsBad = append(r.roomsBad, fmt.Sprintf("%s/%s: applied %d (sum %d), acked %d", name, b.player, a, g.Sum[b.player], b.acked))
+			a, acked := g.Applied[b.player], b.acked.Load()
+			if a < acked || g.Sum[b.player] != a*(a+1)/2 || g.OutOfOrder[b.player] != 0 {
+				r.roomsBad = append(r.roomsBad, fmt.Sprintf("%s/%s: applied %d (sum %d, %d out of order), acked %d",
+					name, b.player, a, g.Sum[b.player], g.OutOfOrder[b.player], acked))
 			}
 		}
 	}
@@ -639,25 +434,31 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 	return r
 }
 
-func atomicAcked(b *bot) uint64 { return atomic.LoadUint64(&b.acked) }
-
 // report logs a run's figures.
 func report(t *testing.T, name string, c *gameCluster, r playResult, rooms, players int) {
 	n, per := c.gapFigures()
 	c.mu.Lock()
 	cpu := c.cpu
 	c.mu.Unlock()
-	t.Logf("%s: %d rooms x %d players, %.1f s; rooms lost %d, inputs sent %d, acked %d, lost %d, retried %d; "+
-		"ticks twice %d, tick numbers skipped %d, twins %d; moves %d (4001 closes %d, other drops %d); "+
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond / 10) }
+	t.Logf("%s: %d rooms x %d players, %.1f s; rooms lost %d, inputs sent %d, acked %d, lost %d, answered retry %d (%d freezing), refused %d; "+
+		"ticks twice %d, tick numbers skipped %d, twins %d; moves %d; connections ended by 4001 %d, 1001 %d, 1000 %d, otherwise %d; "+
+		"back via resume %d (of which after a /join %d), via a new seat %d; failed tries %v; "+
+		"players back after a move (4001 to the next hello) p50 %v, p99 %v, max %v; after other ends p50 %v, max %v (%d); "+
 		"freeze-to-first-tick gap (the targets' figures, %d gaps, p50/p99/max per node) %v; "+
-		"last tick on the old owner to the first on the new (tick log, start to start) p50 %v, p99 %v, max %v; players back (end of a connection to the next hello) p50 %v, p99 %v (%d); "+
+		"last tick on the old owner to the first on the new (tick log, start to start) p50 %v, p99 %v, max %v; "+
 		"CPU: nodes %v, bots %v",
-		name, rooms, players, r.elapsed.Seconds(), r.lost, r.inputsSent, r.inputsAcked, r.inputsLost, r.retried,
-		r.twice, r.gapsInN, r.twins, r.moves, r.movedCloses, r.drops,
+		name, rooms, players, r.elapsed.Seconds(), r.lost, r.inputsSent, r.inputsAcked, r.inputsLost, r.retried, r.frozen, r.refused,
+		r.twice, r.gapsInN, r.twins, r.moves, r.movedCloses, r.drains, r.ended, r.drops,
+		r.viaResume+r.viaResumeAfterJoin, r.viaResumeAfterJoin, r.viaJoin, r.refusals,
+		ms(pct(r.backAfterMove, 0.5)), ms(pct(r.backAfterMove, 0.99)), ms(pct(r.backAfterMove, 1)),
+		ms(pct(r.backOther, 0.5)), ms(pct(r.backOther, 1)), len(r.backOther),
 		n, per,
-		pct(r.intervals, 0.5).Round(time.Millisecond/10), pct(r.intervals, 0.99).Round(time.Millisecond/10), pct(r.intervals, 1).Round(time.Millisecond/10),
-		pct(r.resumes, 0.5).Round(time.Millisecond), pct(r.resumes, 0.99).Round(time.Millisecond), len(r.resumes),
+		ms(pct(r.intervals, 0.5)), ms(pct(r.intervals, 0.99)), ms(pct(r.intervals, 1)),
 		cpu.Round(10*time.Millisecond), r.botCPU.Round(10*time.Millisecond))
+	for k, why := range r.refusedWhy {
+		t.Logf("first %q: %s", k, why)
+	}
 }
 
 // rollingSize is the rolling-restart test's size: BATON_ROLLING_FULL=1 runs the issue's
@@ -705,6 +506,7 @@ func TestSameMachineReplace(t *testing.T) {
 	assert.Zero(t, r.twins, "twin rooms")
 	assert.Equal(t, 2*rooms, r.moves, "every room moved at each replacement")
 	assert.Positive(t, r.movedCloses, "players were told of the moves (4001)")
+	assert.Zero(t, r.viaJoin, "every player back in their seat with the resume token, none with a new seat")
 }
 
 // etcdBinary returns the etcd binary's path (ETCD_BIN, or etcd on PATH), or skips.
@@ -786,9 +588,10 @@ func rollingCluster(t *testing.T, handoff bool) (*gameCluster, []string, []*game
 // etcd, rooms of 4 bot players each over WebSocket (20 rooms by default, the issue's 100
 // with BATON_ROLLING_FULL=1), each node restarted in turn while the bots play: SIGTERM
 // (its rooms move to the other nodes, placement choosing), exit, a new process on its
-// port. The bots follow the client contract (docs/client-protocol.md: join through any
-// node, sequence numbers and acks, resend after a retry, find the room again after the
-// connection ends). Asserted: rooms lost 0, inputs lost 0 (every input a bot was told was
+// port. The bots follow the client contract (playClient, docs/client-protocol.md: join
+// through any node, sequence numbers and acks, resend after a retry, after a 4001 resume
+// at the node it names with the resume token, after a drop resume where they were).
+// Asserted: rooms lost 0, inputs lost 0 (every input a bot was told was
 // taken is in its room's state, once, in order), ticks run twice 0, tick numbers
 // contiguous, twins 0 (no two owners' tick windows overlap). Reported: the
 // freeze-to-first-tick gap, the time players take to come back, CPU.
@@ -815,6 +618,8 @@ func TestRollingRestartLiveRooms(t *testing.T) {
 	assert.Zero(t, r.gapsInN, "tick numbers skipped")
 	assert.Zero(t, r.twins, "twin rooms")
 	assert.GreaterOrEqual(t, r.moves, rooms, "every room moved at least once (each node restarted)")
+	assert.Positive(t, r.movedCloses, "players were told of the moves (4001)")
+	assert.Zero(t, r.viaJoin, "every player back in their seat with the resume token, none with a new seat")
 }
 
 // TestRollingRestartHandoffOff is the same restart with handoff off (no handoff key: the
@@ -837,4 +642,6 @@ func TestRollingRestartHandoffOff(t *testing.T) {
 	assert.Equal(t, rooms, r.lost, "every room was lost: %v", r.lostRooms)
 	assert.Positive(t, r.inputsLost, "acked inputs lost with the rooms")
 	assert.Positive(t, r.twice, "tick numbers start again at 1 in the rooms made anew")
+	assert.Positive(t, r.viaJoin, "players joined again with a new seat: their seats ended with the rooms")
+	assert.Empty(t, r.roomsBad, "the rooms made anew have every input acked since")
 }

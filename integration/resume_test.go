@@ -203,28 +203,11 @@ type playAnswer struct {
 // dialPlay connects to /play/{room} at addr with a query (seat=... or resume=...) and
 // reads the hello; on a refused upgrade it returns the status.
 func dialPlay(addr, name, query string) (*websocket.Conn, playHello, int, error) {
-	conn, resp, err := websocket.DefaultDialer.Dial("ws://"+addr+"/play/"+name+"?"+query, nil)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		return nil, playHello{}, status, err
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var h playHello
-	if err := conn.ReadJSON(&h); err != nil {
-		conn.Close()
-		return nil, h, 0, err
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	return conn, h, 101, nil
+	conn, h, status, _, err := dialContract(addr, name, query)
+	return conn, h, status, err
 }
 
-// sendInput sends input seq (its value is seq) by the contract.
+// sendSeqInput sends input seq (its value is seq) by the contract.
 func sendSeqInput(conn *websocket.Conn, seq uint64) error {
 	return conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"input","seq":`+strconv.FormatUint(seq, 10)+`,"input":`+strconv.FormatUint(seq, 10)+`}`))
 }
@@ -370,112 +353,6 @@ func TestResumeReplacesLiveConnection(t *testing.T) {
 	assert.Empty(t, a.state(t, "den").Events, "a replaced connection is no leave")
 }
 
-// seatBot is a client of the contract that pipelines inputs: it keeps every input until it is
-// acked, resends from the first unacked after a retry, and resumes after a 4001 at the
-// node the close names.
-type seatBot struct {
-	t      *testing.T
-	room   string
-	conn   *websocket.Conn
-	resume string
-	msgs   chan any // playAnswer, or error at the end of a connection
-
-	sent, acked uint64 // the last sent and the last acked
-	retries     int    // retry answers
-	frozen      int    // of which the room was freezing to move
-	moved       []string
-	resumeTook  []time.Duration // from a 4001 to the hello at the new owner
-}
-
-func (b *seatBot) attach(conn *websocket.Conn, h playHello) {
-	b.conn, b.resume = conn, h.Resume
-	b.acked = max(b.acked, h.Ack)
-	b.sent = b.acked // resend everything after the hello's ack
-	msgs := make(chan any, 256)
-	b.msgs = msgs
-	go func() {
-		for {
-			var a playAnswer
-			_, data, err := conn.ReadMessage()
-			if err == nil {
-				err = json.Unmarshal(data, &a)
-			}
-			if err != nil {
-				msgs <- err
-				close(msgs)
-				return
-			}
-			msgs <- a
-		}
-	}()
-}
-
-// run sends inputs up to total, one new input per pace (resends at once, at most window
-// unacked), until all are acked, handling answers and moves.
-func (b *seatBot) run(total uint64, window uint64, pace time.Duration) {
-	t := b.t
-	tick := time.NewTicker(pace)
-	defer tick.Stop()
-	var resendAt time.Time
-	deadline := time.After(30 * time.Second)
-	for b.acked < total {
-		select {
-		case <-deadline:
-			t.Fatalf("acked %d of %d in 30 s", b.acked, total)
-		case m := <-b.msgs:
-			switch m := m.(type) {
-			case playAnswer:
-				switch m.Type {
-				case "ack":
-					b.acked = max(b.acked, m.Seq)
-				case "retry":
-					b.retries++
-					if strings.Contains(m.Error, "handing off") {
-						b.frozen++
-					}
-					if m.Seq == m.Ack+1 { // the first not taken: resend from it, after a while
-						resendAt = time.Now().Add(time.Duration(m.AfterMs) * time.Millisecond)
-					}
-				default:
-					t.Fatalf("unexpected answer %+v", m)
-				}
-			case error:
-				var ce *websocket.CloseError
-				require.ErrorAs(t, m, &ce, "the connection ended otherwise than by a close")
-				require.Equal(t, room.CloseMoved, ce.Code, "closed with %d %q", ce.Code, ce.Text)
-				var where struct{ Room, Node, Addr string }
-				require.NoError(t, json.Unmarshal([]byte(ce.Text), &where), "reason %q", ce.Text)
-				require.Equal(t, b.room, where.Room)
-				require.NotEmpty(t, where.Addr, "the close names the new owner")
-				b.moved = append(b.moved, where.Node)
-				b.conn.Close()
-				closed := time.Now()
-				conn, h, status, err := dialPlay(where.Addr, b.room, "resume="+url.QueryEscape(b.resume))
-				b.resumeTook = append(b.resumeTook, time.Since(closed))
-				require.NoError(t, err, "resume at %s: %d", where.Addr, status)
-				require.True(t, h.Resumed)
-				require.Equal(t, where.Node, h.Node)
-				b.attach(conn, h)
-				resendAt = time.Time{}
-			}
-		case <-tick.C:
-			if !resendAt.IsZero() {
-				if time.Now().Before(resendAt) {
-					continue
-				}
-				resendAt, b.sent = time.Time{}, b.acked
-			}
-			for burst := b.sent - b.acked + 1; b.sent < total && b.sent-b.acked < min(window, burst); { // resends at once, one new input per tick
-				b.sent++
-				if sendSeqInput(b.conn, b.sent) != nil {
-					b.sent-- // the connection is ending: its close comes through msgs
-					break
-				}
-			}
-		}
-	}
-}
-
 // TestResumeAfterMove: a player sending inputs without pause while its room moves to
 // another node is refused with "retry" during the freeze, gets a close 4001 whose reason
 // names the new owner, resumes there with its resume token as the same player, without a
@@ -486,27 +363,31 @@ func TestResumeAfterMove(t *testing.T) {
 	seats := newSeatSigner(t)
 	a := startResumeNode(t, "a", emb, seats, 10*time.Second)
 	bn := startResumeNode(t, "b", emb, seats, 10*time.Second)
-	nodes := map[string]*resumeNode{"a": a, "b": bn}
-	j, err := joinRoom(a.addr, "hall", "dee")
-	require.NoError(t, err)
-	conn, h, _, err := dialPlay(j.Addr, "hall", "seat="+url.QueryEscape(j.Seat))
-	require.NoError(t, err)
-	from, to := nodes[h.Node], nodes[map[string]string{"a": "b", "b": "a"}[h.Node]]
-	to.slowRestore.Store(int64(20 * time.Millisecond))
-	b := &seatBot{t: t, room: "hall"}
-	b.attach(conn, h)
+	nodes := []*resumeNode{a, bn}
 	const total = 2000
+	p := &playClient{room: "hall", player: "dee", nodes: func() []string { return []string{a.addr, bn.addr} },
+		every: 200 * time.Microsecond, window: 64, total: total, hold: 10 * time.Second}
 
 	var wg sync.WaitGroup
+	var from, to *resumeNode
 	var moveErr error
 	wg.Add(1)
 	go func() { // move the room once the player is well under way
 		defer wg.Done()
-		for ; ; time.Sleep(5 * time.Millisecond) {
-			if g, err := from.stateOf("hall"); err != nil || len(g.Inputs["dee"]) >= 200 {
-				break // an error: the handoff below fails and says so
+		deadline := time.Now().Add(20 * time.Second)
+		for from == nil && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+			for i, n := range nodes {
+				if g, err := n.stateOf("hall"); err == nil && len(g.Inputs["dee"]) >= 200 {
+					from, to = n, nodes[1-i]
+				}
 			}
 		}
+		if from == nil {
+			moveErr = errors.New("the player did not get 200 inputs into the room in 20 s")
+			return
+		}
+		to.slowRestore.Store(int64(20 * time.Millisecond))
 		resp, err := http.Post("http://"+from.addr+"/handoff/hall?to="+to.id, "", nil)
 		if err == nil {
 			if resp.StatusCode != 200 {
@@ -516,18 +397,26 @@ func TestResumeAfterMove(t *testing.T) {
 		}
 		moveErr = err
 	}()
-	b.run(total, 64, 200*time.Microsecond)
+	stop := make(chan struct{})
+	timeout := time.AfterFunc(30*time.Second, func() { close(stop) })
+	p.run(stop)
+	defer p.close()
+	timeout.Stop()
 	wg.Wait()
 	require.NoError(t, moveErr)
-	defer b.conn.Close()
+	require.Empty(t, p.problems)
+	require.Equal(t, uint64(total), p.acked.Load(), "every input acked")
 
-	require.Equal(t, []string{to.id}, b.moved, "one move, to the node asked")
+	require.Equal(t, []string{to.id}, p.moved, "one move, to the node asked")
+	require.Len(t, p.backs, 1)
+	back := p.backs[0]
+	assert.Equal(t, clientBack{cause: "4001", took: back.took, resumed: true}, back, "resumed at the node the 4001 named, without a join")
 	require.Eventually(t, func() bool { return len(to.state(t, "hall").Inputs["dee"]) >= total }, 5*time.Second, 10*time.Millisecond)
 	g := to.state(t, "hall")
 	assert.Equal(t, seqRange(1, total), g.Inputs["dee"], "every input once, in order, across the move")
 	assert.Empty(t, g.Events, "a move is no leave")
-	t.Logf("retry answers: %d, of which %d during the freeze; resumed at the new owner %v after the 4001", b.retries, b.frozen, b.resumeTook)
-	assert.Positive(t, b.frozen, "inputs sent during the freeze were refused with retry (and resent)")
+	t.Logf("retry answers: %d, of which %d during the freeze; resumed at the new owner %v after the 4001", p.retries, p.frozen, back.took)
+	assert.Positive(t, p.frozen, "inputs sent during the freeze were refused with retry (and resent)")
 	fig := seatFigures(t, to.addr)
 	assert.Equal(t, 1, fig.Seats.Resumed, "the new owner counts the resume")
 }
