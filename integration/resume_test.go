@@ -54,8 +54,9 @@ type resumeNode struct {
 	events chan string
 	hold   time.Duration
 
-	slowRestore  atomic.Int64 // ns Restore sleeps (on the target's loop)
-	panicOnLeave atomic.Bool  // OnLeave panics after telling
+	slowRestore   atomic.Int64 // ns Restore sleeps (on the target's loop)
+	panicOnLeave  atomic.Bool  // OnLeave panics after telling
+	refuseUpgrade atomic.Bool  // /play admits the player, then answers 503 without upgrading
 }
 
 func (n *resumeNode) config(name string) room.Config[seqInput] {
@@ -111,6 +112,10 @@ func startResumeNode(t *testing.T, id string, emb directory.Opener, seats *direc
 			return
 		}
 		rooms[name] = r
+		if n.refuseUpgrade.Load() { // as ws.Upgrade does when the loop is saturated
+			c.String(503, "503 Service Unavailable: saturated\n")
+			return
+		}
 		conn, err := ws.Upgrade(c, ws.Config{CheckOrigin: func(*loop.Ctx, string) bool { return true }, KeepOnDrain: true})
 		if err != nil {
 			return
@@ -294,6 +299,39 @@ func TestResumeAfterDrop(t *testing.T) {
 	assert.Equal(t, 401, status, "a token turned to another player")
 	// The live connection still works: none of the refusals touched it.
 	inputsAcked(t, conn2, 9, 9)
+}
+
+// TestResumeTokenOutlivesARefusedUpgrade: a resume that Admit accepts but whose upgrade
+// is then refused (503, as ws.Upgrade answers on a saturated loop) does not spend the
+// token: the player never got the hello with the next one, so the same token takes the
+// seat back on the next try. Once a hello went out, the old token is spent.
+func TestResumeTokenOutlivesARefusedUpgrade(t *testing.T) {
+	a := startResumeNode(t, "a", directory.NewEmbedded(), newSeatSigner(t), 10*time.Second)
+	j, err := joinRoom(a.addr, "den", "ann")
+	require.NoError(t, err)
+	conn, h, _, err := dialPlay(j.Addr, "den", "seat="+url.QueryEscape(j.Seat))
+	require.NoError(t, err)
+	inputsAcked(t, conn, 1, 3)
+	require.NoError(t, conn.UnderlyingConn().Close())
+	a.waitEvent(t, "a:leave:ann", 5*time.Second)
+
+	a.refuseUpgrade.Store(true)
+	for range 3 {
+		_, _, status, err := dialPlay(j.Addr, "den", "resume="+url.QueryEscape(h.Resume))
+		require.Error(t, err)
+		require.Equal(t, 503, status)
+	}
+	a.refuseUpgrade.Store(false)
+
+	conn2, h2, status, err := dialPlay(j.Addr, "den", "resume="+url.QueryEscape(h.Resume))
+	require.NoError(t, err, "status %d: the refused upgrades spent the token", status)
+	defer conn2.Close()
+	assert.Equal(t, "ann", h2.Player)
+	assert.True(t, h2.Resumed)
+	assert.Equal(t, uint64(3), h2.Ack)
+	inputsAcked(t, conn2, 4, 4)
+	_, _, status, _ = dialPlay(j.Addr, "den", "resume="+url.QueryEscape(h.Resume))
+	assert.Equal(t, 401, status, "the hello with a new token spent the old one")
 }
 
 // TestResumePastTheLimit: a player away longer than Config.Reconnect is removed, the room

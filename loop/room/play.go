@@ -50,6 +50,7 @@ func Play[I any](c *loop.Ctx, r *Room[I], conn interface {
 	rc.inMu.Lock()
 	ack := s.seq
 	rc.inMu.Unlock()
+	s.nonce = newNonce() // the token the player held is spent: the hello carries the next
 	hello, _ := json.Marshal(playHello{Type: "joined", Room: rc.name, Node: rc.tbl.node.cfg.Node, Token: r.Token(),
 		Player: s.player, Resume: signResume(rc.tbl.node.rkey, rc.name, s.player, s.nonce), Ack: ack, Resumed: s.resumed})
 	if err := conn.WriteText(hello); err != nil {

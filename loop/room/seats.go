@@ -48,7 +48,7 @@ var (
 // seat is a player's place in a room. Loop-confined, but for seq (guarded by core.inMu).
 type seat struct {
 	player  string
-	nonce   uint64     // the resume token names it; a new one at every sit
+	nonce   uint64     // the resume token names it; a new one at every hello (Play)
 	seq     uint64     // the last input sequence number taken or used up; guarded by core.inMu
 	task    *loop.Task // the member holding the seat; nil while it is held for a resume
 	left    bool       // a leave was reported (OnLeave) and its return is not yet
@@ -208,7 +208,13 @@ func (c *core) sit(t *loop.Task, player string, resume bool, nonce uint64) (*sea
 	}
 	prev := s.task
 	s.resumed = s.nonce != 0 // the seat existed: held, or live on another connection
-	s.nonce, s.task, s.until = newNonce(), t, 0
+	if s.nonce == 0 {
+		s.nonce = newNonce()
+	}
+	// The nonce (so the resume token) stays until Play's hello gives the player the next:
+	// an upgrade refused after this (a saturated loop's 503) must not spend the token of a
+	// player who never heard of another.
+	s.task, s.until = t, 0
 	for i := range c.members {
 		if c.members[i].t == t {
 			c.members[i].seat = s
