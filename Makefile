@@ -89,12 +89,13 @@ staticcheck: tools
 # integration/ runs without -race: it drives a browser, the server's races are the root
 # module's tests' business, and instrumenting chromedp would cost CI a minute or more.
 # examples/gameserver runs with -race, where its browser test (chromedp) is not built
-# (TestBrowserPlays and TestBrowserJoinsCluster skip and say so); the last line runs them without -race.
+# (TestBrowserPlays, TestBrowserJoinsCluster and TestBrowserMatchSurvivesRollingRestart skip
+# or are not built, and say so); the last line runs them without -race.
 race:
 	$(GO) test -race -count=1 -timeout 10m ./...
 	for m in $(filter-out integration,$(MODULES)); do (cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; done
 	$(if $(filter integration,$(MODULES)),cd integration && $(GO) test -count=1 -timeout 10m ./...)
-	$(if $(filter examples/gameserver,$(MODULES)),cd examples/gameserver && $(GO) test -count=1 -timeout 10m -run '^TestBrowser(Plays|JoinsCluster)$$' .)
+	$(if $(filter examples/gameserver,$(MODULES)),cd examples/gameserver && $(GO) test -count=1 -timeout 10m -run '^TestBrowser(Plays|JoinsCluster|MatchSurvivesRollingRestart)$$' .)
 
 ## tools: install staticcheck if it is missing
 tools:
