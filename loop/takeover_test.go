@@ -445,20 +445,33 @@ func TestTakeoverKeepsOutputWhileWritten(t *testing.T) {
 	require.NotNil(t, rc)
 	go func() { _, _ = io.Copy(io.Discard, br) }() // reads the pushes
 	bufs := map[*byte]bool{}                       // the output buffers the writes went into
-	sweeps := 0
+	wroteIn := map[int]bool{}                      // the sweep intervals (by e.sweeps) with a write
+	first := -1
 	push := s.Loop(0).Every("push", time.Millisecond, func(*Task) {
-		if sweeps == 0 {
-			sweeps = e.sweeps
+		if first < 0 {
+			first = e.sweeps
 		}
 		_, _ = rc.Write([]byte("state\n"))
 		bufs[unsafe.SliceData(rc.cs.out)] = true
+		wroteIn[e.sweeps] = true
 	})
 	require.Eventually(t, func() (done bool) {
-		inLoop(t, s, func() { done = sweeps > 0 && e.sweeps >= sweeps+10 })
+		inLoop(t, s, func() { done = first >= 0 && e.sweeps >= first+10 })
 		return done
 	}, 10*time.Second, 5*time.Millisecond, "ten sweeps while pushing")
 	push.Stop()
-	inLoop(t, s, func() { assert.Len(t, bufs, 1, "one output buffer through ten sweeps") })
+	inLoop(t, s, func() {
+		// A sweep interval without a write (the pusher starved by a loaded machine) lets
+		// the sweep give the buffer back: each such gap may cost one buffer more.
+		gaps := 0
+		for k := first + 1; k < e.sweeps; k++ {
+			if !wroteIn[k] {
+				gaps++
+			}
+		}
+		assert.LessOrEqual(t, len(bufs), 1+gaps, "one output buffer through ten sweeps (%d without a write)", gaps)
+		assert.Less(t, gaps, 5, "the pusher wrote in most sweep intervals")
+	})
 	require.Eventually(t, func() (released bool) {
 		inLoop(t, s, func() { released = rc.cs.out == nil })
 		return released
