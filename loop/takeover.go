@@ -76,6 +76,7 @@ type RawConn struct {
 	drained    bool              // open when the drain began: counted in the drain report
 	counted    bool              // counted in the drain report
 	closed     bool              // OnClose ran
+	wrote      bool              // Write ran since the last sweep: the output buffer is in use
 	waiters    []scheduler.Waker // tasks parked in Wait
 	onWritable func()            // rc.writable, made once: a method value allocates
 }
@@ -167,6 +168,7 @@ func (rc *RawConn) Write(p []byte) (int, error) {
 		return 0, ErrClientGone
 	}
 	cs.out = append(cs.out, p...)
+	rc.wrote = true
 	rc.srv.markDirty(cs)
 	return len(p), nil
 }
@@ -305,10 +307,13 @@ func (s *Server) rawTraffic(cs *conn) {
 }
 
 // rawSweep gives a taken connection its periodic sweep, and gives back its output buffer
-// when empty: an idle connection keeps none, one the server only pushes to makes it again
-// at most once a sweep. Loop-confined.
+// when it is empty and was not written to since the last sweep: an idle connection keeps
+// none, and one the server pushes to (a room's state every tick) keeps it rather than
+// making it again after every sweep. Loop-confined.
 func (s *Server) rawSweep(rc *RawConn, now int64) {
-	if cs := rc.cs; len(cs.out) == 0 {
+	if cs := rc.cs; rc.wrote {
+		rc.wrote = false
+	} else if len(cs.out) == 0 {
 		cs.out = nil
 	}
 	if !rc.closed {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -423,4 +424,57 @@ func TestTakeoverReleasesIdleOutput(t *testing.T) {
 		return n
 	}
 	require.Eventually(t, func() bool { return held() == 0 }, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestTakeoverKeepsOutputWhileWritten: a taken connection the server writes to between
+// sweeps (a room's state every tick) keeps its output buffer across the sweeps instead of
+// making it again after each; once the writes stop, the sweep gives it back.
+func TestTakeoverKeepsOutputWhileWritten(t *testing.T) {
+	e := newLineEcho(t)
+	// Sweeps every 10 ms (a quarter of the shortest timeout, at least 10 ms).
+	s, addr := lineEchoServer(t, Config{ReadHeaderTimeout: 40 * time.Millisecond}, e, nil)
+	c, br := dialLineEcho(t, addr, "")
+	var rc *RawConn
+	inLoop(t, s, func() {
+		for _, cs := range s.conns.all {
+			if cs.raw != nil {
+				rc = cs.raw
+			}
+		}
+	})
+	require.NotNil(t, rc)
+	go func() { _, _ = io.Copy(io.Discard, br) }() // reads the pushes
+	bufs := map[*byte]bool{}                       // the output buffers the writes went into
+	wroteIn := map[int]bool{}                      // the sweep intervals (by e.sweeps) with a write
+	first := -1
+	push := s.Loop(0).Every("push", time.Millisecond, func(*Task) {
+		if first < 0 {
+			first = e.sweeps
+		}
+		_, _ = rc.Write([]byte("state\n"))
+		bufs[unsafe.SliceData(rc.cs.out)] = true
+		wroteIn[e.sweeps] = true
+	})
+	require.Eventually(t, func() (done bool) {
+		inLoop(t, s, func() { done = first >= 0 && e.sweeps >= first+10 })
+		return done
+	}, 10*time.Second, 5*time.Millisecond, "ten sweeps while pushing")
+	push.Stop()
+	inLoop(t, s, func() {
+		// A sweep interval without a write (the pusher starved by a loaded machine) lets
+		// the sweep give the buffer back: each such gap may cost one buffer more.
+		gaps := 0
+		for k := first + 1; k < e.sweeps; k++ {
+			if !wroteIn[k] {
+				gaps++
+			}
+		}
+		assert.LessOrEqual(t, len(bufs), 1+gaps, "one output buffer through ten sweeps (%d without a write)", gaps)
+		assert.Less(t, gaps, 5, "the pusher wrote in most sweep intervals")
+	})
+	require.Eventually(t, func() (released bool) {
+		inLoop(t, s, func() { released = rc.cs.out == nil })
+		return released
+	}, 10*time.Second, 5*time.Millisecond, "given back once the pushes stopped")
+	_ = c.Close()
 }

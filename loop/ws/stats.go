@@ -2,10 +2,12 @@ package ws
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"text/tabwriter"
@@ -48,8 +50,9 @@ type loopState struct {
 	fine      *loop.TaskHandle
 	fineEvery time.Duration
 
-	scratch  []byte // a frame header or close frame being written
-	deflated []byte // a compressed frame being written (deflate.go)
+	scratch  []byte       // a frame header or close frame being written
+	listed   []queuedConn // take's ranking of the open connections, kept between samples
+	deflated []byte       // a compressed frame being written (deflate.go)
 
 	// permessage-deflate's compressor, shared by the loop's connections, and its output.
 	deflater *flate.Writer
@@ -305,6 +308,12 @@ type ConnStats struct {
 	OnLoopMax   float64 `json:"on_loop_max_seconds"`
 }
 
+// queuedConn is an open connection and its queued output, as take ranks them.
+type queuedConn struct {
+	w *Conn
+	q int
+}
+
 // maxListed bounds the connections the page lists (the most queued output first): the
 // page must stay small with 10,000 players online.
 const maxListed = 100
@@ -323,6 +332,10 @@ func take(l *loop.Loop) Stats {
 	doc.PingTimeouts, doc.ProtocolErrors, doc.InputOverflows = st.pingTimeouts, st.protocolErrors, st.inputOverflows
 	doc.CallbackPanics, doc.SaturatedRefusals = st.callbackPanics, st.saturatedRefusals
 	queued := map[*route]int{}
+	// Only the maxListed most queued connections are listed: the others are ranked
+	// without being described, so that a sample (the dashboard's history takes one every
+	// second) costs no string per player.
+	list := st.listed[:0]
 	for _, w := range st.conns {
 		if w.state == stateDone || w.gone {
 			continue
@@ -330,6 +343,16 @@ func take(l *loop.Loop) Stats {
 		q := w.rc.Queued()
 		queued[w.route] += q
 		doc.QueuedBytes += q
+		list = append(list, queuedConn{w, q})
+	}
+	slices.SortFunc(list, func(a, b queuedConn) int {
+		if a.q != b.q {
+			return cmp.Compare(b.q, a.q)
+		}
+		return cmp.Compare(a.w.id, b.w.id)
+	})
+	for _, c := range list[:min(len(list), maxListed)] {
+		w := c.w
 		form := "task"
 		if w.h != nil {
 			form = "callback"
@@ -346,13 +369,11 @@ func take(l *loop.Loop) Stats {
 			ID: w.id, Route: w.route.pattern, Remote: remote, State: stateNames[w.state], Form: form,
 			Subprotocol: w.proto, Compression: comp, Age: seconds(now.Sub(w.since)),
 			MessagesIn: w.fig.msgsIn, BytesIn: w.fig.bytesIn, MessagesOut: w.fig.msgsOut, BytesOut: w.fig.bytesOut,
-			QueuedBytes: q, OnLoop: seconds(w.fig.onLoop), OnLoopMax: seconds(w.fig.onLoopMax),
+			QueuedBytes: c.q, OnLoop: seconds(w.fig.onLoop), OnLoopMax: seconds(w.fig.onLoopMax),
 		})
 	}
-	sortConns(doc.Connections)
-	if len(doc.Connections) > maxListed {
-		doc.Connections = doc.Connections[:maxListed]
-	}
+	clear(list) // keep no ended connection alive until the next sample
+	st.listed = list[:0]
 	doc.ConnectionsShown = len(doc.Connections)
 	for _, r := range st.order {
 		rd := RouteStats{Route: r.pattern, Open: r.open, Upgrades: r.upgrades, MessagesIn: r.msgsIn, BytesIn: r.bytesIn,

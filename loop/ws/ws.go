@@ -100,8 +100,38 @@ func NewPrepared(binary bool, p []byte) *PreparedMessage {
 	if binary {
 		op = httpcodec.WSBinary
 	}
-	frame, _ := httpcodec.AppendWSFrame(make([]byte, 0, httpcodec.WSFrameHeaderLen(len(p))+len(p)), op, true, p)
-	return &PreparedMessage{frame: frame, binary: binary, n: len(p)}
+	m, buf := newPrepared(httpcodec.WSFrameHeaderLen(len(p)) + len(p))
+	m.frame, _ = httpcodec.AppendWSFrame(buf, op, true, p)
+	m.binary, m.n = binary, len(p)
+	return m
+}
+
+// newPrepared returns an empty PreparedMessage and a buffer of capacity at least size for
+// its frame. A small frame shares the message's allocation: a room that prepares its state
+// every tick then allocates once per tick, not twice. The sizes fill the allocator's size
+// classes (176, 512 and 1,024 bytes with the message's own 48).
+func newPrepared(size int) (*PreparedMessage, []byte) {
+	switch {
+	case size <= 128:
+		v := new(struct {
+			m   PreparedMessage
+			buf [128]byte
+		})
+		return &v.m, v.buf[:0]
+	case size <= 464:
+		v := new(struct {
+			m   PreparedMessage
+			buf [464]byte
+		})
+		return &v.m, v.buf[:0]
+	case size <= 976:
+		v := new(struct {
+			m   PreparedMessage
+			buf [976]byte
+		})
+		return &v.m, v.buf[:0]
+	}
+	return new(PreparedMessage), make([]byte, 0, size)
 }
 
 // Len returns the payload length of the message. Safe for concurrent use.

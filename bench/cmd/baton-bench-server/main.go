@@ -12,7 +12,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // -pprof
 	"os"
+	"runtime"
 
 	"github.com/batonrt/baton/bench/servers"
 )
@@ -21,7 +25,23 @@ func main() {
 	target := flag.String("target", servers.Baton, "server to run: baton or nethttp")
 	addr := flag.String("addr", "127.0.0.1:8081", "listen address (port 0 picks one)")
 	shards := flag.Int("shards", 1, "baton's Config.Shards: event loops (more than 1: plaintext and rooms routes only)")
+	pprofAddr := flag.String("pprof", "", "loopback address to serve net/http/pprof on (profiles of the server while it is loaded)")
+	memRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate when above 0 (1: every allocation in -pprof's allocs profile)")
 	flag.Parse()
+	if *memRate > 0 {
+		runtime.MemProfileRate = *memRate
+	}
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err == nil && !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {
+			err = fmt.Errorf("%s is not a loopback address", *pprofAddr)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "baton-bench-server: -pprof:", err)
+			os.Exit(2)
+		}
+		go func() { _ = http.Serve(ln, nil) }()
+	}
 	if err := servers.ServeChildWith(*target, *addr, servers.Options{Shards: *shards}, os.Stdout, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "baton-bench-server:", err)
 		os.Exit(1)
