@@ -443,14 +443,14 @@ func report(t *testing.T, name string, c *gameCluster, r playResult, rooms, play
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond / 10) }
 	t.Logf("%s: %d rooms x %d players, %.1f s; rooms lost %d, inputs sent %d, acked %d, lost %d, answered retry %d (%d freezing), refused %d; "+
 		"ticks twice %d, tick numbers skipped %d, twins %d; moves %d; connections ended by 4001 %d, 1001 %d, 1000 %d, otherwise %d; "+
-		"back via resume %d (of which after a /join %d), via a new seat %d; failed tries %v; "+
+		"back via resume %d (of which after a /join %d), via a new seat %d; failed tries %v; openings abandoned after %v (all tests so far) %d; "+
 		"players back after a move (4001 to the next hello) p50 %v, p99 %v, max %v; after other ends p50 %v, max %v (%d); "+
 		"freeze-to-first-tick gap (the targets' figures, %d gaps, p50/p99/max per node) %v; "+
 		"last tick on the old owner to the first on the new (tick log, start to start) p50 %v, p99 %v, max %v; "+
 		"CPU: nodes %v, bots %v",
 		name, rooms, players, r.elapsed.Seconds(), r.lost, r.inputsSent, r.inputsAcked, r.inputsLost, r.retried, r.frozen, r.refused,
 		r.twice, r.gapsInN, r.twins, r.moves, r.movedCloses, r.drains, r.ended, r.drops,
-		r.viaResume+r.viaResumeAfterJoin, r.viaResumeAfterJoin, r.viaJoin, r.refusals,
+		r.viaResume+r.viaResumeAfterJoin, r.viaResumeAfterJoin, r.viaJoin, r.refusals, openTimeout, openRetries.Load(),
 		ms(pct(r.backAfterMove, 0.5)), ms(pct(r.backAfterMove, 0.99)), ms(pct(r.backAfterMove, 1)),
 		ms(pct(r.backOther, 0.5)), ms(pct(r.backOther, 1)), len(r.backOther),
 		n, per,

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -79,11 +81,40 @@ func contractBackoff(n int) time.Duration { return min(250*time.Millisecond<<min
 
 var contractDialer = websocket.Dialer{HandshakeTimeout: 5 * time.Second}
 
+// openTimeout is the contract's bound on a connection's opening: past it the attempt is
+// abandoned and made again at once (a SYN a draining listener dropped waits a second for
+// the kernel's retransmission otherwise); openTries attempts, then the usual failure.
+const (
+	openTimeout = 250 * time.Millisecond
+	openTries   = 3
+)
+
+// dialOpen dials url, abandoning an attempt that has not opened (TCP and upgrade) within
+// openTimeout and trying again at once, up to openTries times.
+func dialOpen(url string) (*websocket.Conn, *http.Response, error) {
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		if try < openTries { // the last try has the dialer's own bound
+			ctx, cancel = context.WithTimeout(context.Background(), openTimeout)
+		}
+		conn, resp, err := contractDialer.DialContext(ctx, url, nil)
+		cancel()
+		var ne net.Error
+		if err == nil || try == openTries || !(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+			return conn, resp, err
+		}
+		openRetries.Add(1)
+	}
+}
+
+// openRetries counts the attempts dialOpen abandoned, for the tests' logs.
+var openRetries atomic.Int64
+
 // dialContract connects to /play/{room} at addr with query (seat=... or resume=...) and
 // reads the hello. A refused upgrade returns its status and, for a 307, the Location's
 // host; a socket that ends before the hello returns status 0.
 func dialContract(addr, name, query string) (conn *websocket.Conn, h playHello, status int, location string, err error) {
-	conn, resp, err := contractDialer.Dial("ws://"+addr+"/play/"+name+"?"+query, nil)
+	conn, resp, err := dialOpen("ws://" + addr + "/play/" + name + "?" + query)
 	var body []byte
 	if resp != nil && resp.Body != nil {
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, 256))

@@ -25,6 +25,13 @@ const RETRY_JOIN = 10; // joins tried in a row before the client gives up (about
 // backoff is the wait before try n+1: 250 ms, doubling, at most 2 s.
 const backoff = (n) => Math.min(250 * 2 ** n, 2000);
 
+// A connection not open within OPEN_TIMEOUT ms is abandoned and made again at once, up to
+// OPEN_TRIES tries (the last waits as long as the browser does): a process replaced on the
+// same port drops new SYNs for about 100 ms as it drains, and the kernel would retransmit a
+// dropped SYN only after a second (docs/client-protocol.md, 2.).
+const OPEN_TIMEOUT = 250;
+const OPEN_TRIES = 3;
+
 export class RoomClient extends EventTarget {
   // opts: room (required), player (required: the id the join endpoint seats), join (the
   // base URL of a node's join endpoint, default this page's origin), params (more query
@@ -119,13 +126,24 @@ export class RoomClient extends EventTarget {
   _later(fn, ms) { clearTimeout(this._reconnectTimer); this._reconnectTimer = setTimeout(fn, ms); }
 
   // _connect opens the WebSocket at addr with query q; failed runs if it closes before
-  // the hello (a refused upgrade: a browser cannot read its status).
-  _connect(addr, q, failed) {
+  // the hello (a refused upgrade: a browser cannot read its status). try_ is the attempt's
+  // number: the first OPEN_TRIES-1 are abandoned if not open within OPEN_TIMEOUT.
+  _connect(addr, q, failed, try_ = 1) {
     if (this.stopped) return;
     const extra = Object.entries(this.params).map(([k, v]) => `&${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("");
     const sock = new WebSocket(`${this.secure ? "wss" : "ws"}://${addr}/play/${encodeURIComponent(this.room)}?${q}${extra}`);
     this.ws = sock;
     this._ready = false;
+    if (try_ < OPEN_TRIES) {
+      const slow = setTimeout(() => {
+        if (this.ws !== sock || sock.readyState !== WebSocket.CONNECTING) return;
+        this.ws = null; // its close event is ignored from now on
+        sock.close();
+        this._connect(addr, q, failed, try_ + 1);
+      }, OPEN_TIMEOUT);
+      sock.addEventListener("open", () => clearTimeout(slow));
+      sock.addEventListener("close", () => clearTimeout(slow));
+    }
     sock.onmessage = (ev) => {
       if (this.ws !== sock) return;
       let m;

@@ -66,6 +66,25 @@ type handoffReq struct {
 	drain    bool      // asked by the drain: on failure the room drains as without hooks
 	deadline time.Time // the drain's deadline; zero: none
 	done     *loop.Future[directory.Token]
+	slot     bool // it holds one of the node's drain slots (handoffSlot)
+}
+
+// defaultHandoffsAtOnce is NodeConfig.HandoffsAtOnce's default.
+const defaultHandoffsAtOnce = 8
+
+// ready reports whether the handoff asked for may begin now: one asked by a drain waits
+// for one of the node's slots (NodeConfig.HandoffsAtOnce) unless the drain's deadline is
+// a second away. The tick task's own.
+func (q *handoffReq) ready(n *node) bool {
+	if !q.drain || q.slot || n.hoMax == 0 {
+		return true
+	}
+	if n.hoBusy.Add(1) <= n.hoMax {
+		q.slot = true
+		return true
+	}
+	n.hoBusy.Add(-1)
+	return !q.deadline.IsZero() && time.Until(q.deadline) < time.Second
 }
 
 // refusal is what Input answers while frozen. Under core.inMu.
@@ -303,6 +322,9 @@ func (r *Room[I]) handOff(bt *loop.Task, n uint64, next, prev int64) (int64, boo
 	q := c.ho.req
 	c.ho.req = nil
 	nd := c.tbl.node
+	if q.slot {
+		defer nd.hoBusy.Add(-1)
+	}
 	nd.hos.started.Add(1)
 	if len(c.seats) > 0 || len(c.seatEv) > 0 {
 		c.seatTurn(bt, c.tbl.now()) // the hooks the state is owed, before its snapshot

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -49,6 +50,10 @@ type fleet struct {
 	late      LatePolicy
 	snapPanic atomic.Bool
 	snapFail  atomic.Bool
+	// Handoffs between the source's snapshot and OnMoved, and the most at once; how long
+	// a restore takes on the target (ns).
+	inFlight, mostInFlight atomic.Int32
+	slowRestore            atomic.Int64
 
 	mu    sync.Mutex
 	ticks map[string][]tickRec
@@ -75,7 +80,7 @@ func (f *fleet) config(node string) func(name string) (Config[int], error) {
 				f.rooms[name], f.state[name] = r, *g
 				f.mu.Unlock()
 			},
-			OnMoved: func(*Room[int]) { f.mu.Lock(); f.moved[name]++; f.mu.Unlock() },
+			OnMoved: func(*Room[int]) { f.inFlight.Add(-1); f.mu.Lock(); f.moved[name]++; f.mu.Unlock() },
 		}
 		snap, restore := JSONState[int](g)
 		cfg.Snapshot = func(r *Room[int]) ([]byte, error) {
@@ -85,9 +90,15 @@ func (f *fleet) config(node string) func(name string) (Config[int], error) {
 			if f.snapFail.Load() {
 				return nil, errors.New("snapshot refused (test)")
 			}
+			if n := f.inFlight.Add(1); n > f.mostInFlight.Load() {
+				f.mostInFlight.Store(n) // snapshots run on the source's one loop: no race
+			}
 			return snap(r)
 		}
-		cfg.Restore = restore
+		cfg.Restore = func(r *Room[int], b []byte) error {
+			time.Sleep(time.Duration(f.slowRestore.Load()))
+			return restore(r, b)
+		}
 		return cfg, nil
 	}
 }
@@ -558,6 +569,48 @@ func TestHandoffOnDrain(t *testing.T) {
 		assert.Equal(t, 7, st.Sum, "%s's state moved", n)
 	}
 	assert.Equal(t, int64(3), nodeOf(b).hos.figures().Accepted)
+}
+
+// TestHandoffOnDrainAtOnce: a draining node hands off at most NodeConfig.HandoffsAtOnce
+// rooms at a time (the others tick on until a slot frees), and every room still moves;
+// without a bound the same drain has more frozen at once (so the count can fail).
+func TestHandoffOnDrainAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		atOnce  int
+		bounded bool
+	}{{2, true}, {-1, false}} {
+		t.Run(fmt.Sprint(tc.atOnce), func(t *testing.T) {
+			emb := directory.NewEmbedded()
+			f := newFleet(20*time.Millisecond, SkipLate)
+			f.slowRestore.Store(int64(30 * time.Millisecond)) // on b's one loop: restores queue
+			a := loop.New(looptest.Config(t, loop.Config{}))
+			require.NoError(t, UseDirectory(a, emb, NodeConfig{Directory: directory.Config{Node: "a"}, HandoffKey: handoffKey, HandoffsAtOnce: tc.atOnce}))
+			require.NoError(t, AcceptHandoffs(a, f.config("a")))
+			errc := serveInBackground(t, a)
+			waitFor(t, 5*time.Second, "a did not open", func() bool { return nodeOf(a).handle() != nil })
+			handoffNode(t, emb, "b", f, loop.Config{})
+			var names []string
+			for i := range 8 {
+				names = append(names, fmt.Sprintf("r%d", i))
+				f.open(t, a, "a", names[i])
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			require.NoError(t, a.Shutdown(ctx))
+			require.ErrorIs(t, <-errc, loop.ErrServerClosed)
+			for _, n := range names {
+				waitFor(t, 5*time.Second, n+" did not tick on b", func() bool { log := f.log(n); return log[len(log)-1].node == "b" })
+				checkLog(t, f.log(n), "a", "b", false)
+			}
+			most := f.mostInFlight.Load()
+			t.Logf("HandoffsAtOnce %d: at most %d rooms frozen at once", tc.atOnce, most)
+			if tc.bounded {
+				assert.LessOrEqual(t, most, int32(tc.atOnce))
+			} else {
+				assert.Greater(t, most, int32(2), "unbounded, the drain froze its rooms together")
+			}
+		})
+	}
 }
 
 // TestHandoffConfig: the hooks go together; a short key and AcceptHandoffs without a

@@ -52,6 +52,8 @@ type node struct {
 
 	hoKey  []byte       // NodeConfig.HandoffKey; nil: no handoffs
 	hoAddr string       // NodeConfig.HandoffAddr; immutable
+	hoMax  int32        // NodeConfig.HandoffsAtOnce, 0 for no bound; immutable
+	hoBusy atomic.Int32 // drain handoffs under way (handoffSlot)
 	hos    handoffStats // handoff.go
 
 	rkey []byte    // signs resume tokens: HandoffKey, or a random key of this process
@@ -125,6 +127,12 @@ type NodeConfig struct {
 	// the sender itself. It also keeps the endpoint off the public listener. Empty: the
 	// endpoint is a route of the server.
 	HandoffAddr string
+	// HandoffsAtOnce bounds how many of the node's rooms its drain hands off at the same
+	// time; the others go on ticking until one of those ends (or until the drain's
+	// deadline is a second away). Fewer at once shortens each room's freeze on a busy
+	// machine, since the snapshots, the directory's writes and the targets' restores do
+	// not all compete at once. 0 means 8; negative means no bound.
+	HandoffsAtOnce int
 }
 
 // nodes maps each server (weakly held) to its node.
@@ -161,7 +169,11 @@ func UseDirectory(srv *loop.Server, op directory.Opener, cfg NodeConfig) error {
 		return fmt.Errorf("room: UseDirectory: NodeConfig.HandoffKey is %d bytes; it must be at least %d", len(cfg.HandoffKey), minHandoffKey)
 	}
 	n := &node{op: op, cfg: cfg.Directory.WithDefaults(), seats: cfg.Seats, every: cfg.PublishEvery,
-		hoKey: append([]byte(nil), cfg.HandoffKey...), hoAddr: cfg.HandoffAddr} // nil without a key
+		hoKey: append([]byte(nil), cfg.HandoffKey...), hoAddr: cfg.HandoffAddr, // nil without a key
+		hoMax: int32(max(cfg.HandoffsAtOnce, 0))}
+	if cfg.HandoffsAtOnce == 0 {
+		n.hoMax = defaultHandoffsAtOnce
+	}
 	n.rkey = n.hoKey
 	if n.rkey == nil {
 		n.rkey = randomKey() // resume works on this node only

@@ -667,7 +667,7 @@ func (r *Room[I]) run(bt *loop.Task, start, first int64, n uint64) {
 	behind := 0  // ticks run back to back to catch up since the last on-time one
 	end := start // the clock at the end of the previous tick: one reading serves both
 	for {
-		if c.ho.req != nil { // between two ticks: the room's state is whole
+		if c.ho.req != nil && c.ho.req.ready(tbl.node) { // between two ticks: the room's state is whole
 			var moved bool
 			if end, moved = r.handOff(bt, n, next, prev); moved {
 				return
