@@ -153,3 +153,46 @@ func TestHandoffFiguresExported(t *testing.T) {
 	_, text := get(t, cl, base+"/metrics")
 	assert.NotContains(t, text, "baton_cluster_")
 }
+
+// The cluster section's seat figures are exported: resume tokens refused by room.Admit
+// (forged, and for a room the node does not run) count in
+// baton_cluster_seats_refused_total as on the stats page, the other seat counters are 0,
+// and the exposition passes promtool check metrics.
+func TestSeatFiguresExported(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	n := loop.New(looptest.Config(t, loop.Config{}))
+	require.NoError(t, room.UseDirectory(n, directory.NewEmbedded(), room.NodeConfig{Directory: directory.Config{Node: "p"}, HandoffKey: key}))
+	n.Handle("GET /play/{room}", func(c *loop.Ctx) {
+		name := c.PathValue("room")
+		if _, _, ok := room.Admit(c, name, func(l *loop.Loop) (*room.Room[int], error) {
+			return room.New(l, room.Config[int]{Name: name, Period: 20 * time.Millisecond, Tick: func(*room.Room[int], *room.Tick[int]) {}})
+		}); ok {
+			c.String(200, "seated\n")
+		}
+	})
+	stats.Mount(n, "/debug/baton")
+	n.Handle("GET /metrics", Handler(Registry(n)), loop.Exempt())
+	base := looptest.Start(t, n)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for _, tok := range []string{"garbage", "AQ.AAAA", strings.Repeat("x", 40)} {
+		code, body := get(t, cl, base+"/play/den?resume="+tok)
+		require.Equal(t, 401, code, body)
+	}
+	var pg struct {
+		Seats map[string]float64 `json:"seats"`
+	}
+	code, page := get(t, cl, base+"/debug/baton/cluster")
+	require.Equal(t, 200, code)
+	require.NoError(t, json.Unmarshal([]byte(page), &pg), page)
+	require.EqualValues(t, 3, pg.Seats["refused"], page)
+	code, text := get(t, cl, base+"/metrics")
+	require.Equal(t, 200, code)
+	mf := parse(t, text)
+	assert.EqualValues(t, pg.Seats["refused"], value(mf, "baton_cluster_seats_refused_total", nil))
+	for _, k := range []string{"resumed", "held", "removed", "replaced"} {
+		assert.EqualValues(t, pg.Seats[k], value(mf, "baton_cluster_seats_"+k+"_total", nil), k)
+		assert.Zero(t, pg.Seats[k], k)
+	}
+	exit, out := runPromtool(t, text, "check", "metrics")
+	require.Equal(t, 0, exit, "promtool check metrics:\n%s", out)
+}
