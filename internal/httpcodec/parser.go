@@ -787,21 +787,26 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 		return errExpectation
 	}
 
-	req.Method = buf[0:p.methodEnd:p.methodEnd]
-	req.Target = buf[p.targetBeg:p.targetEnd:p.targetEnd]
-	req.Path, req.RawQuery = nil, nil
+	// The views are worked out first and stored together, so that the compiler checks for
+	// the write barrier once for all of them.
+	var path, rawQuery, host, upgrade []byte
 	if p.form != formAuthority {
-		req.Path = buf[p.pathBeg:p.pathEnd:p.pathEnd]
+		path = buf[p.pathBeg:p.pathEnd:p.pathEnd]
 	}
 	if p.queryBeg >= 0 {
-		req.RawQuery = buf[p.queryBeg:p.targetEnd:p.targetEnd]
+		rawQuery = buf[p.queryBeg:p.targetEnd:p.targetEnd]
 	}
-	req.ProtoMinor = p.protoMinor
 	hs := req.Headers
-	req.Host = nil
 	if p.hostIdx >= 0 {
-		req.Host = hs[p.hostIdx].Value
+		host = hs[p.hostIdx].Value
 	}
+	if p.connUpgrade && p.upgradeIdx >= 0 {
+		upgrade = hs[p.upgradeIdx].Value
+	}
+	req.Method = buf[0:p.methodEnd:p.methodEnd]
+	req.Target = buf[p.targetBeg:p.targetEnd:p.targetEnd]
+	req.Path, req.RawQuery, req.Host, req.Upgrade = path, rawQuery, host, upgrade
+	req.ProtoMinor = p.protoMinor
 	req.ContentLength = cl
 	req.Chunked = chunked
 	if p.protoMinor == 1 {
@@ -810,10 +815,6 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 		req.KeepAlive = p.connKeepAlive && !p.connClose
 	}
 	req.Expect100 = p.expect100 && p.protoMinor == 1 && (chunked || cl > 0)
-	req.Upgrade = nil
-	if p.connUpgrade && p.upgradeIdx >= 0 {
-		req.Upgrade = hs[p.upgradeIdx].Value
-	}
 	req.HeadLen = end
 	return nil
 }
