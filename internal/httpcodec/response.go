@@ -1,7 +1,6 @@
 package httpcodec
 
 import (
-	"slices"
 	"strconv"
 	"time"
 )
@@ -265,63 +264,23 @@ func AppendResponseHead(dst []byte, h *ResponseHead) ([]byte, error) {
 // followed by AppendResponseHeadEnd(h) is then byte for byte what
 // AppendResponseHead(h) writes.
 func AppendResponseHeadEnd(dst []byte, h *ResponseHead) []byte {
-	// One capacity check, then moves of constant size (arrays): an append per field would each
-	// carry its own growth path, and this runs once per response (the request path's
-	// code is kept dense for the instruction cache: docs/bench.md).
-	if cap(dst)-len(dst) < maxHeadEnd {
-		dst = growHeadEnd(dst)
-	}
-	n := len(dst)
-	b := dst[:n+maxHeadEnd]
 	s := h.Status
 	if s >= 200 && s != 204 {
 		if h.Chunked {
-			*(*[len(teChunked)]byte)(b[n:]) = teChunkedB
-			n += len(teChunked)
+			dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
 		} else if h.ContentLength >= 0 {
-			*(*[len(clPrefix)]byte)(b[n:]) = clPrefixB
-			n += len(clPrefix)
-			n = len(strconv.AppendInt(b[:n], h.ContentLength, 10))
-			n += copy(b[n:n+2], crlf)
+			dst = append(dst, "Content-Length: "...)
+			dst = strconv.AppendInt(dst, h.ContentLength, 10)
+			dst = append(dst, "\r\n"...)
 		}
 	}
 	if h.Close {
-		*(*[len(connClose)]byte)(b[n:]) = connCloseB
-		n += len(connClose)
+		dst = append(dst, "Connection: close\r\n"...)
 	} else if h.KeepAlive10 {
-		*(*[len(connKeepAlive)]byte)(b[n:]) = connKeepAliveB
-		n += len(connKeepAlive)
+		dst = append(dst, "Connection: keep-alive\r\n"...)
 	}
-	n += copy(b[n:n+2], crlf)
-	return b[:n]
+	return append(dst, "\r\n"...)
 }
-
-const (
-	teChunked     = "Transfer-Encoding: chunked\r\n"
-	clPrefix      = "Content-Length: "
-	connClose     = "Connection: close\r\n"
-	connKeepAlive = "Connection: keep-alive\r\n"
-	crlf          = "\r\n"
-)
-
-// The fields as arrays: an array assignment is a move of constant size, done inline,
-// where copy from a string of more than 16 bytes calls memmove.
-var (
-	teChunkedB     = [len(teChunked)]byte([]byte(teChunked))
-	clPrefixB      = [len(clPrefix)]byte([]byte(clPrefix))
-	connCloseB     = [len(connClose)]byte([]byte(connClose))
-	connKeepAliveB = [len(connKeepAlive)]byte([]byte(connKeepAlive))
-)
-
-// maxHeadEnd bounds what AppendResponseHeadEnd appends: the longer framing field (a
-// Content-Length of 19 digits), the longer Connection field and the empty line.
-const maxHeadEnd = len(clPrefix) + 19 + len(crlf) + len(connKeepAlive) + len(crlf)
-
-// growHeadEnd gives dst room for maxHeadEnd more bytes. Out of line: the growth's code
-// stays off the response path.
-//
-//go:noinline
-func growHeadEnd(dst []byte) []byte { return slices.Grow(dst, maxHeadEnd) }
 
 // AppendChunk appends p as one chunk of a chunked body: the size in hex,
 // CRLF, p, CRLF. An empty p appends nothing (an empty chunk would end the
