@@ -252,19 +252,8 @@ func (s *Server) markDirty(cs *conn) {
 		return
 	}
 	cs.dirty = true
-	n := len(s.conns.dirty)
-	if n == cap(s.conns.dirty) {
-		s.conns.growDirty()
-	}
-	s.conns.dirty = s.conns.dirty[:n+1]
-	s.conns.dirty[n] = cs
+	s.conns.dirty = append(s.conns.dirty, cs)
 }
-
-// growDirty makes room in a full dirty list. Out of line: the growth's code stays off the
-// request path's instruction-cache lines.
-//
-//go:noinline
-func (t *connTable) growDirty() { t.dirty = append(t.dirty, nil)[:len(t.dirty)] }
 
 // flushDirty serves the next pipelined request of every connection whose task finished and
 // writes every gathered output.
