@@ -375,46 +375,63 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 		if !c.req.Chunked && c.req.ContentLength <= 0 {
 			return c, true
 		}
-		// Route before reading the body: a request that will be refused (404, 405,
-		// draining) must not be told to send its body first (Expect: 100-continue).
-		framing := httpcodec.Request{Chunked: c.req.Chunked, ContentLength: c.req.ContentLength}
-		expect := c.req.Expect100
-		if !s.routeRequest(cs, c) { // answered at once, and c released
-			if cs.accepting() && !expect && framing.ContentLength <= unroutedBodyMax {
-				// The body is read and dropped, as net/http does, so that the requests
-				// pipelined behind it are answered.
-				lim := s.cfg.Limits
-				if lim.MaxBodyBytes <= 0 || lim.MaxBodyBytes > unroutedBodyMax {
-					lim.MaxBodyBytes = unroutedBodyMax
-				}
-				cs.body.Init(&framing, lim)
-				cs.discarding = true
-				if s.cfg.ReadHeaderTimeout > 0 {
-					cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
-				}
-				return nil, true
-			}
-			// Too large to read for nothing, or a client waiting for 100 Continue that may
-			// or may not send it: the rest of the input cannot be trusted.
-			cs.closeAfterResponse()
-			_, _ = cs.gc.Discard(-1)
-			return nil, false
-		}
-		if c.route.streamBody { // StreamBody: the handler reads the body as it arrives
-			s.startStream(cs, c)
-			return nil, false
-		}
-		cs.pending = c
-		cs.body.Init(&c.req, s.cfg.Limits)
-		if s.cfg.ReadHeaderTimeout > 0 {
-			cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
-		}
-		if c.req.Expect100 && len(buf) == n {
-			cs.out = httpcodec.AppendContinue(cs.out)
-			s.flush(cs)
-		}
-		return nil, true
+		return s.serveWithBody(cs, c, buf, n)
 	}
+	return s.serveBody(cs, buf)
+}
+
+// serveWithBody is serveStep for a parsed head c with a body (n bytes of buf were the
+// head): it routes c before the body is read, then reads the body, streams it or drops it.
+// Out of line: serveStep stays the short path of a request without a body.
+//
+//go:noinline
+func (s *Server) serveWithBody(cs *conn, c *Ctx, buf []byte, n int) (next *Ctx, more bool) {
+	// Route before reading the body: a request that will be refused (404, 405,
+	// draining) must not be told to send its body first (Expect: 100-continue).
+	framing := httpcodec.Request{Chunked: c.req.Chunked, ContentLength: c.req.ContentLength}
+	expect := c.req.Expect100
+	if !s.routeRequest(cs, c) { // answered at once, and c released
+		if cs.accepting() && !expect && framing.ContentLength <= unroutedBodyMax {
+			// The body is read and dropped, as net/http does, so that the requests
+			// pipelined behind it are answered.
+			lim := s.cfg.Limits
+			if lim.MaxBodyBytes <= 0 || lim.MaxBodyBytes > unroutedBodyMax {
+				lim.MaxBodyBytes = unroutedBodyMax
+			}
+			cs.body.Init(&framing, lim)
+			cs.discarding = true
+			if s.cfg.ReadHeaderTimeout > 0 {
+				cs.deadline, cs.deadlineKind = s.now()+int64(s.cfg.ReadHeaderTimeout), deadlineHeader
+			}
+			return nil, true
+		}
+		// Too large to read for nothing, or a client waiting for 100 Continue that may
+		// or may not send it: the rest of the input cannot be trusted.
+		cs.closeAfterResponse()
+		_, _ = cs.gc.Discard(-1)
+		return nil, false
+	}
+	if c.route.streamBody { // StreamBody: the handler reads the body as it arrives
+		s.startStream(cs, c)
+		return nil, false
+	}
+	cs.pending = c
+	cs.body.Init(&c.req, s.cfg.Limits)
+	if s.cfg.ReadHeaderTimeout > 0 {
+		cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
+	}
+	if c.req.Expect100 && len(buf) == n {
+		cs.out = httpcodec.AppendContinue(cs.out)
+		s.flush(cs)
+	}
+	return nil, true
+}
+
+// serveBody is serveStep for the body bytes of cs's pending request, in buf. Out of line:
+// serveStep stays the short path of a request without a body.
+//
+//go:noinline
+func (s *Server) serveBody(cs *conn, buf []byte) (next *Ctx, more bool) {
 	c := cs.pending
 	consumed, out, done, err := cs.body.Decode(buf, c.body)
 	c.body = out

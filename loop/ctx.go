@@ -134,25 +134,60 @@ func (s *Server) releaseCtx(c *Ctx) {
 	// capacity kept. The parameters must be empty for the route memo (routememo.go).
 	c.req.Headers = c.req.Headers[:0]
 	if c.params.Len() > 0 {
-		c.params.Reset()
+		c.resetParams()
 	}
 	c.reader.Reset(nil)
-	trimKept(&c.body)
 	c.stream = nil
-	trimKept(&c.arena)
-	trimKept(&c.out)
-	c.hdrs, c.hdrArena = c.hdrs[:0], c.hdrArena[:0]
+	if cap(c.body) > maxKeptArena || cap(c.arena) > maxKeptArena || cap(c.out) > maxKeptArena {
+		c.dropBuffers()
+	}
+	c.body = c.body[:0]
+	c.arena = c.arena[:0]
+	c.out = c.out[:0]
+	c.hdrs = c.hdrs[:0]
+	c.hdrArena = c.hdrArena[:0]
 	c.status = 0
 	c.head = headNone // c's handler is over: nothing else reads it any more
 	c.chunked, c.streaming, c.aborted, c.isHead, c.closeConn, c.mustClose = false, false, false, false, false, false
 	c.noBody, c.sized, c.owed, c.trailers, c.declared = false, false, false, false, false
 	c.acceptedAt, c.queuedAt, c.queueWait, c.counted, c.deadline = 0, 0, 0, false, nil
 	c.finished, c.bytesOut, c.headInBuf = false, 0, false
+	if len(c.values) > 0 {
+		c.clearValues()
+	}
+	if n := len(s.ctxFree); n < ctxPoolMax && s.mode.reuseCtx() {
+		if n == cap(s.ctxFree) {
+			s.growCtxFree()
+		}
+		s.ctxFree = s.ctxFree[:n+1]
+		s.ctxFree[n] = c
+	}
+}
+
+// growCtxFree makes room in the pool of free contexts. Out of line, as below.
+//
+//go:noinline
+func (s *Server) growCtxFree() { s.ctxFree = append(s.ctxFree, nil)[:len(s.ctxFree)] }
+
+// resetParams, dropBuffers and clearValues are releaseCtx's parts for what a plain request
+// does not leave behind (route parameters, a buffer grown past maxKeptArena, request
+// values). Out of line: their code stays off the request path's instruction-cache lines
+// (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (c *Ctx) resetParams() { c.params.Reset() }
+
+//go:noinline
+func (c *Ctx) dropBuffers() {
+	trimKept(&c.body)
+	trimKept(&c.arena)
+	trimKept(&c.out)
+}
+
+//go:noinline
+func (c *Ctx) clearValues() {
 	clear(c.values)
 	c.values = c.values[:0]
-	if len(s.ctxFree) < ctxPoolMax && s.mode.reuseCtx() {
-		s.ctxFree = append(s.ctxFree, c)
-	}
 }
 
 // trimKept empties *b, and lets it go if it grew past maxKeptArena. The kept case only
@@ -439,14 +474,8 @@ func (c *Ctx) respond(status int, contentType string, body []byte) {
 // writeHead appends the status line and headers to the response output. It reports false
 // (and writes nothing) when the server already answered for this handler.
 func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chunked bool) bool {
-	if status < 100 || status > 999 {
-		panic("loop: invalid status code " + strconv.Itoa(status))
-	}
-	if status < 200 {
-		// An interim head as the only response leaves the client waiting for the final one
-		// (or taking the next pipelined response as this one's); 101 without the switch it
-		// announces is the same lie. The panic is the handler's: answered with 500, logged.
-		panic("loop: status " + strconv.Itoa(status) + " is not a final response: a handler answers with 200-999 (101 only through Upgrade)")
+	if status < 200 || status > 999 {
+		badStatus(status)
 	}
 	if !c.claimHead(headHandler) {
 		if c.headState() == headServer {
@@ -456,12 +485,41 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 	}
 	c.status = status
 	if c.declared { // a body written whole states its own length
-		c.delHeader("Content-Length")
-		c.declared = false
+		c.undeclare()
 	}
 	if len(c.hdrs) == 0 && c.writeHeadCached(status, contentType, contentLength, chunked) {
 		return true
 	}
+	c.writeHeadFull(status, contentType, contentLength, chunked)
+	return true
+}
+
+// badStatus panics for a status writeHead refuses. Out of line, as undeclare and
+// writeHeadFull: what a plain response does not run stays off the request path's
+// instruction-cache lines (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func badStatus(status int) {
+	if status < 100 || status > 999 {
+		panic("loop: invalid status code " + strconv.Itoa(status))
+	}
+	// An interim head as the only response leaves the client waiting for the final one
+	// (or taking the next pipelined response as this one's); 101 without the switch it
+	// announces is the same lie. The panic is the handler's: answered with 500, logged.
+	panic("loop: status " + strconv.Itoa(status) + " is not a final response: a handler answers with 200-999 (101 only through Upgrade)")
+}
+
+//go:noinline
+func (c *Ctx) undeclare() {
+	c.delHeader("Content-Length")
+	c.declared = false
+}
+
+// writeHeadFull is writeHead's path for a head the cache does not hold: headers of the
+// handler's own, Server-Timing, multi-thread mode.
+//
+//go:noinline
+func (c *Ctx) writeHeadFull(status int, contentType string, contentLength int64, chunked bool) {
 	if contentType != "" && !c.hasHeader("Content-Type") {
 		// Not copied into hdrArena: strings are immutable and nothing writes through the
 		// views (AppendResponseHead only reads them).
@@ -485,7 +543,6 @@ func (c *Ctx) writeHead(status int, contentType string, contentLength int64, chu
 	if c.out, err = httpcodec.AppendResponseHead(c.out, &h); err != nil {
 		panic("loop: " + err.Error()) // headers are validated when set: unreachable
 	}
-	return true
 }
 
 // Stream starts a streamed response with status and contentType and returns its writer.

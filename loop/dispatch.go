@@ -79,25 +79,40 @@ func (s *Server) routeRequest(cs *conn, c *Ctx) bool {
 	c.isHead = string(c.req.Method) == "HEAD"
 	c.mustClose = cs.state != connOpen
 	if s.life.draining() {
-		s.drain.report.RejectedDuring++
-		cs.closeAfterResponse()
-		// Retry-After: the request was not run, so any client (a POST's too) may send it
-		// again; a proxy in front retries idempotent ones on another process at once.
-		s.inlineResponse(cs, c, 503, "Retry-After", drainRetryAfter)
+		s.refuseDraining(cs, c)
 		return false
 	}
 	r, pattern, res, allow := s.lookupRoute(c)
-	switch res {
-	case router.Found:
-	case router.MethodNotAllowed:
-		s.inlineResponse(cs, c, 405, "Allow", allow)
-		return false
-	default:
-		s.inlineResponse(cs, c, 404, "", "")
+	if res != router.Found {
+		s.refuseUnrouted(cs, c, res, allow)
 		return false
 	}
 	c.route, c.pattern = r, pattern
 	return true
+}
+
+// refuseDraining answers a request that arrived during the drain with 503. Out of line, as
+// are refuseUnrouted and admitLimited: a refusal's code stays off the request path's
+// instruction-cache lines (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (s *Server) refuseDraining(cs *conn, c *Ctx) {
+	s.drain.report.RejectedDuring++
+	cs.closeAfterResponse()
+	// Retry-After: the request was not run, so any client (a POST's too) may send it
+	// again; a proxy in front retries idempotent ones on another process at once.
+	s.inlineResponse(cs, c, 503, "Retry-After", drainRetryAfter)
+}
+
+// refuseUnrouted answers a request no route takes: 405 with Allow, or 404.
+//
+//go:noinline
+func (s *Server) refuseUnrouted(cs *conn, c *Ctx, res router.Result, allow string) {
+	if res == router.MethodNotAllowed {
+		s.inlineResponse(cs, c, 405, "Allow", allow)
+		return
+	}
+	s.inlineResponse(cs, c, 404, "", "")
 }
 
 // admit runs a routed request whose body has been read, queues it for a handler slot, or
@@ -118,6 +133,13 @@ func (s *Server) admitNow(cs *conn, c *Ctx) bool {
 	if c.route.exempt || !s.adm.enabled() {
 		return true
 	}
+	return s.admitLimited(cs, c)
+}
+
+// admitLimited is admitNow for a request subject to RequestConcurrency.
+//
+//go:noinline
+func (s *Server) admitLimited(cs *conn, c *Ctx) bool {
 	switch s.adm.arrive(c) {
 	case admitNow:
 		c.counted = true
@@ -152,6 +174,16 @@ func (s *Server) beginHandler(c *Ctx) {
 		c.route.acct.Start()
 		s.acct.loop.TaskStarted()
 	}
+	if c.queuedAt != 0 || s.cfg.HandlerTimeout > 0 {
+		s.beginWaited(c)
+	}
+}
+
+// beginWaited is beginHandler's part for a request that waited in the admission queue or
+// has a handler deadline. Out of line, as above.
+//
+//go:noinline
+func (s *Server) beginWaited(c *Ctx) {
 	if c.queuedAt != 0 {
 		c.queueWait = time.Duration(s.nanotime() - c.queuedAt)
 	}
@@ -184,20 +216,15 @@ func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
 // the connection move on. Loop-confined.
 func (s *Server) finishRequest(c *Ctx) {
 	cs := c.conn
-	if cs.raw != nil {
-		s.rawReturned(cs.raw, c)
-	}
-	if c.deadline != nil {
-		c.deadline.Stop()
+	if cs.raw != nil || c.deadline != nil {
+		s.finishSeams(c)
 	}
 	switch c.headState() {
 	case headNone:
 		c.respond(200, "", nil)
 	case headHandler:
-		if c.chunked && !c.aborted && !c.isHead {
-			c.appendBodyEnd() // responseframing.go
-		} else if c.owed && !c.isHead {
-			c.aborted = true // a body shorter than its Content-Length: only a close tells the client
+		if c.chunked || c.owed {
+			c.finishBody()
 		}
 	}
 	s.deliver(c)
@@ -210,12 +237,7 @@ func (s *Server) finishRequest(c *Ctx) {
 	cs.ctx = nil
 	s.inflight--
 	if c.counted {
-		now := s.now()
-		service := now - c.acceptedAt - int64(c.queueWait)
-		if next := s.adm.finish(service); next != nil {
-			next.counted = true
-			s.start(next, false) // this may run inside a finishing task: queue it
-		}
+		s.finishCounted(c)
 	}
 	s.markDirty(cs)
 	if s.acct.on {
@@ -231,6 +253,46 @@ func (s *Server) finishRequest(c *Ctx) {
 		s.requestDone(c, s.nanotime())
 	}
 	s.releaseCtx(c)
+}
+
+// finishSeams is finishRequest's part for a request whose connection was taken over or
+// that has a handler deadline. Out of line, as are finishBody and finishCounted: what a
+// plain request does not run stays off the lines finishRequest's path occupies in the
+// instruction cache (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (s *Server) finishSeams(c *Ctx) {
+	if cs := c.conn; cs.raw != nil {
+		s.rawReturned(cs.raw, c)
+	}
+	if c.deadline != nil {
+		c.deadline.Stop()
+	}
+}
+
+// finishBody ends the body of a response whose head the handler wrote, where it is chunked
+// (its last chunk) or shorter than its Content-Length (the connection closes after it).
+//
+//go:noinline
+func (c *Ctx) finishBody() {
+	if c.chunked && !c.aborted && !c.isHead {
+		c.appendBodyEnd() // responseframing.go
+	} else if c.owed && !c.isHead {
+		c.aborted = true // a body shorter than its Content-Length: only a close tells the client
+	}
+}
+
+// finishCounted gives back the handler slot c held (RequestConcurrency) and starts the
+// request queued for it, if any.
+//
+//go:noinline
+func (s *Server) finishCounted(c *Ctx) {
+	now := s.now()
+	service := now - c.acceptedAt - int64(c.queueWait)
+	if next := s.adm.finish(service); next != nil {
+		next.counted = true
+		s.start(next, false) // this may run inside a finishing task: queue it
+	}
 }
 
 // deliver moves the handler's output to its connection's output buffer. Loop-confined.

@@ -116,16 +116,48 @@ func (e *events) OnTraffic(gc gnet.Conn) gnet.Action {
 	defer s.busyEnd()
 	cs, ok := gc.Context().(*conn)
 	if !ok { // the control connection: the door's batch or a pump was requested (door.go)
-		_, _ = gc.Discard(-1)
-		if s.runDoor() != nil {
-			return gnet.Shutdown
-		}
-		return gnet.None
+		return s.controlTraffic(gc)
 	}
 	s.noteRead(cs)
 	defer s.noteCarried(cs)
 	s.connTraffic(gc, cs)
 	return gnet.None
+}
+
+// controlTraffic is OnTraffic for the control connection: the door's batch or a pump was
+// requested (door.go). Out of line, so that OnTraffic for a client connection stays short.
+//
+//go:noinline
+func (s *Server) controlTraffic(gc gnet.Conn) gnet.Action {
+	_, _ = gc.Discard(-1)
+	if s.runDoor() != nil {
+		return gnet.Shutdown
+	}
+	return gnet.None
+}
+
+// trafficWaits is connTraffic for a connection that cannot parse now (a request in flight,
+// or the client is not reading its responses): it bounds the input held meanwhile and
+// reports whether the read is left for later. Out of line: a read that parses at once
+// keeps connTraffic short (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (s *Server) trafficWaits(gc gnet.Conn, cs *conn) bool {
+	if s.inputBound(cs) {
+		// Input beyond the bound while it cannot be parsed (a request in flight, or the
+		// client is not reading its responses): answer what is in flight, then close.
+		_, _ = gc.Discard(-1)
+		if cs.blocked {
+			// Not reading its responses either: nothing it sent will be answered.
+			s.log.Debug("loop: too much unparsed input from a client that does not read; closing", "remote", gc.RemoteAddr())
+			s.closeNow(cs)
+			return true
+		}
+		s.log.Debug("loop: too much unparsed input; closing after the current response", "remote", gc.RemoteAddr())
+		cs.closeAfterResponse()
+		return true
+	}
+	return cs.ctx != nil || cs.blocked // parsed when the current request finishes or the client reads
 }
 
 // connTraffic is OnTraffic for a client connection. It is apart so that OnTraffic, with
@@ -152,24 +184,8 @@ func (s *Server) connTraffic(gc gnet.Conn, cs *conn) {
 	if cs.stream != nil { // a streamed request body (StreamBody; bodystream.go)
 		s.streamTraffic(cs)
 	}
-	if cs.busy() || cs.blocked {
-		if s.inputBound(cs) {
-			// Input beyond the bound while it cannot be parsed (a request in flight, or the
-			// client is not reading its responses): answer what is in flight, then close.
-			_, _ = gc.Discard(-1)
-			if cs.blocked {
-				// Not reading its responses either: nothing it sent will be answered.
-				s.log.Debug("loop: too much unparsed input from a client that does not read; closing", "remote", gc.RemoteAddr())
-				s.closeNow(cs)
-				return
-			}
-			s.log.Debug("loop: too much unparsed input; closing after the current response", "remote", gc.RemoteAddr())
-			cs.closeAfterResponse()
-			return
-		}
-		if cs.ctx != nil || cs.blocked {
-			return // parsed when the current request finishes or the client reads
-		}
+	if (cs.busy() || cs.blocked) && s.trafficWaits(gc, cs) {
+		return
 	}
 	cs.direct = s.handlersOnLoop && !cs.carried // a handler goroutine would outlive the read buffer
 	s.serve(cs)

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/batonrt/baton/internal/httpcodec"
@@ -33,16 +34,31 @@ type headStart struct {
 // result is valid until the next get.
 func (hs *headStarts) get(status int, contentType string, date *[]byte) []byte {
 	if hs.date != date {
-		hs.date = date
-		for i := range hs.ents {
-			hs.ents[i].status = 0
-		}
+		hs.newDate(date)
 	}
 	for i := range hs.ents {
 		if e := &hs.ents[i]; e.status == status && e.ctype == contentType {
 			return e.b
 		}
 	}
+	return hs.fill(status, contentType, date)
+}
+
+// newDate empties the cache when the Date changed. Out of line, as fill.
+//
+//go:noinline
+func (hs *headStarts) newDate(date *[]byte) {
+	hs.date = date
+	for i := range hs.ents {
+		hs.ents[i].status = 0
+	}
+}
+
+// fill makes the cache's entry for status and contentType, replacing the oldest. Out of
+// line: a cached head's path stays short (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (hs *headStarts) fill(status int, contentType string, date *[]byte) []byte {
 	e := &hs.ents[hs.next]
 	hs.next = (hs.next + 1) % len(hs.ents)
 	e.status = 0
@@ -90,10 +106,25 @@ func (c *Ctx) writeHeadCached(status int, contentType string, contentLength int6
 		Close:         c.closeConn,
 		KeepAlive10:   !c.closeConn && c.req.ProtoMinor == 0,
 	}
-	c.out = append(c.out, start...)
+	n := len(c.out)
+	if cap(c.out)-n < len(start)+headEndRoom {
+		c.growOut(len(start) + headEndRoom)
+	}
+	c.out = c.out[:n+len(start)]
+	copy(c.out[n:], start)
 	c.out = httpcodec.AppendResponseHeadEnd(c.out, &h)
 	return true
 }
+
+// headEndRoom is room enough for what AppendResponseHeadEnd appends (framing field,
+// Connection field, empty line), made with the start's so that neither append grows.
+const headEndRoom = 64
+
+// growOut gives c.out room for n more bytes. Out of line: the growth's code stays off
+// the response path's instruction-cache lines (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (c *Ctx) growOut(n int) { c.out = slices.Grow(c.out, n) }
 
 // headState returns c's response head state (headNone, headHandler, headServer).
 func (c *Ctx) headState() int32 { return atomic.LoadInt32(&c.head) }

@@ -25,6 +25,16 @@ func (s *Server) lookupRoute(c *Ctx) (*route, string, router.Result, string) {
 		string(memo.key[:len(m)]) == string(m) && string(memo.key[len(m):]) == string(p) {
 		return memo.r, memo.pattern, router.Found, ""
 	}
+	return s.lookupRouteMissed(c)
+}
+
+// lookupRouteMissed is lookupRoute when the memo does not hold the request's route: the
+// router's lookup, remembered when it may be. Out of line: a repeated request's path
+// stays short (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (s *Server) lookupRouteMissed(c *Ctx) (*route, string, router.Result, string) {
+	m, p, memo := c.req.Method, c.req.Path, &s.routes
 	r, pattern, res, allow := s.router.Lookup(unsafeString(m), unsafeString(p), &c.params)
 	if res == router.Found && c.params.Len() == 0 && len(m)+len(p) <= maxMemoKey {
 		memo.key = append(append(memo.key[:0], m...), p...)

@@ -277,8 +277,7 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 	if t := c.Task.t; t != nil {
 		onLoop, queue, parked = t.Totals()
 	} else if c.Task.g != nil {
-		st := c.Task.g.stats(&c.Task)
-		onLoop, queue, parked = st.OnLoop, st.QueueDelay, st.ParkedTotal()
+		onLoop, queue, parked = goTotals(c)
 	}
 	latency := time.Duration(now - c.arrivedAt)
 	c.route.acct.FinishValues(now, c.status, latency, onLoop, queue+c.queueWait, parked+c.queueWait)
@@ -288,11 +287,20 @@ func (s *Server) recordFinish(c *Ctx, now int64) {
 		sample, s.acct.nextSample = true, now+int64(finishedRingEvery)
 	}
 	if sample {
-		smp := s.acct.ring.Slot()
-		smp.State = sampleDone
-		s.sample(c, smp, now)
-		s.acct.ring.Commit()
+		s.sampleDone(c, now)
 	}
+}
+
+// sampleDone records finished request c in the ring of finished tasks. Out of line: it
+// runs for slow and failed requests and a few per second, and its code stays off the
+// request path's instruction-cache lines (docs/bench.md, "The split of loop").
+//
+//go:noinline
+func (s *Server) sampleDone(c *Ctx, now int64) {
+	smp := s.acct.ring.Slot()
+	smp.State = sampleDone
+	s.sample(c, smp, now)
+	s.acct.ring.Commit()
 }
 
 // appendServerTiming adds the Server-Timing header for c's figures so far.
@@ -391,4 +399,13 @@ func (s *Server) startWatchdog() {
 	s.acct.watchdog = recorder.StartWatchdog(wc)
 	s.acct.loop.AttachWatchdog(s.acct.watchdog)
 	s.acct.stallAt = s.acct.watchdog.Threshold()
+}
+
+// goTotals is recordFinish's reading of a multi-thread handler's figures. Out of line, as
+// sampleDone.
+//
+//go:noinline
+func goTotals(c *Ctx) (onLoop, queue, parked time.Duration) {
+	st := c.Task.g.stats(&c.Task)
+	return st.OnLoop, st.QueueDelay, st.ParkedTotal()
 }

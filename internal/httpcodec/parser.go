@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 )
 
 // Target forms (RFC 9112 §3.2).
@@ -567,11 +568,14 @@ func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *E
 	}
 	name, value := buf[ls:colon], buf[vs:ve]
 	idx := len(hs)
-	hs = append(hs, Header{Name: name, Value: value})
+	if idx == cap(hs) {
+		hs = growHeaders(hs)
+	}
+	hs = hs[:idx+1]
+	hs[idx] = Header{Name: name, Value: value}
 	p.nfields++
 
-	switch len(name) {
-	case 4:
+	if len(name) == 4 {
 		if equalFoldLower(name, "host") {
 			if p.hostIdx >= 0 {
 				return hs, errManyHosts
@@ -583,6 +587,29 @@ func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *E
 			}
 			p.hostIdx = idx
 		}
+		return hs, nil
+	}
+	if len(name) < 64 && fieldRuleLens&(1<<len(name)) != 0 {
+		return hs, p.fieldRule(hs, name, value, idx)
+	}
+	return hs, nil
+}
+
+// fieldRuleLens has bit n set for the lengths of the field names fieldRule interprets.
+const fieldRuleLens = 1<<6 | 1<<7 | 1<<10 | 1<<14 | 1<<17
+
+// growHeaders makes room for one more header in hs. Out of line, as fieldRule: field
+// runs for every field line, and the code it rarely needs stays off its path.
+//
+//go:noinline
+func growHeaders(hs []Header) []Header { return slices.Grow(hs, 1) }
+
+// fieldRule applies the rules of the fields the codec interprets, Host aside: Expect,
+// Upgrade, Connection, Content-Length, Transfer-Encoding. hs[idx] is the field.
+//
+//go:noinline
+func (p *Parser) fieldRule(hs []Header, name, value []byte, idx int) *Error {
+	switch len(name) {
 	case 6:
 		if equalFoldLower(name, "expect") {
 			p.parseExpect(value)
@@ -597,14 +624,14 @@ func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *E
 		}
 	case 14:
 		if equalFoldLower(name, "content-length") {
-			return hs, p.parseContentLength(hs, value, idx)
+			return p.parseContentLength(hs, value, idx)
 		}
 	case 17:
 		if equalFoldLower(name, "transfer-encoding") {
 			p.parseTransferEncoding(value)
 		}
 	}
-	return hs, nil
+	return nil
 }
 
 // parseContentLength checks a Content-Length value: 1*DIGIT, within int64,
@@ -748,17 +775,8 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 	}
 	chunked := false
 	if p.teSeen {
-		switch {
-		case p.protoMinor == 0:
-			return errTE10
-		case p.clIdx >= 0:
-			return errCLAndTE
-		case p.teBad || p.teElems == 0:
-			return errBadTE
-		case p.teChunked > 1 || p.teChunked == 1 && !p.teLastChunked:
-			return errChunkedNotLast
-		case p.teUnknown:
-			return errUnknownTE
+		if err := p.checkTE(); err != nil {
+			return err
 		}
 		chunked = true
 	}
@@ -769,21 +787,26 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 		return errExpectation
 	}
 
-	req.Method = buf[0:p.methodEnd:p.methodEnd]
-	req.Target = buf[p.targetBeg:p.targetEnd:p.targetEnd]
-	req.Path, req.RawQuery = nil, nil
+	// The views are worked out first and stored together, so that the compiler checks for
+	// the write barrier once for all of them.
+	var path, rawQuery, host, upgrade []byte
 	if p.form != formAuthority {
-		req.Path = buf[p.pathBeg:p.pathEnd:p.pathEnd]
+		path = buf[p.pathBeg:p.pathEnd:p.pathEnd]
 	}
 	if p.queryBeg >= 0 {
-		req.RawQuery = buf[p.queryBeg:p.targetEnd:p.targetEnd]
+		rawQuery = buf[p.queryBeg:p.targetEnd:p.targetEnd]
 	}
-	req.ProtoMinor = p.protoMinor
 	hs := req.Headers
-	req.Host = nil
 	if p.hostIdx >= 0 {
-		req.Host = hs[p.hostIdx].Value
+		host = hs[p.hostIdx].Value
 	}
+	if p.connUpgrade && p.upgradeIdx >= 0 {
+		upgrade = hs[p.upgradeIdx].Value
+	}
+	req.Method = buf[0:p.methodEnd:p.methodEnd]
+	req.Target = buf[p.targetBeg:p.targetEnd:p.targetEnd]
+	req.Path, req.RawQuery, req.Host, req.Upgrade = path, rawQuery, host, upgrade
+	req.ProtoMinor = p.protoMinor
 	req.ContentLength = cl
 	req.Chunked = chunked
 	if p.protoMinor == 1 {
@@ -792,11 +815,27 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 		req.KeepAlive = p.connKeepAlive && !p.connClose
 	}
 	req.Expect100 = p.expect100 && p.protoMinor == 1 && (chunked || cl > 0)
-	req.Upgrade = nil
-	if p.connUpgrade && p.upgradeIdx >= 0 {
-		req.Upgrade = hs[p.upgradeIdx].Value
-	}
 	req.HeadLen = end
+	return nil
+}
+
+// checkTE applies the rules of a head with Transfer-Encoding. Out of line: finish runs
+// for every head, and most have none.
+//
+//go:noinline
+func (p *Parser) checkTE() *Error {
+	switch {
+	case p.protoMinor == 0:
+		return errTE10
+	case p.clIdx >= 0:
+		return errCLAndTE
+	case p.teBad || p.teElems == 0:
+		return errBadTE
+	case p.teChunked > 1 || p.teChunked == 1 && !p.teLastChunked:
+		return errChunkedNotLast
+	case p.teUnknown:
+		return errUnknownTE
+	}
 	return nil
 }
 
