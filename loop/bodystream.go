@@ -250,7 +250,7 @@ func (s *Server) feedStream(cs *conn) {
 		}
 		consumed, out, done, err := cs.body.Decode(in, p.scratch[:0])
 		p.scratch = out[:0]
-		_, _ = cs.gc.Discard(consumed)
+		discard(cs.gc, consumed)
 		p.mu.Lock()
 		if len(out) > 0 {
 			if len(p.buf)+len(out) > cap(p.buf) {

@@ -294,6 +294,16 @@ func (s *Server) flush(cs *conn) {
 	}
 }
 
+// discard drops the first n bytes of a connection's input. gnet's Discard drops all of it
+// when n <= 0, so a parser that consumed nothing (an incomplete frame, chunk or head is
+// buffered) must not call it: those bytes would go, and the stream behind them be misread.
+// Loop-confined.
+func discard(gc gnet.Conn, n int) {
+	if n > 0 {
+		_, _ = gc.Discard(n)
+	}
+}
+
 // inputBound reports whether cs holds more unparsed input than Config.MaxBufferedInput
 // allows while it cannot parse it (a request is in flight, or its output is backed up).
 // Such a client is answered up to its current request and closed: gnet would otherwise
@@ -367,11 +377,11 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 			c.req = cs.req
 			cs.req.Headers = h[:0]
 			c.headInBuf = true
-			_, _ = cs.gc.Discard(n)
+			discard(cs.gc, n)
 			return c, true
 		}
 		c.arena = cs.req.CopyTo(&c.req, c.arena[:0])
-		_, _ = cs.gc.Discard(n)
+		discard(cs.gc, n)
 		if !c.req.Chunked && c.req.ContentLength <= 0 {
 			return c, true
 		}
@@ -435,7 +445,7 @@ func (s *Server) serveBody(cs *conn, buf []byte) (next *Ctx, more bool) {
 	c := cs.pending
 	consumed, out, done, err := cs.body.Decode(buf, c.body)
 	c.body = out
-	_, _ = cs.gc.Discard(consumed)
+	discard(cs.gc, consumed)
 	if consumed > 0 && s.cfg.ReadHeaderTimeout > 0 {
 		// A body may take long; it must only keep moving.
 		cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout)
@@ -478,12 +488,12 @@ func (s *Server) discardBody(cs *conn, buf []byte) (next *Ctx, more bool) {
 		}
 		if done {
 			cs.discarding = false
-			_, _ = cs.gc.Discard(used)
+			discard(cs.gc, used)
 			cs.deadline, cs.deadlineKind = 0, deadlineNone
 			return nil, true
 		}
 	}
-	_, _ = cs.gc.Discard(used)
+	discard(cs.gc, used)
 	if used > 0 && s.cfg.ReadHeaderTimeout > 0 {
 		cs.deadline = s.now() + int64(s.cfg.ReadHeaderTimeout) // it must only keep moving
 	}

@@ -336,7 +336,7 @@ func (s *Server) rawData(rc *RawConn) {
 	if cs.state == connClosed {
 		return // closed while handling it (a failed write): the buffer is gnet's again
 	}
-	_, _ = cs.gc.Discard(min(max(n, 0), len(in)))
+	discard(cs.gc, min(n, len(in)))
 }
 
 // rawReturned runs when the handler of a taken connection returns. Loop-confined.
