@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/batonrt/baton/bench/arenaload"
+	"github.com/batonrt/baton/bench/internal/abrun"
 	"github.com/batonrt/baton/bench/servers"
 )
 
@@ -81,7 +82,7 @@ func main() {
 }
 
 func one(t target, round, players int, warm, dur time.Duration, cpu string, sys bool, extra []string) error {
-	args := append([]string{"-c", cpu, t.bin, "-target", t.kind, "-addr", "127.0.0.1:0"}, extra...)
+	args := extra
 	pprofAddr := ""
 	if mallocs {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -92,39 +93,12 @@ func one(t target, round, players int, warm, dur time.Duration, cpu string, sys 
 		ln.Close()
 		args = append(args, "-pprof", pprofAddr)
 	}
-	cmd := exec.Command("taskset", args...)
-	out, err := cmd.StdoutPipe()
+	srv, err := abrun.Start(cpu, t.bin, t.kind, args...)
 	if err != nil {
 		return err
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
-	sc := bufio.NewScanner(out)
-	var addr string
-	for sc.Scan() {
-		if a, ok := strings.CutPrefix(sc.Text(), servers.ListenPrefix); ok {
-			addr = a
-			break
-		}
-	}
-	if addr == "" {
-		return fmt.Errorf("no listen line")
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	pid := cmd.Process.Pid // taskset execs the server: same pid
+	defer srv.Stop()
+	addr, pid := srv.Addr, srv.Pid
 	var perf *exec.Cmd
 	perfOut := fmt.Sprintf("%s/arena-ab-%d-%s-%d.perf", os.TempDir(), os.Getpid(), t.name, round)
 	var u0, k0, u1, k1 int64
@@ -159,10 +133,10 @@ func one(t target, round, players int, warm, dur time.Duration, cpu string, sys 
 				if pprofAddr != "" {
 					m0 = heapMallocs(pprofAddr)
 				}
-				u0, k0 = cpuTicks(pid)
+				u0, k0 = abrun.CPUTicks(pid)
 				return
 			}
-			u1, k1 = cpuTicks(pid)
+			u1, k1 = abrun.CPUTicks(pid)
 			if pprofAddr != "" {
 				m1 = heapMallocs(pprofAddr)
 			}
@@ -247,18 +221,4 @@ func heapMallocs(addr string) int64 {
 		}
 	}
 	return 0
-}
-
-// cpuTicks returns the user and system CPU ticks of pid (all threads).
-func cpuTicks(pid int) (int64, int64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+2:])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return u, k
 }

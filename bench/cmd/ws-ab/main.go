@@ -17,7 +17,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -34,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonrt/baton/bench/internal/abrun"
 	"github.com/batonrt/baton/bench/servers"
 	"github.com/batonrt/baton/bench/wsload"
 )
@@ -85,38 +85,12 @@ func main() {
 }
 
 func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir string) error {
-	cmd := exec.Command("taskset", "-c", cpu, t.bin, "-target", t.kind, "-addr", "127.0.0.1:0")
-	out, err := cmd.StdoutPipe()
+	srv, err := abrun.Start(cpu, t.bin, t.kind)
 	if err != nil {
 		return err
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
-	sc := bufio.NewScanner(out)
-	var addr string
-	for sc.Scan() {
-		if a, ok := strings.CutPrefix(sc.Text(), servers.ListenPrefix); ok {
-			addr = a
-			break
-		}
-	}
-	if addr == "" {
-		return fmt.Errorf("no listen line")
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	defer srv.Stop()
+	addr := srv.Addr
 	ctx := context.Background()
 	rooms := max(1, (conns+99)/100)
 	dialStart := time.Now()
@@ -148,7 +122,7 @@ func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir strin
 	}
 	resp.Body.Close()
 	time.Sleep(warm)
-	pid := cmd.Process.Pid
+	pid := srv.Pid
 	// taskset execs the server: same pid.
 	var perf *exec.Cmd
 	if perfDir != "" {
@@ -166,12 +140,12 @@ func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir strin
 		_ = getJSON(base+"/ws/stats", &s0)
 	}
 	step("after s0")
-	u0, k0 := cpuTicks(pid)
+	u0, k0 := abrun.CPUTicks(pid)
 	c0 := selfCPU()
 	fleet.MeasureStart()
 	time.Sleep(dur)
 	fleet.MeasureEnd()
-	u1, k1 := cpuTicks(pid)
+	u1, k1 := abrun.CPUTicks(pid)
 	cli := (selfCPU() - c0).Seconds() / dur.Seconds()
 	step("before s1")
 	if !noStats {
@@ -227,25 +201,6 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// cpuTicks returns utime and stime of pid in clock ticks.
-func cpuTicks(pid int) (u, k uint64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+2:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0, 0
-	}
-	u, _ = strconv.ParseUint(f[11], 10, 64)
-	k, _ = strconv.ParseUint(f[12], 10, 64)
-	return u, k
 }
 
 func getJSON(url string, v any) error {
