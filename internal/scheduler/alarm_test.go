@@ -222,12 +222,25 @@ func TestRunTimers(t *testing.T) {
 
 	s2, _, _, _ := newFakeAlarmed(t, slack)
 	s2.AfterFunc(0, func() { fired++ })
-	ran, _ = s2.RunTimers(s2.Now() + int64(2*slack))
-	assert.False(t, ran, "a timer more than a slack late: the loop is behind, left to its turns' Runs")
 	s2.Go(func(*Task) {})
 	ran, _ = s2.RunTimers(s2.Now())
 	assert.False(t, ran, "tasks ready: a Run is coming")
 	assert.Equal(t, 1, fired)
+
+	// A loop that is behind (the earliest timer more than a slack late) fires its backlog
+	// too, but only once a whole slack has passed since the last firing, not half.
+	s4, _, _, _ := newFakeAlarmed(t, slack)
+	at := s4.Now() + int64(3*slack)
+	s4.AfterFunc(0, func() { fired++ })
+	ran, _ = s4.RunTimers(at)
+	require.True(t, ran, "behind, never fired: the backlog fires")
+	assert.Equal(t, 2, fired)
+	s4.AfterFunc(0, func() { fired++ }) // due at once: late by 3 slacks at the next call
+	ran, _ = s4.RunTimers(at + int64(3*slack/4))
+	assert.False(t, ran, "behind, three quarters of a slack since the last firing: input's turn")
+	ran, _ = s4.RunTimers(at + int64(slack))
+	assert.True(t, ran, "behind, a slack since the last firing: the backlog fires")
+	assert.Equal(t, 3, fired)
 
 	s3, _, _, _ := newFakeAlarmed(t, 0)
 	s3.AfterFunc(0, func() { fired++ })

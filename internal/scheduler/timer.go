@@ -265,23 +265,36 @@ func (s *Scheduler) arm(now int64) {
 
 // RunTimers is Run for a loop kept busy by input: the loop calls it at the end of a
 // connection callback that left no task ready, with now, a clock reading taken on the
-// loop (the callback's start). When the earliest timer is due at now, no more than
-// TimerSlack late, and half of TimerSlack has passed since the alarm or RunTimers last
-// fired timers, it fires the timers due and runs the tasks they woke, as the alarm's
-// wake-up would, and reports ran and Run's more; the alarm then moves on (arm).
-// Otherwise it does nothing and reports false: with tasks ready (the caller has a Run
-// coming for them), with TimerSlack 0 (the runtime timer's own rounding paces it), or
-// with a timer more than a slack late: the loop is behind, and the backlog is left to
-// the Runs between its turns, so that input is not starved by a batch of ticks after
-// every callback. Why: the alarm's wake-up costs a second thread and a post through the
-// loop's door, while a loop that input keeps turning can fire its timers for nothing;
-// at half the slack because that path is cheap. Loop only, like Run.
+// loop (the callback's start). When the earliest timer is due at now and half of
+// TimerSlack has passed since the alarm or RunTimers last fired timers (a whole
+// TimerSlack when that timer is more than a slack late), it fires the timers due and runs
+// the tasks they woke, as the alarm's wake-up would, and reports ran and Run's more; the
+// alarm then moves on (arm). Otherwise it does nothing and reports false: with tasks
+// ready (the caller has a Run coming for them) or with TimerSlack 0 (the runtime timer's
+// own rounding paces it). Why: the alarm's wake-up costs a second thread and a post
+// through the loop's door, while a loop that input keeps turning can fire its timers for
+// nothing; at half the slack because that path is cheap. A loop that is behind fires its
+// backlog here too, but at most once a slack, so that input gets at least a slack of the
+// loop between two batches of ticks: left to the alarm instead, the backlog waited for
+// the door's byte behind a whole epoll batch of input (gnet takes up to 1,024 events a
+// wait), and the ticks of a loaded loop came tens of milliseconds late in bursts
+// (docs/rooms.md, "The alarm"). Loop only, like Run.
 func (s *Scheduler) RunTimers(now int64) (ran, more bool) {
 	if s.slack == 0 || len(s.heap) == 0 || s.nready > 0 || s.closed {
 		return false, false
 	}
-	if w := s.heap[0].when; w > now || w < now-s.slack || s.firedAt != 0 && now < s.firedAt+s.slack/2 {
+	w := s.heap[0].when
+	if w > now {
 		return false, false
+	}
+	if s.firedAt != 0 {
+		gap := s.slack / 2
+		if w < now-s.slack {
+			gap = s.slack
+		}
+		if now < s.firedAt+gap {
+			return false, false
+		}
 	}
 	s.firedAt = now
 	return true, s.Run()
