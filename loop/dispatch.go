@@ -386,7 +386,7 @@ func (goexitPanic) String() string { return "runtime.Goexit called in a handler"
 
 // runGoroutine is the body of every request handler in multi-thread mode.
 func (s *Server) runGoroutine(c *Ctx) {
-	defer s.mtWG.Done()
+	defer s.handlerGoroutineEnded()
 	g := c.Task.g
 	g.begin(time.Now())
 	returned := false

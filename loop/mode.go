@@ -141,7 +141,7 @@ func (m goroutineMode) start(c *Ctx, _ bool) {
 	g := newGtask(time.Now())
 	c.Task.g, c.Task.ops = g, g
 	c.Task.Context() // made here, on the loop: the handler's goroutine and the loop share it
-	m.s.mtWG.Add(1)
+	m.s.handlerGoroutineStarted()
 	go m.s.runGoroutine(c)
 }
 
@@ -227,12 +227,12 @@ func (t *Task) MayBlock() bool { return t.g != nil }
 // fn must end once the request it serves has ended (its context is cancelled then). Any
 // goroutine.
 func (s *Server) RunOffLoop(fn func()) {
-	s.mtWG.Add(1)
+	s.handlerGoroutineStarted()
 	go s.runOffLoop(fn) // a method, not a closure: no allocation of its own
 }
 
 // runOffLoop is the body of a RunOffLoop goroutine.
 func (s *Server) runOffLoop(fn func()) {
-	defer s.mtWG.Done()
+	defer s.handlerGoroutineEnded()
 	fn()
 }

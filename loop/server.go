@@ -77,6 +77,7 @@ type Server struct {
 	done      chan struct{}            // closed when ListenAndServe has returned, or at a stop before start
 	dateBytes atomic.Pointer[[]byte]   // the current Date header value, replaced every sweep
 	mtWG      sync.WaitGroup           // multi-thread handler goroutines and RunOffLoop goroutines (loop/nethttp)
+	mtRunning atomic.Int64             // how many of them run: mtWG has no count to read
 	doneRec   accounting.RequestRecord // loop-owned: the record handed to Config.OnRequestDone, reused (accesslog.go)
 	gatesMu   sync.Mutex
 	gates     []*offload.Gate // guarded by gatesMu
@@ -428,10 +429,25 @@ func (s *Server) waitHandlerGoroutines() {
 		select {
 		case <-done: // they returned as the context ended
 		default:
+			if s.mtRunning.Load() == 0 {
+				return // none ran: done is only not closed yet (its goroutine not scheduled)
+			}
 			s.log.Warn("loop: handler goroutines (Config.MultiThread or Server.RunOffLoop) still running at the shutdown deadline: abandoned; they ignore their request's context",
 				"err", ctx.Err())
 		}
 	}
+}
+
+// handlerGoroutineStarted counts a multi-thread handler or RunOffLoop goroutine about to
+// start; handlerGoroutineEnded is its last call. Any goroutine.
+func (s *Server) handlerGoroutineStarted() {
+	s.mtRunning.Add(1)
+	s.mtWG.Add(1)
+}
+
+func (s *Server) handlerGoroutineEnded() {
+	s.mtRunning.Add(-1)
+	s.mtWG.Done()
 }
 
 // closePoolAfterStop closes the offload pool once the loop has stopped, waiting for

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -999,4 +1001,30 @@ func testGracefulShutdownUnderLoad(t *testing.T, m mode) {
 
 func isReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// TestCloseWarnsOfAbandonedGoroutinesOnlyWhenThereAreSome: Close is a shutdown whose
+// context has already ended, so handler goroutines still running are abandoned and
+// logged. A server that has none logs nothing: the warning used to come whenever the
+// goroutine that watches them had not been scheduled yet, i.e. on most Closes.
+func TestCloseWarnsOfAbandonedGoroutinesOnlyWhenThereAreSome(t *testing.T) {
+	start := func() (*Server, *syncBuffer, <-chan error) {
+		logs := &syncBuffer{}
+		s := New(Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		return s, logs, serveInBackground(t, s)
+	}
+	for range 20 {
+		s, logs, errc := start()
+		require.NoError(t, s.Close())
+		require.Equal(t, ErrServerClosed, <-errc)
+		require.NotContains(t, logs.String(), "abandoned", "no handler goroutine ran")
+	}
+
+	s, logs, errc := start()
+	release := make(chan struct{})
+	s.RunOffLoop(func() { <-release }) // ignores every context
+	require.NoError(t, s.Close())
+	require.Equal(t, ErrServerClosed, <-errc)
+	assert.Contains(t, logs.String(), "abandoned", "a goroutine still running at the deadline")
+	close(release)
 }
