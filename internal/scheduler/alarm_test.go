@@ -241,6 +241,10 @@ func TestRunTimers(t *testing.T) {
 	ran, _ = s4.RunTimers(at + int64(slack))
 	assert.True(t, ran, "behind, a slack since the last firing: the backlog fires")
 	assert.Equal(t, 3, fired)
+	s4.AfterFunc(0, func() { fired++ })
+	ran, _ = s4.RunTimers(at + int64((farBehind+2)*slack))
+	assert.False(t, ran, "far behind (a long tick or a stall): left to the door's turn, after the input")
+	assert.Equal(t, 3, fired)
 
 	s3, _, _, _ := newFakeAlarmed(t, 0)
 	s3.AfterFunc(0, func() { fired++ })

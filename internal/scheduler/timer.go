@@ -277,8 +277,10 @@ func (s *Scheduler) arm(now int64) {
 // backlog here too, but at most once a slack, so that input gets at least a slack of the
 // loop between two batches of ticks: left to the alarm instead, the backlog waited for
 // the door's byte behind a whole epoll batch of input (gnet takes up to 1,024 events a
-// wait), and the ticks of a loaded loop came tens of milliseconds late in bursts
-// (docs/rooms.md, "The alarm"). Loop only, like Run.
+// wait), and the ticks of a loaded loop came tens of milliseconds late in bursts and
+// stayed late. A loop far behind (farBehind) still leaves its backlog to the door's turn,
+// so that the input queued behind a long tick is served first (docs/rooms.md, "The
+// alarm"). Loop only, like Run.
 func (s *Scheduler) RunTimers(now int64) (ran, more bool) {
 	if s.slack == 0 || len(s.heap) == 0 || s.nready > 0 || s.closed {
 		return false, false
@@ -289,7 +291,10 @@ func (s *Scheduler) RunTimers(now int64) (ran, more bool) {
 	}
 	if s.firedAt != 0 {
 		gap := s.slack / 2
-		if w < now-s.slack {
+		if late := now - w; late > s.slack {
+			if late > farBehind*s.slack {
+				return false, false
+			}
 			gap = s.slack
 		}
 		if now < s.firedAt+gap {
@@ -299,6 +304,11 @@ func (s *Scheduler) RunTimers(now int64) (ran, more bool) {
 	s.firedAt = now
 	return true, s.Run()
 }
+
+// farBehind is how many slacks late the earliest timer may be for RunTimers to fire it:
+// later than that the loop is far behind (a long tick or a stall held it), and the
+// backlog waits for the door's turn, after the input that queued meanwhile.
+const farBehind = 8
 
 // onTimerFired runs on the alarm's goroutine: it hands the work to the loop.
 func (s *Scheduler) onTimerFired() { s.post(s.fireFn) }
