@@ -430,7 +430,7 @@ func (s *Server) waitHandlerGoroutines() {
 		case <-done: // they returned as the context ended
 		default:
 			if s.mtRunning.Load() == 0 {
-				return // none ran: done is only not closed yet (its goroutine not scheduled)
+				return // none runs: done is not closed only because its goroutine has not run yet
 			}
 			s.log.Warn("loop: handler goroutines (Config.MultiThread or Server.RunOffLoop) still running at the shutdown deadline: abandoned; they ignore their request's context",
 				"err", ctx.Err())
