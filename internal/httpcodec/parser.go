@@ -386,10 +386,16 @@ func (p *Parser) exhausted(limit int) *Error {
 
 // hasCtl reports whether any of the 8 bytes packed in x is below 0x20 or is
 // 0x7F (DEL): the bytes that are not plain field-value bytes.
-func hasCtl(x uint64) bool {
+func hasCtl(x uint64) bool { return ctlBits(x) != 0 }
+
+// ctlBits has the high bit set of the bytes of x that hasCtl looks for. The lowest one set
+// is exact (a borrow only runs upwards from a byte that is itself set), so
+// bits.TrailingZeros64(ctlBits(x))/8 is the index of the first such byte; higher ones may
+// be set for bytes that are not.
+func ctlBits(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	y := x ^ (0x7f * lo)
-	return ((x-0x20*lo)&^x|(y-lo)&^y)&hi != 0
+	return ((x-0x20*lo)&^x | (y-lo)&^y) & hi
 }
 
 // parseRequestLine parses line (the request line without its CRLF, which
