@@ -565,14 +565,15 @@ func validIPv6(b []byte) bool {
 // colon, in hs and applies the rules of the fields the codec interprets.
 // The views are two-index slices of buf (see rebase).
 func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *Error) {
-	vs, ve := colon+1, cr
-	for vs < ve && (buf[vs] == ' ' || buf[vs] == '\t') {
+	name, v := buf[ls:colon], buf[colon+1:cr]
+	vs, ve := 0, len(v)
+	for vs < ve && (v[vs] == ' ' || v[vs] == '\t') {
 		vs++
 	}
-	for ve > vs && (buf[ve-1] == ' ' || buf[ve-1] == '\t') {
+	for ve > vs && (v[ve-1] == ' ' || v[ve-1] == '\t') {
 		ve--
 	}
-	name, value := buf[ls:colon], buf[vs:ve]
+	value := v[vs:ve]
 	idx := len(hs)
 	if idx == cap(hs) {
 		hs = growHeaders(hs)
@@ -582,7 +583,8 @@ func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *E
 	p.nfields++
 
 	if len(name) == 4 {
-		if equalFoldLower(name, "host") {
+		// equalFoldLower(name, "host"), a word at a time.
+		if binary.LittleEndian.Uint32(name)|0x20202020 == 'h'|'o'<<8|'s'<<16|'t'<<24 {
 			if p.hostIdx >= 0 {
 				return hs, errManyHosts
 			}
