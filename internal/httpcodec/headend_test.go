@@ -65,3 +65,14 @@ func TestCopyToItself(t *testing.T) {
 	_ = append(req.Method, "XXXX"...)
 	assert.Equal(t, "http://h/p%20q?q=1", string(req.Target), "copied views are capacity-limited")
 }
+
+// TestAppendLength: the digit-by-digit decimal of small lengths is strconv's, at every
+// boundary of its cases and beyond them.
+func TestAppendLength(t *testing.T) {
+	for _, n := range []uint64{0, 1, 9, 10, 13, 99, 100, 101, 999, 1000, 1234, 9999, 10000, 65535, 1<<63 - 1, 1<<64 - 1} {
+		require.Equal(t, "x"+strconv.FormatUint(n, 10), string(appendLength([]byte("x"), n)), "%d", n)
+	}
+	for n := range uint64(20000) {
+		require.Equal(t, strconv.FormatUint(n, 10), string(appendLength(nil, n)))
+	}
+}

@@ -270,7 +270,7 @@ func AppendResponseHeadEnd(dst []byte, h *ResponseHead) []byte {
 			dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
 		} else if h.ContentLength >= 0 {
 			dst = append(dst, "Content-Length: "...)
-			dst = strconv.AppendInt(dst, h.ContentLength, 10)
+			dst = appendLength(dst, uint64(h.ContentLength))
 			dst = append(dst, "\r\n"...)
 		}
 	}
@@ -280,6 +280,23 @@ func AppendResponseHeadEnd(dst []byte, h *ResponseHead) []byte {
 		dst = append(dst, "Connection: keep-alive\r\n"...)
 	}
 	return append(dst, "\r\n"...)
+}
+
+// appendLength appends n in decimal. Below 10,000, as most bodies are, the digits are
+// appended one by one: strconv's call, its table of pairs and the append of the digits'
+// slice (a memmove call) cost several times more.
+func appendLength(dst []byte, n uint64) []byte {
+	switch {
+	case n < 10:
+		return append(dst, byte('0'+n))
+	case n < 100:
+		return append(dst, byte('0'+n/10), byte('0'+n%10))
+	case n < 1000:
+		return append(dst, byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10))
+	case n < 10000:
+		return append(dst, byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
+	}
+	return strconv.AppendUint(dst, n, 10)
 }
 
 // AppendChunk appends p as one chunk of a chunked body: the size in hex,
