@@ -177,7 +177,7 @@ func TestHeadStartsMatchFullHead(t *testing.T) {
 							}
 							start := hs.get(status, arg, date)
 							require.NotNil(t, start)
-							got := httpcodec.AppendResponseHeadEnd(append([]byte(nil), start...), &h)
+							got := httpcodec.AppendResponseHeadEnd(append([]byte(nil), start...), h.Status, h.ContentLength, h.Chunked, h.Close, h.KeepAlive10)
 							require.Equal(t, string(want), string(got), "round %d status %d type %q", round, status, ct)
 						}
 					}

@@ -121,20 +121,13 @@ func (c *Ctx) writeHeadCached(status int, contentType string, contentLength int6
 	}
 	bodyByClose := contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304
 	c.closeConn = !c.req.KeepAlive || c.mustClose || s.life.draining() || bodyByClose
-	h := httpcodec.ResponseHead{
-		Status:        status,
-		ContentLength: contentLength,
-		Chunked:       chunked,
-		Close:         c.closeConn,
-		KeepAlive10:   !c.closeConn && c.req.ProtoMinor == 0,
-	}
 	n := len(c.out)
 	if cap(c.out)-n < len(start)+headEndRoom {
 		c.growOut(len(start) + headEndRoom)
 	}
 	c.out = c.out[:n+len(start)]
 	copy(c.out[n:], start)
-	c.out = httpcodec.AppendResponseHeadEnd(c.out, &h)
+	c.out = httpcodec.AppendResponseHeadEnd(c.out, status, contentLength, chunked, c.closeConn, !c.closeConn && c.req.ProtoMinor == 0)
 	return true
 }
 

@@ -10,6 +10,7 @@ import "github.com/batonrt/baton/internal/router"
 type routeMemo struct {
 	key     []byte // the method, then the path; nil: no entry
 	methodN int    // the method's length in key
+	get     bool   // the method is GET: compared with a constant, inline
 	r       *route
 	pattern string
 }
@@ -22,7 +23,8 @@ const maxMemoKey = 256
 func (s *Server) lookupRoute(c *Ctx) (*route, string, router.Result, string) {
 	m, p, memo := c.req.Method, c.req.Path, &s.routes
 	if memo.methodN == len(m) && len(memo.key) == len(m)+len(p) && memo.key != nil &&
-		sameBytes(memo.key[:len(m)], m) && sameBytes(memo.key[len(m):], p) {
+		(memo.get && string(m) == "GET" || !memo.get && sameBytes(memo.key[:len(m)], m)) &&
+		sameBytes(memo.key[len(m):], p) {
 		return memo.r, memo.pattern, router.Found, ""
 	}
 	return s.lookupRouteMissed(c)
@@ -52,7 +54,7 @@ func (s *Server) lookupRouteMissed(c *Ctx) (*route, string, router.Result, strin
 	r, pattern, res, allow := s.router.Lookup(unsafeString(m), unsafeString(p), &c.params)
 	if res == router.Found && c.params.Len() == 0 && len(m)+len(p) <= maxMemoKey {
 		memo.key = append(append(memo.key[:0], m...), p...)
-		memo.methodN, memo.r, memo.pattern = len(m), r, pattern
+		memo.methodN, memo.get, memo.r, memo.pattern = len(m), string(m) == "GET", r, pattern
 	}
 	return r, pattern, res, allow
 }

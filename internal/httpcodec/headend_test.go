@@ -29,7 +29,7 @@ func TestAppendResponseHeadEnd(t *testing.T) {
 							Chunked: flags&1 != 0, Close: flags&2 != 0, KeepAlive10: flags&4 != 0}
 						want, err := AppendResponseHead([]byte("x"), &h)
 						require.NoError(t, err)
-						got := AppendResponseHeadEnd(append([]byte("x"), start...), &h)
+						got := AppendResponseHeadEnd(append([]byte("x"), start...), h.Status, h.ContentLength, h.Chunked, h.Close, h.KeepAlive10)
 						assert.Equal(t, string(want), string(got), "status %d, headers %v, cl %d, flags %d", status, hs, cl, flags)
 					}
 				}

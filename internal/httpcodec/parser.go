@@ -367,7 +367,7 @@ func (p *Parser) fieldLoop(buf []byte, hs []Header) (int, []Header, *Error) {
 			return 0, hs, errBareCR
 		}
 		var e *Error
-		if hs, e = p.field(buf, hs, p.pos, p.colon, i); e != nil {
+		if hs, e = p.field(buf[p.pos:i], hs, p.colon-p.pos); e != nil {
 			return 0, hs, e
 		}
 		p.lines++
@@ -561,11 +561,12 @@ func validIPv6(b []byte) bool {
 	return err == nil && ip.Is6()
 }
 
-// field records the complete field line buf[ls:cr], whose colon is at
-// colon, in hs and applies the rules of the fields the codec interprets.
-// The views are two-index slices of buf (see rebase).
-func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *Error) {
-	name, v := buf[ls:colon], buf[colon+1:cr]
+// field records the complete field line (without its CRLF), whose colon is at
+// line[colon], in hs and applies the rules of the fields the codec interprets.
+// line is a two-index slice of the parser's buffer, and so are the views (see
+// rebase). Eight words of arguments: with more, some go on the stack.
+func (p *Parser) field(line []byte, hs []Header, colon int) ([]Header, *Error) {
+	name, v := line[:colon], line[colon+1:]
 	vs, ve := 0, len(v)
 	for vs < ve && (v[vs] == ' ' || v[vs] == '\t') {
 		vs++

@@ -112,7 +112,7 @@ func (p *Parser) parseWhole(buf []byte, req *Request) (n int, ok bool) {
 			return 0, false
 		}
 		var e *Error
-		if hs, e = p.field(buf, hs, ls, colon, pos); e != nil {
+		if hs, e = p.field(buf[ls:pos], hs, colon-ls); e != nil {
 			p.abandon()
 			return 0, false
 		}
