@@ -774,26 +774,11 @@ func (p *Parser) parseTransferEncoding(v []byte) {
 }
 
 // finish applies the whole-head rules and fills req. end is the head length.
+// parseWhole fills req itself, from its locals, after the same rules.
 func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
-	if p.protoMinor == 1 && p.hostIdx < 0 {
-		return errNoHost
-	}
-	cl := int64(-1)
-	if p.clIdx >= 0 {
-		cl = p.cl
-	}
-	chunked := false
-	if p.teSeen {
-		if err := p.checkTE(); err != nil {
-			return err
-		}
-		chunked = true
-	}
-	if cl > p.cfg.MaxBodyBytes {
-		return errBodyTooLarge
-	}
-	if p.expectOther {
-		return errExpectation
+	cl, chunked, e := p.headRules()
+	if e != nil {
+		return e
 	}
 
 	// The views are worked out first and stored together, so that the compiler checks for
@@ -815,6 +800,37 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 	req.Method = buf[0:p.methodEnd:p.methodEnd]
 	req.Target = buf[p.targetBeg:p.targetEnd:p.targetEnd]
 	req.Path, req.RawQuery, req.Host, req.Upgrade = path, rawQuery, host, upgrade
+	p.fillFlags(req, cl, chunked, end)
+	return nil
+}
+
+// headRules applies the whole-head rules: a Host for HTTP/1.1, the Transfer-Encoding
+// checks, the body limit, Expect. It returns the body's framing.
+func (p *Parser) headRules() (cl int64, chunked bool, e *Error) {
+	if p.protoMinor == 1 && p.hostIdx < 0 {
+		return 0, false, errNoHost
+	}
+	cl = -1
+	if p.clIdx >= 0 {
+		cl = p.cl
+	}
+	if p.teSeen {
+		if err := p.checkTE(); err != nil {
+			return 0, false, err
+		}
+		chunked = true
+	}
+	if cl > p.cfg.MaxBodyBytes {
+		return 0, false, errBodyTooLarge
+	}
+	if p.expectOther {
+		return 0, false, errExpectation
+	}
+	return cl, chunked, nil
+}
+
+// fillFlags fills the fields of req other than the views.
+func (p *Parser) fillFlags(req *Request, cl int64, chunked bool, end int) {
 	req.ProtoMinor = p.protoMinor
 	req.ContentLength = cl
 	req.Chunked = chunked
@@ -825,7 +841,6 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 	}
 	req.Expect100 = p.expect100 && p.protoMinor == 1 && (chunked || cl > 0)
 	req.HeadLen = end
-	return nil
 }
 
 // checkTE applies the rules of a head with Transfer-Encoding. Out of line: finish runs

@@ -54,17 +54,18 @@ func (p *Parser) parseWhole(buf []byte, req *Request) (n int, ok bool) {
 	default:
 		return 0, false
 	}
-	if pe < te && line[pe] == '%' {
-		// A percent-encoding in the path: splitPath checks it and finds the '?'.
-		p.queryBeg = -1
-		if p.splitPath(buf, tb, te) != nil {
-			p.abandon()
-			return 0, false
-		}
-	} else {
-		p.pathBeg, p.pathEnd, p.queryBeg = tb, pe, -1
-		if pe < te { // line[pe] is the first '?'
-			p.queryBeg = pe + 1
+	qb := -1 // the query's start, if any
+	if pe < te {
+		if line[pe] == '%' {
+			// A percent-encoding in the path: splitPath checks it and finds the '?'.
+			p.queryBeg = -1
+			if p.splitPath(buf, tb, te) != nil {
+				p.abandon()
+				return 0, false
+			}
+			pe, qb = p.pathEnd, p.queryBeg
+		} else { // line[pe] is the first '?'
+			qb = pe + 1
 		}
 	}
 
@@ -86,12 +87,16 @@ func (p *Parser) parseWhole(buf []byte, req *Request) (n int, ok bool) {
 			break
 		}
 		ls := pos
-		for pos < len(head) && isTchar[head[pos]] {
-			pos++
-		}
-		if pos == ls || pos >= len(head) || head[pos] != ':' {
-			p.abandon()
-			return 0, false
+		if pos+4 < len(head) && binary.LittleEndian.Uint32(head[pos:]) == fieldHost && head[pos+4] == ':' {
+			pos += 4 // the Host field, as most clients spell it: a token
+		} else {
+			for pos < len(head) && isTchar[head[pos]] {
+				pos++
+			}
+			if pos == ls || pos >= len(head) || head[pos] != ':' {
+				p.abandon()
+				return 0, false
+			}
 		}
 		colon := pos
 		pos++
@@ -118,15 +123,32 @@ func (p *Parser) parseWhole(buf []byte, req *Request) (n int, ok bool) {
 		}
 		pos += 2
 	}
-	req.Headers = hs
-	p.methodEnd, p.targetBeg, p.targetEnd, p.form = methodEnd, tb, te, formOrigin
-	if p.finish(buf, n, req) != nil {
+	// finish's work, with the views cut from the locals.
+	cl, chunked, e := p.headRules()
+	if e != nil {
 		p.abandon()
 		return 0, false
 	}
+	var rawQuery, host, upgrade []byte
+	if qb >= 0 {
+		rawQuery = line[qb:te:te]
+	}
+	if p.hostIdx >= 0 {
+		host = hs[p.hostIdx].Value
+	}
+	if p.connUpgrade && p.upgradeIdx >= 0 {
+		upgrade = hs[p.upgradeIdx].Value
+	}
+	req.Headers = hs
+	req.Method, req.Target, req.Path = line[:methodEnd:methodEnd], line[tb:te:te], line[tb:pe:pe]
+	req.RawQuery, req.Host, req.Upgrade = rawQuery, host, upgrade
+	p.fillFlags(req, cl, chunked, n)
 	p.Reset()
 	return n, true
 }
+
+// fieldHost is "Host" as a little-endian word.
+const fieldHost = 'H' | 'o'<<8 | 's'<<16 | 't'<<24
 
 // methodGET is "GET " as a little-endian word: the method parseWhole checks whole.
 const methodGET = 'G' | 'E'<<8 | 'T'<<16 | ' '<<24
