@@ -121,7 +121,7 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 		c.deadlineFn = func() { s.handlerDeadline(c) }
 	}
 	c.conn = cs
-	c.remote = cs.gc.RemoteAddr()
+	c.remote = cs.remote
 	return c
 }
 
@@ -155,7 +155,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	if len(c.values) > 0 {
 		c.clearValues()
 	}
-	if n := len(s.ctxFree); n < ctxPoolMax && s.mode.reuseCtx() {
+	if n := len(s.ctxFree); n < ctxPoolMax && s.poolCtx {
 		if n == cap(s.ctxFree) {
 			s.growCtxFree()
 		}
