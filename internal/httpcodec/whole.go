@@ -9,7 +9,7 @@ import (
 // buf and has the common shape: no empty lines before it, a method other than CONNECT, an
 // origin-form target ("/..."), HTTP/1.1 or HTTP/1.0, and field lines that break no rule.
 // It makes one pass over the head with its progress in locals, and applies the same
-// per-field and whole-head rules as the general path (field, splitPath, finish), so what
+// per-field and whole-head rules as the general path (field, splitPath, headRules), so what
 // it accepts, the general path accepts with the same result. It reports ok=false, with p
 // reset and nothing of req that the general path relies on, for anything else: a head
 // not yet complete, another shape, a limit reached, any error. The general path then
