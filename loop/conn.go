@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -83,6 +84,8 @@ type conn struct {
 
 	out []byte // output gathered for one write
 
+	remote net.Addr // gc.RemoteAddr(), read once: each request's Ctx takes it
+
 	raw *RawConn // set once a handler took the connection over (takeover.go)
 
 	// deadline (loop clock) and what happens at it; 0 means none.
@@ -156,7 +159,7 @@ func (t *connTable) remove(cs *conn) {
 }
 
 func (s *Server) newConn(gc gnet.Conn) *conn {
-	cs := &conn{gc: gc, srv: s}
+	cs := &conn{gc: gc, remote: gc.RemoteAddr(), srv: s}
 	cs.parser.Init(s.cfg.Limits)
 	s.noteOpen(cs)
 	s.conns.add(cs)

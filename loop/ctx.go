@@ -121,7 +121,7 @@ func (s *Server) acquireCtx(cs *conn) *Ctx {
 		c.deadlineFn = func() { s.handlerDeadline(c) }
 	}
 	c.conn = cs
-	c.remote = cs.gc.RemoteAddr()
+	c.remote = cs.remote
 	return c
 }
 
@@ -155,7 +155,7 @@ func (s *Server) releaseCtx(c *Ctx) {
 	if len(c.values) > 0 {
 		c.clearValues()
 	}
-	if n := len(s.ctxFree); n < ctxPoolMax && s.mode.reuseCtx() {
+	if n := len(s.ctxFree); n < ctxPoolMax && s.poolCtx {
 		if n == cap(s.ctxFree) {
 			s.growCtxFree()
 		}
@@ -434,7 +434,7 @@ func (c *Ctx) Status() int {
 // status below 200 (1xx heads are not responses; 101 is Upgrade's), which answers 500; a
 // 204 or 304 response, and any response to HEAD, is sent without its body.
 func (c *Ctx) String(status int, body string) {
-	c.respond(status, "text/plain; charset=utf-8", unsafeBytes(body))
+	c.respond(status, ctypeText, unsafeBytes(body))
 }
 
 // Bytes answers with status, a Content-Type (omitted if empty) and body.
@@ -452,7 +452,7 @@ func (c *Ctx) JSON(status int, v any) {
 		return
 	}
 	b = append(b, '\n')
-	c.respond(status, "application/json", b)
+	c.respond(status, ctypeJSON, b)
 }
 
 // respond writes a complete response. It panics if the handler already wrote one; it does

@@ -205,7 +205,7 @@ func (s *Server) handlerPanicked(c *Ctx, id uint64, v any, stack []byte) {
 	case headNone:
 		c.hdrs = c.hdrs[:0]
 		c.out = c.out[:0]
-		c.respond(500, "text/plain; charset=utf-8", []byte("500 Internal Server Error\n"))
+		c.respond(500, ctypeText, []byte("500 Internal Server Error\n"))
 	case headHandler:
 		c.aborted = true // a half-written response cannot be completed: close after it
 	}

@@ -143,13 +143,16 @@ func TestHeadInBufNotInMultiThread(t *testing.T) {
 
 // TestHeadStartsMatchFullHead: a response head written from a cached start is byte for
 // byte the head AppendResponseHead writes, across statuses, content types (more of them
-// than the cache holds), framings and a Date that changes.
+// than the cache holds; the engine's literals as themselves and as copies), framings and a
+// Date that changes.
 func TestHeadStartsMatchFullHead(t *testing.T) {
 	var hs headStarts
 	d1 := []byte("Tue, 24 Nov 2026 05:00:00 GMT")
 	d2 := []byte("Tue, 24 Nov 2026 05:00:01 GMT")
 	var none []byte
-	types := []string{"text/plain; charset=utf-8", "", "application/json", "text/html", "image/png", "a/b"}
+	// The engine's literals (kept and compared by address when passed as themselves), and
+	// a type of the same length as one of them that differs.
+	types := []string{"text/plain; charset=utf-8", "", "application/json", "text/html", "image/png", "a/b", "text/plain; charset=UTF-8"}
 	for round := range 3 {
 		for _, date := range []*[]byte{&d1, &d2, &none} {
 			for _, status := range []int{100, 200, 204, 304, 404, 503, 599} {
@@ -163,9 +166,18 @@ func TestHeadStartsMatchFullHead(t *testing.T) {
 							}
 							want, err := httpcodec.AppendResponseHead(nil, &h)
 							require.NoError(t, err)
-							start := hs.get(status, strings.Clone(ct), date)
+							arg := strings.Clone(ct) // a caller's string: compared by its bytes
+							if round == 1 {
+								switch ct {
+								case ctypeText:
+									arg = ctypeText
+								case ctypeJSON:
+									arg = ctypeJSON
+								}
+							}
+							start := hs.get(status, arg, date)
 							require.NotNil(t, start)
-							got := httpcodec.AppendResponseHeadEnd(append([]byte(nil), start...), &h)
+							got := httpcodec.AppendResponseHeadEnd(append([]byte(nil), start...), h.Status, h.ContentLength, h.Chunked, h.Close, h.KeepAlive10)
 							require.Equal(t, string(want), string(got), "round %d status %d type %q", round, status, ct)
 						}
 					}

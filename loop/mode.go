@@ -32,10 +32,11 @@ type runMode interface {
 func (s *Server) setMode(multiThread bool) {
 	if multiThread {
 		s.mode = goroutineMode{s}
-		return
+	} else {
+		s.mode = loopMode{s}
+		s.handlersOnLoop = true
 	}
-	s.mode = loopMode{s}
-	s.handlersOnLoop = true
+	s.poolCtx = s.mode.reuseCtx()
 }
 
 // loopMode runs handlers as tasks on the loop.

@@ -3,6 +3,7 @@ package loop
 import (
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/batonrt/baton/internal/httpcodec"
 )
@@ -21,7 +22,8 @@ type headStarts struct {
 }
 
 // headStart is one cached start. ctype is a view of the Content-Type value inside b, so
-// the entry keeps no string of the caller's.
+// the entry keeps no string of the caller's, or one of the engine's own Content-Type
+// literals (ctypeText, ctypeJSON): those are compared by address, without runtime.memequal.
 type headStart struct {
 	status int // 0: empty
 	ctype  string
@@ -37,7 +39,9 @@ func (hs *headStarts) get(status int, contentType string, date *[]byte) []byte {
 		hs.newDate(date)
 	}
 	for i := range hs.ents {
-		if e := &hs.ents[i]; e.status == status && e.ctype == contentType {
+		e := &hs.ents[i]
+		if e.status == status && len(e.ctype) == len(contentType) &&
+			(unsafe.StringData(e.ctype) == unsafe.StringData(contentType) || e.ctype == contentType) {
 			return e.b
 		}
 	}
@@ -78,9 +82,27 @@ func (hs *headStarts) fill(status int, contentType string, date *[]byte) []byte 
 	if contentType != "" {
 		end := len(b) - 2 // the Content-Type line is the last: its value ends before its CRLF
 		e.ctype = unsafeString(b[end-len(contentType) : end])
+		if engineType(contentType) {
+			e.ctype = contentType // static: the address says what it holds
+		}
 	}
 	e.status = status
 	return b
+}
+
+// The Content-Types the engine's own writers name (String, JSON, the 500 of a panic).
+// Each is one static string, so the head cache may keep and compare it by address.
+const (
+	ctypeText = "text/plain; charset=utf-8"
+	ctypeJSON = "application/json"
+)
+
+// engineType reports whether ct is one of the engine's Content-Type literals itself (the
+// same bytes at the same address), not a caller's string that only reads the same.
+func engineType(ct string) bool {
+	p := unsafe.StringData(ct)
+	return p == unsafe.StringData(ctypeText) && len(ct) == len(ctypeText) ||
+		p == unsafe.StringData(ctypeJSON) && len(ct) == len(ctypeJSON)
 }
 
 // writeHeadCached is writeHead's path for a head without headers of the handler's own: it
@@ -99,20 +121,13 @@ func (c *Ctx) writeHeadCached(status int, contentType string, contentLength int6
 	}
 	bodyByClose := contentLength < 0 && !chunked && status >= 200 && status != 204 && status != 304
 	c.closeConn = !c.req.KeepAlive || c.mustClose || s.life.draining() || bodyByClose
-	h := httpcodec.ResponseHead{
-		Status:        status,
-		ContentLength: contentLength,
-		Chunked:       chunked,
-		Close:         c.closeConn,
-		KeepAlive10:   !c.closeConn && c.req.ProtoMinor == 0,
-	}
 	n := len(c.out)
 	if cap(c.out)-n < len(start)+headEndRoom {
 		c.growOut(len(start) + headEndRoom)
 	}
 	c.out = c.out[:n+len(start)]
 	copy(c.out[n:], start)
-	c.out = httpcodec.AppendResponseHeadEnd(c.out, &h)
+	c.out = httpcodec.AppendResponseHeadEnd(c.out, status, contentLength, chunked, c.closeConn, !c.closeConn && c.req.ProtoMinor == 0)
 	return true
 }
 

@@ -10,6 +10,7 @@ import "github.com/batonrt/baton/internal/router"
 type routeMemo struct {
 	key     []byte // the method, then the path; nil: no entry
 	methodN int    // the method's length in key
+	get     bool   // the method is GET: compared with a constant, inline
 	r       *route
 	pattern string
 }
@@ -22,10 +23,25 @@ const maxMemoKey = 256
 func (s *Server) lookupRoute(c *Ctx) (*route, string, router.Result, string) {
 	m, p, memo := c.req.Method, c.req.Path, &s.routes
 	if memo.methodN == len(m) && len(memo.key) == len(m)+len(p) && memo.key != nil &&
-		string(memo.key[:len(m)]) == string(m) && string(memo.key[len(m):]) == string(p) {
+		(memo.get && string(m) == "GET" || !memo.get && sameBytes(memo.key[:len(m)], m)) &&
+		sameBytes(memo.key[len(m):], p) {
 		return memo.r, memo.pattern, router.Found, ""
 	}
 	return s.lookupRouteMissed(c)
+}
+
+// sameBytes reports whether a and b, of one length, hold the same bytes. Up to 8 bytes (a
+// method, a short path) a loop costs less than runtime.memequal's call.
+func sameBytes(a, b []byte) bool {
+	if len(a) > 8 || len(b) != len(a) {
+		return string(a) == string(b)
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // lookupRouteMissed is lookupRoute when the memo does not hold the request's route: the
@@ -38,7 +54,7 @@ func (s *Server) lookupRouteMissed(c *Ctx) (*route, string, router.Result, strin
 	r, pattern, res, allow := s.router.Lookup(unsafeString(m), unsafeString(p), &c.params)
 	if res == router.Found && c.params.Len() == 0 && len(m)+len(p) <= maxMemoKey {
 		memo.key = append(append(memo.key[:0], m...), p...)
-		memo.methodN, memo.r, memo.pattern = len(m), r, pattern
+		memo.methodN, memo.get, memo.r, memo.pattern = len(m), string(m) == "GET", r, pattern
 	}
 	return r, pattern, res, allow
 }

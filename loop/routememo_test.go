@@ -9,11 +9,11 @@ import (
 )
 
 // TestRouteMemoAnswersAsTheRouter: requests that repeat, alternate and differ only by
-// method, query or parameters get the route (and parameters) the router gives them, with
+// method (also of the same length), query or parameters get the route (and parameters) the router gives them, with
 // the memo in front of it.
 func TestRouteMemoAnswersAsTheRouter(t *testing.T) {
 	r := newChainRig(t, Config{}, func(s *Server) {
-		for _, p := range []string{"GET /a", "POST /a", "GET /p/{id}", "GET /"} {
+		for _, p := range []string{"GET /a", "POST /a", "GET /p/{id}", "GET /", "PUT /c", "GET /c"} {
 			s.Handle(p, func(c *Ctx) { c.String(200, c.Route()+"|"+c.PathValue("id")) })
 		}
 	})
@@ -27,6 +27,10 @@ func TestRouteMemoAnswersAsTheRouter(t *testing.T) {
 		{"POST /a", "POST /a|", 200}, {"GET /b", "Not Found\n", 404}, {"GET /a?x=1", "GET /a|", 200},
 		{"PUT /a", "Method Not Allowed\n", 405}, {"GET /b", "Not Found\n", 404}, {"GET /p/3", "GET /p/{id}|3", 200},
 		{"GET /a", "GET /a|", 200},
+		// Another method than GET remembered (compared byte by byte), then GET with a
+		// method of the same length (compared with the constant).
+		{"PUT /c", "PUT /c|", 200}, {"PUT /c", "PUT /c|", 200}, {"GET /c", "GET /c|", 200},
+		{"PUT /c", "PUT /c|", 200}, {"GET /c", "GET /c|", 200},
 	}
 	// A response to HEAD has a length but no body: split the output there.
 	var in strings.Builder

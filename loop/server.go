@@ -49,8 +49,10 @@ type Server struct {
 	mode    runMode
 	trusted trustedSet // Config.TrustedProxies (realip.go)
 	// handlersOnLoop is true in single-thread mode: request handlers run on the loop (set
-	// with mode by setMode, the one place that decides).
+	// with mode by setMode, the one place that decides); poolCtx is mode.reuseCtx(), read
+	// there once because releaseCtx asks it per request.
 	handlersOnLoop bool
+	poolCtx        bool
 	epoch          time.Time
 	pool           *offload.Pool
 	router         router.Router[*route] // written by Handle before ListenAndServe, read-only after

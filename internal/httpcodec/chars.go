@@ -49,6 +49,14 @@ var isTargetChar = func() (t [256]bool) {
 	return t
 }()
 
+// isPathChar reports the request-target bytes other than '?' and '%': the bytes of a path
+// that need no second look.
+var isPathChar = func() (t [256]bool) {
+	t = isTargetChar
+	t['?'], t['%'] = false, false
+	return t
+}()
+
 // isHostChar reports bytes allowed in a Host field value: the bytes of
 // uri-host [ ":" port ] (reg-name, IP-literal, IPv4), the same set net/http
 // accepts.

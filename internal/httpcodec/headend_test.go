@@ -29,7 +29,7 @@ func TestAppendResponseHeadEnd(t *testing.T) {
 							Chunked: flags&1 != 0, Close: flags&2 != 0, KeepAlive10: flags&4 != 0}
 						want, err := AppendResponseHead([]byte("x"), &h)
 						require.NoError(t, err)
-						got := AppendResponseHeadEnd(append([]byte("x"), start...), &h)
+						got := AppendResponseHeadEnd(append([]byte("x"), start...), h.Status, h.ContentLength, h.Chunked, h.Close, h.KeepAlive10)
 						assert.Equal(t, string(want), string(got), "status %d, headers %v, cl %d, flags %d", status, hs, cl, flags)
 					}
 				}
@@ -64,4 +64,15 @@ func TestCopyToItself(t *testing.T) {
 	require.NotEmpty(t, arena)
 	_ = append(req.Method, "XXXX"...)
 	assert.Equal(t, "http://h/p%20q?q=1", string(req.Target), "copied views are capacity-limited")
+}
+
+// TestAppendLength: the digit-by-digit decimal of small lengths is strconv's, at every
+// boundary of its cases and beyond them.
+func TestAppendLength(t *testing.T) {
+	for _, n := range []uint64{0, 1, 9, 10, 13, 99, 100, 101, 999, 1000, 1234, 9999, 10000, 65535, 1<<63 - 1, 1<<64 - 1} {
+		require.Equal(t, "x"+strconv.FormatUint(n, 10), string(appendLength([]byte("x"), n)), "%d", n)
+	}
+	for n := range uint64(20000) {
+		require.Equal(t, strconv.FormatUint(n, 10), string(appendLength(nil, n)))
+	}
 }

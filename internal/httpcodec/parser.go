@@ -367,7 +367,7 @@ func (p *Parser) fieldLoop(buf []byte, hs []Header) (int, []Header, *Error) {
 			return 0, hs, errBareCR
 		}
 		var e *Error
-		if hs, e = p.field(buf, hs, p.pos, p.colon, i); e != nil {
+		if hs, e = p.field(buf[p.pos:i], hs, p.colon-p.pos); e != nil {
 			return 0, hs, e
 		}
 		p.lines++
@@ -386,10 +386,16 @@ func (p *Parser) exhausted(limit int) *Error {
 
 // hasCtl reports whether any of the 8 bytes packed in x is below 0x20 or is
 // 0x7F (DEL): the bytes that are not plain field-value bytes.
-func hasCtl(x uint64) bool {
+func hasCtl(x uint64) bool { return ctlBits(x) != 0 }
+
+// ctlBits has the high bit set of the bytes of x that hasCtl looks for. The lowest one set
+// is exact (a borrow only runs upwards from a byte that is itself set), so
+// bits.TrailingZeros64(ctlBits(x))/8 is the index of the first such byte; higher ones may
+// be set for bytes that are not.
+func ctlBits(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	y := x ^ (0x7f * lo)
-	return ((x-0x20*lo)&^x|(y-lo)&^y)&hi != 0
+	return ((x-0x20*lo)&^x | (y-lo)&^y) & hi
 }
 
 // parseRequestLine parses line (the request line without its CRLF, which
@@ -555,18 +561,20 @@ func validIPv6(b []byte) bool {
 	return err == nil && ip.Is6()
 }
 
-// field records the complete field line buf[ls:cr], whose colon is at
-// colon, in hs and applies the rules of the fields the codec interprets.
-// The views are two-index slices of buf (see rebase).
-func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *Error) {
-	vs, ve := colon+1, cr
-	for vs < ve && (buf[vs] == ' ' || buf[vs] == '\t') {
+// field records the complete field line (without its CRLF), whose colon is at
+// line[colon], in hs and applies the rules of the fields the codec interprets.
+// line is a two-index slice of the parser's buffer, and so are the views (see
+// rebase). Eight words of arguments: with more, some go on the stack.
+func (p *Parser) field(line []byte, hs []Header, colon int) ([]Header, *Error) {
+	name, v := line[:colon], line[colon+1:]
+	vs, ve := 0, len(v)
+	for vs < ve && (v[vs] == ' ' || v[vs] == '\t') {
 		vs++
 	}
-	for ve > vs && (buf[ve-1] == ' ' || buf[ve-1] == '\t') {
+	for ve > vs && (v[ve-1] == ' ' || v[ve-1] == '\t') {
 		ve--
 	}
-	name, value := buf[ls:colon], buf[vs:ve]
+	value := v[vs:ve]
 	idx := len(hs)
 	if idx == cap(hs) {
 		hs = growHeaders(hs)
@@ -576,7 +584,8 @@ func (p *Parser) field(buf []byte, hs []Header, ls, colon, cr int) ([]Header, *E
 	p.nfields++
 
 	if len(name) == 4 {
-		if equalFoldLower(name, "host") {
+		// equalFoldLower(name, "host"), a word at a time.
+		if binary.LittleEndian.Uint32(name)|0x20202020 == 'h'|'o'<<8|'s'<<16|'t'<<24 {
 			if p.hostIdx >= 0 {
 				return hs, errManyHosts
 			}
@@ -765,26 +774,11 @@ func (p *Parser) parseTransferEncoding(v []byte) {
 }
 
 // finish applies the whole-head rules and fills req. end is the head length.
+// parseWhole fills req itself, from its locals, after the same rules.
 func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
-	if p.protoMinor == 1 && p.hostIdx < 0 {
-		return errNoHost
-	}
-	cl := int64(-1)
-	if p.clIdx >= 0 {
-		cl = p.cl
-	}
-	chunked := false
-	if p.teSeen {
-		if err := p.checkTE(); err != nil {
-			return err
-		}
-		chunked = true
-	}
-	if cl > p.cfg.MaxBodyBytes {
-		return errBodyTooLarge
-	}
-	if p.expectOther {
-		return errExpectation
+	cl, chunked, e := p.headRules()
+	if e != nil {
+		return e
 	}
 
 	// The views are worked out first and stored together, so that the compiler checks for
@@ -806,6 +800,37 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 	req.Method = buf[0:p.methodEnd:p.methodEnd]
 	req.Target = buf[p.targetBeg:p.targetEnd:p.targetEnd]
 	req.Path, req.RawQuery, req.Host, req.Upgrade = path, rawQuery, host, upgrade
+	p.fillFlags(req, cl, chunked, end)
+	return nil
+}
+
+// headRules applies the whole-head rules: a Host for HTTP/1.1, the Transfer-Encoding
+// checks, the body limit, Expect. It returns the body's framing.
+func (p *Parser) headRules() (cl int64, chunked bool, e *Error) {
+	if p.protoMinor == 1 && p.hostIdx < 0 {
+		return 0, false, errNoHost
+	}
+	cl = -1
+	if p.clIdx >= 0 {
+		cl = p.cl
+	}
+	if p.teSeen {
+		if err := p.checkTE(); err != nil {
+			return 0, false, err
+		}
+		chunked = true
+	}
+	if cl > p.cfg.MaxBodyBytes {
+		return 0, false, errBodyTooLarge
+	}
+	if p.expectOther {
+		return 0, false, errExpectation
+	}
+	return cl, chunked, nil
+}
+
+// fillFlags fills the fields of req other than the views.
+func (p *Parser) fillFlags(req *Request, cl int64, chunked bool, end int) {
 	req.ProtoMinor = p.protoMinor
 	req.ContentLength = cl
 	req.Chunked = chunked
@@ -816,7 +841,6 @@ func (p *Parser) finish(buf []byte, end int, req *Request) *Error {
 	}
 	req.Expect100 = p.expect100 && p.protoMinor == 1 && (chunked || cl > 0)
 	req.HeadLen = end
-	return nil
 }
 
 // checkTE applies the rules of a head with Transfer-Encoding. Out of line: finish runs

@@ -251,35 +251,53 @@ func AppendResponseHead(dst []byte, h *ResponseHead) ([]byte, error) {
 		dst = append(dst, h.Headers[i].Value...)
 		dst = append(dst, "\r\n"...)
 	}
-	return AppendResponseHeadEnd(dst, h), nil
+	return AppendResponseHeadEnd(dst, h.Status, h.ContentLength, h.Chunked, h.Close, h.KeepAlive10), nil
 }
 
-// AppendResponseHeadEnd appends the part of h's head that AppendResponseHead
+// AppendResponseHeadEnd appends the part of a head that AppendResponseHead
 // writes after the caller's headers: the framing header, Connection and the
-// empty line (it reads only Status, ContentLength, Chunked, Close and
-// KeepAlive10, and validates nothing). It lets a caller that writes many
-// responses with the same status line, Date and headers make that start once:
-// AppendResponseHead of a head with those and ContentLength -1, Chunked,
-// Close and KeepAlive10 unset ends with the start and then "\r\n"; the start
-// followed by AppendResponseHeadEnd(h) is then byte for byte what
-// AppendResponseHead(h) writes.
-func AppendResponseHeadEnd(dst []byte, h *ResponseHead) []byte {
-	s := h.Status
-	if s >= 200 && s != 204 {
-		if h.Chunked {
+// empty line, for a head h with Status status, ContentLength contentLength,
+// Chunked chunked, Close closeConn and KeepAlive10 keepAlive10. It validates
+// nothing, and takes the fields as arguments, not a *ResponseHead: a caller on
+// the per-response path then builds no head in memory. It lets a caller that
+// writes many responses with the same status line, Date and headers make that
+// start once: AppendResponseHead of a head with those and ContentLength -1,
+// Chunked, Close and KeepAlive10 unset ends with the start and then "\r\n";
+// the start followed by AppendResponseHeadEnd of h's fields is then byte for
+// byte what AppendResponseHead(h) writes.
+func AppendResponseHeadEnd(dst []byte, status int, contentLength int64, chunked, closeConn, keepAlive10 bool) []byte {
+	if status >= 200 && status != 204 {
+		if chunked {
 			dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
-		} else if h.ContentLength >= 0 {
+		} else if contentLength >= 0 {
 			dst = append(dst, "Content-Length: "...)
-			dst = strconv.AppendInt(dst, h.ContentLength, 10)
+			dst = appendLength(dst, uint64(contentLength))
 			dst = append(dst, "\r\n"...)
 		}
 	}
-	if h.Close {
+	if closeConn {
 		dst = append(dst, "Connection: close\r\n"...)
-	} else if h.KeepAlive10 {
+	} else if keepAlive10 {
 		dst = append(dst, "Connection: keep-alive\r\n"...)
 	}
 	return append(dst, "\r\n"...)
+}
+
+// appendLength appends n in decimal. Below 10,000, as most bodies are, the digits are
+// appended one by one: strconv's call, its table of pairs and the append of the digits'
+// slice (a memmove call) cost several times more.
+func appendLength(dst []byte, n uint64) []byte {
+	switch {
+	case n < 10:
+		return append(dst, byte('0'+n))
+	case n < 100:
+		return append(dst, byte('0'+n/10), byte('0'+n%10))
+	case n < 1000:
+		return append(dst, byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10))
+	case n < 10000:
+		return append(dst, byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
+	}
+	return strconv.AppendUint(dst, n, 10)
 }
 
 // AppendChunk appends p as one chunk of a chunked body: the size in hex,

@@ -2,6 +2,8 @@ package httpcodec
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,6 +53,22 @@ var wholeSeeds = []string{
 	"GET /0123456789012345678901234567890123456789 HTTP/1.1\r\nHost: a\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: a\r\nA: 0123456789012345678901234567890123456789012345678901234567890123456789\r\n\r\n",
+	// The path's word-at-a-time scan: '?', '%' and bad bytes in and past its first word,
+	// and the value's: tabs, DEL and controls before and after the first word.
+	"GET /abcdefgh?x%zz HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /abcdefghij%4 HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /abcdefghij%41?%zz HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /a?b?c%2 HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /abcdefghijk\x80 HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /abcdefghijk\x7e~ HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /abcdef\xff HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GETX /x HTTP/1.1\r\nHost: a\r\n\r\n",
+	"get /x HTTP/1.1\r\nHost: a\r\n\r\n",
+	"GET /x HTTP/1.1\r\nHost: a\r\nX: a\tb\tc\r\n\r\n",
+	"GET /x HTTP/1.1\r\nHost: a\r\nX: abcdefghijkl\tmnop\x00\r\n\r\n",
+	"GET /x HTTP/1.1\r\nHost: a\r\nX: \x7fabcdefgh\r\n\r\n",
+	"GET /x HTTP/1.1\r\nHost: a\r\nX: abcdefgh\x7f\r\n\r\n",
+	"GET /x HTTP/1.1\r\nHost: a\r\nX: abcdefgh\xc3\xa9ijklmnop\r\n\r\n",
 }
 
 // FuzzParseWhole is the fast path's differential test: whatever parseWhole accepts, the
@@ -113,4 +131,43 @@ func TestParseWholeTakesTheCommonShape(t *testing.T) {
 // pipelined benchmark's request.
 func BenchmarkParseWrkGET(b *testing.B) {
 	benchParse(b, []byte("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"))
+}
+
+// TestWordScansFindTheFirstByte binds the word-at-a-time scans to their byte tables: for
+// every byte value at every place of two words, behind plain bytes and behind another
+// odd byte, pathPrefix stops where a byte loop over isPathChar stops, and ctlBits' lowest
+// flagged byte is the first that is not a plain value byte (isValueChar less tab).
+func TestWordScansFindTheFirstByte(t *testing.T) {
+	for _, fill := range []byte{'a', '~', '!'} {
+		for c := range 256 {
+			for k := range 16 {
+				for _, later := range []int{-1, k + 1, k + 7} {
+					b := bytes.Repeat([]byte{fill}, 16)
+					b[k] = byte(c)
+					if later >= 0 && later < len(b) {
+						b[later] = 0 // a second stop behind the first
+					}
+					want := 0
+					for want < len(b) && isPathChar[b[want]] {
+						want++
+					}
+					require.Equal(t, want, pathPrefix(b), "%q", b)
+
+					x := binary.LittleEndian.Uint64(b[k&^7:])
+					first := 8
+					for i, v := range b[k&^7 : k&^7+8] {
+						if !isValueChar[v] || v == '\t' {
+							first = i
+							break
+						}
+					}
+					got := 8
+					if m := ctlBits(x); m != 0 {
+						got = bits.TrailingZeros64(m) >> 3
+					}
+					require.Equal(t, first, got, "%q", b[k&^7:k&^7+8])
+				}
+			}
+		}
+	}
 }
