@@ -129,26 +129,55 @@ func waitHealthy(client string, limit time.Duration) error {
 // startGameCluster starts one etcd and three gameserver processes on loopback (this test
 // binary running the real main with -etcd, so built from the tree under test), waits
 // until each answers joins, and returns their addresses; it skips where etcd is missing.
+// A node whose port was taken between freeAddrs and its bind (another test's process got
+// it first) is started again on a fresh port, up to three times, as startEtcd does.
 func startGameCluster(t *testing.T) []string {
 	t.Helper()
 	dir := t.TempDir()
 	etcdURL := startEtcd(t, dir)
-	addrs := freeAddrs(t, 3)
-	for i, addr := range addrs {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
-			"GAMESERVER_SEAT_KEY="+strings.Repeat("k", 32),
-			"GAMESERVER_TEST_ARGS="+strings.Join([]string{"-addr", addr, "-admin", "127.0.0.1:0",
-				"-data", filepath.Join(dir, fmt.Sprintf("node%d", i+1)), "-bots=false",
-				"-etcd", etcdURL, "-node", fmt.Sprintf("game-%d", i+1)}, " "))
-		startClusterProcess(t, dir, fmt.Sprintf("game-%d", i+1), cmd)
+	addrs := make([]string, 3)
+	for i := range addrs {
+		node := fmt.Sprintf("game-%d", i+1)
+		for try := 0; ; try++ {
+			addr := freeAddrs(t, 1)[0]
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
+				"GAMESERVER_SEAT_KEY="+strings.Repeat("k", 32),
+				"GAMESERVER_TEST_ARGS="+strings.Join([]string{"-addr", addr, "-admin", "127.0.0.1:0",
+					"-data", filepath.Join(dir, fmt.Sprintf("node%d", i+1)), "-bots=false",
+					"-etcd", etcdURL, "-node", node}, " "))
+			name := node
+			if try > 0 {
+				name = fmt.Sprintf("%s-try%d", node, try+1)
+			}
+			stop := startClusterProcess(t, dir, name, cmd)
+			if waitJoins(t, addr, filepath.Join(dir, name+".log")) {
+				addrs[i] = addr
+				break
+			}
+			stop()
+			require.Less(t, try, 2, "%s: its port was taken at each of three tries", node)
+		}
 	}
-	for _, addr := range addrs {
-		require.Eventually(t, func() bool { _, err := joinThrough(addr, "probe", "nobody"); return err == nil },
-			60*time.Second, 50*time.Millisecond, "the node at %s did not answer joins", addr)
-	}
-
 	return addrs
+}
+
+// waitJoins waits until the node at addr answers joins, and reports true; or false at
+// once when its log says its port was taken. It fails the test after 60 s.
+func waitJoins(t *testing.T, addr, logFile string) bool {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := joinThrough(addr, "probe", "nobody"); err == nil {
+			return true
+		}
+		if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "is in use by another process") {
+			t.Logf("%s was taken before the node bound it: trying another port", addr)
+			return false
+		}
+		require.True(t, time.Now().Before(deadline), "the node at %s did not answer joins", addr)
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // clusterJoin is room.Join's answer.
