@@ -435,6 +435,18 @@ func playRooms(t *testing.T, c *gameCluster, rooms, players int, every time.Dura
 }
 
 // report logs a run's figures.
+// assertNothingLost asserts what every handoff run must keep: no room, acked input or
+// tick lost, no tick run twice or skipped, no twin room.
+func (r playResult) assertNothingLost(t *testing.T) {
+	t.Helper()
+	assert.Zero(t, r.lost, "rooms lost: %v", r.lostRooms)
+	assert.Zero(t, r.inputsLost, "inputs lost")
+	assert.Empty(t, r.roomsBad, "acked inputs missing from the rooms' states")
+	assert.Zero(t, r.twice, "ticks run twice")
+	assert.Zero(t, r.gapsInN, "tick numbers skipped")
+	assert.Zero(t, r.twins, "twin rooms")
+}
+
 func report(t *testing.T, name string, c *gameCluster, r playResult, rooms, players int) {
 	n, per := c.gapFigures()
 	c.mu.Lock()
@@ -498,12 +510,7 @@ func TestSameMachineReplace(t *testing.T) {
 	c.stop(cur)
 	report(t, "same machine, 2 replacements", c, r, rooms, players)
 	t.Logf("drains (SIGTERM to exit): %v", drains)
-	assert.Zero(t, r.lost, "rooms lost: %v", r.lostRooms)
-	assert.Zero(t, r.inputsLost, "inputs lost")
-	assert.Empty(t, r.roomsBad, "acked inputs missing from the rooms' states")
-	assert.Zero(t, r.twice, "ticks run twice")
-	assert.Zero(t, r.gapsInN, "tick numbers skipped")
-	assert.Zero(t, r.twins, "twin rooms")
+	r.assertNothingLost(t)
 	assert.Equal(t, 2*rooms, r.moves, "every room moved at each replacement")
 	assert.Positive(t, r.movedCloses, "players were told of the moves (4001)")
 	assert.Zero(t, r.viaJoin, "every player back in their seat with the resume token, none with a new seat")
@@ -611,12 +618,7 @@ func TestRollingRestartLiveRooms(t *testing.T) {
 	}
 	report(t, "rolling restart, 3 nodes on etcd", c, r, rooms, players)
 	t.Logf("drains (SIGTERM to exit): %v", drains)
-	assert.Zero(t, r.lost, "rooms lost: %v", r.lostRooms)
-	assert.Zero(t, r.inputsLost, "inputs lost")
-	assert.Empty(t, r.roomsBad, "acked inputs missing from the rooms' states")
-	assert.Zero(t, r.twice, "ticks run twice")
-	assert.Zero(t, r.gapsInN, "tick numbers skipped")
-	assert.Zero(t, r.twins, "twin rooms")
+	r.assertNothingLost(t)
 	assert.GreaterOrEqual(t, r.moves, rooms, "every room moved at least once (each node restarted)")
 	assert.Positive(t, r.movedCloses, "players were told of the moves (4001)")
 	assert.Zero(t, r.viaJoin, "every player back in their seat with the resume token, none with a new seat")

@@ -36,8 +36,6 @@ import (
 	"github.com/batonrt/baton/bench/servers"
 )
 
-type target struct{ name, bin, kind string }
-
 var (
 	perfDir string
 	mallocs bool
@@ -62,26 +60,21 @@ func main() {
 	if err := servers.RaiseFileLimit(); err != nil {
 		fmt.Fprintln(os.Stderr, "arena-ab:", err)
 	}
-	var ts []target
-	for _, s := range strings.Split(*runs, ",") {
-		name, rest, ok1 := strings.Cut(s, "=")
-		bin, kind, ok2 := strings.Cut(rest, ":")
-		if !ok1 || !ok2 {
-			fmt.Fprintln(os.Stderr, "arena-ab: -run wants name=binary:target, got", s)
-			os.Exit(2)
-		}
-		ts = append(ts, target{name, bin, kind})
+	ts, err := abrun.ParseRuns(*runs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "arena-ab:", err)
+		os.Exit(2)
 	}
 	for r := range *rounds {
 		for _, t := range ts {
 			if err := one(t, r, *players, *warm, *dur, *cpu, *sys, strings.Fields(*extra)); err != nil {
-				fmt.Fprintf(os.Stderr, "arena-ab: %s round %d: %v\n", t.name, r, err)
+				fmt.Fprintf(os.Stderr, "arena-ab: %s round %d: %v\n", t.Name, r, err)
 			}
 		}
 	}
 }
 
-func one(t target, round, players int, warm, dur time.Duration, cpu string, sys bool, extra []string) error {
+func one(t abrun.Run, round, players int, warm, dur time.Duration, cpu string, sys bool, extra []string) error {
 	args := extra
 	pprofAddr := ""
 	if mallocs {
@@ -93,14 +86,14 @@ func one(t target, round, players int, warm, dur time.Duration, cpu string, sys 
 		ln.Close()
 		args = append(args, "-pprof", pprofAddr)
 	}
-	srv, err := abrun.Start(cpu, t.bin, t.kind, args...)
+	srv, err := abrun.Start(cpu, t.Bin, t.Kind, args...)
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
 	addr, pid := srv.Addr, srv.Pid
 	var perf *exec.Cmd
-	perfOut := fmt.Sprintf("%s/arena-ab-%d-%s-%d.perf", os.TempDir(), os.Getpid(), t.name, round)
+	perfOut := fmt.Sprintf("%s/arena-ab-%d-%s-%d.perf", os.TempDir(), os.Getpid(), t.Name, round)
 	var u0, k0, u1, k1 int64
 	var m0, m1 int64
 	var rec *exec.Cmd
@@ -123,7 +116,7 @@ func one(t target, round, players int, warm, dur time.Duration, cpu string, sys 
 				if perfDir != "" {
 					_ = os.MkdirAll(perfDir, 0o755)
 					rec = exec.Command("perf", "record", "-g", "-F", "4000", "-p", strconv.Itoa(pid),
-						"-o", filepath.Join(perfDir, fmt.Sprintf("%s-%d.data", t.name, round)))
+						"-o", filepath.Join(perfDir, fmt.Sprintf("%s-%d.data", t.Name, round)))
 					rec.Stderr = io.Discard
 					if err := rec.Start(); err != nil {
 						fmt.Fprintln(os.Stderr, "arena-ab: perf record:", err)
@@ -165,7 +158,7 @@ func one(t target, round, players int, warm, dur time.Duration, cpu string, sys 
 	}
 	sort.Strings(errs)
 	fmt.Printf("%-8s r%d players %d: cpu %.1f µs/player-s (user %.1f, kernel %.1f), gap p99 %.0f ms, delivered %.2f%%, srv core %.0f%% %s\n",
-		t.name, round, res.Connected, usr+ker, usr, ker, float64(res.Gap.ValueAtQuantile(99))/1e3,
+		t.Name, round, res.Connected, usr+ker, usr, ker, float64(res.Gap.ValueAtQuantile(99))/1e3,
 		100*res.DeliveredRatio(), 100*float64(u1-u0+k1-k0)/100/res.Window.Seconds(), strings.Join(errs, " "))
 	if pprofAddr != "" && m0 > 0 && m1 > 0 {
 		fmt.Printf("         heap allocations: %.2f per player-s, %.3f per state\n", float64(m1-m0)/ps, float64(m1-m0)/float64(res.States))

@@ -38,8 +38,6 @@ import (
 	"github.com/batonrt/baton/bench/wsload"
 )
 
-type target struct{ name, bin, kind string }
-
 var (
 	debugPath string
 	noStats   bool
@@ -64,28 +62,23 @@ func main() {
 	if err := servers.RaiseFileLimit(); err != nil {
 		fmt.Fprintln(os.Stderr, "ws-ab:", err)
 	}
-	var ts []target
-	for _, s := range strings.Split(*runs, ",") {
-		name, rest, ok1 := strings.Cut(s, "=")
-		bin, kind, ok2 := strings.Cut(rest, ":")
-		if !ok1 || !ok2 {
-			fmt.Fprintln(os.Stderr, "ws-ab: -run wants name=binary:target, got", s)
-			os.Exit(2)
-		}
-		ts = append(ts, target{name, bin, kind})
+	ts, err := abrun.ParseRuns(*runs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ws-ab:", err)
+		os.Exit(2)
 	}
 	fmt.Printf("%-10s %5s %9s %8s %8s %8s %8s %8s %8s %6s %6s %s\n", "run", "round", "msgs/s", "µs/msg", "usr", "sys", "p50", "p99", "max", "srv", "cli", "errors")
 	for r := range *rounds {
 		for _, t := range ts {
 			if err := one(t, r, *conns, *warm, *dur, *cpu, *perfDir); err != nil {
-				fmt.Fprintf(os.Stderr, "ws-ab: %s round %d: %v\n", t.name, r, err)
+				fmt.Fprintf(os.Stderr, "ws-ab: %s round %d: %v\n", t.Name, r, err)
 			}
 		}
 	}
 }
 
-func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir string) error {
-	srv, err := abrun.Start(cpu, t.bin, t.kind)
+func one(t abrun.Run, round, conns int, warm, dur time.Duration, cpu, perfDir string) error {
+	srv, err := abrun.Start(cpu, t.Bin, t.Kind)
 	if err != nil {
 		return err
 	}
@@ -114,7 +107,7 @@ func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir strin
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "ws-ab: %s: %d connected in %v\n", t.name, fleet.Connected(), time.Since(dialStart).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "ws-ab: %s: %d connected in %v\n", t.Name, fleet.Connected(), time.Since(dialStart).Round(time.Millisecond))
 	body, _ := json.Marshal(servers.WSStart{Rooms: rooms})
 	resp, err := http.Post(base+"/ws/start", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -128,7 +121,7 @@ func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir strin
 	if perfDir != "" {
 		_ = os.MkdirAll(perfDir, 0o755)
 		perf = exec.Command("perf", "record", "-g", "-F", "4000", "-p", strconv.Itoa(pid),
-			"-o", filepath.Join(perfDir, fmt.Sprintf("%s-%d.data", t.name, round)), "--", "sleep", strconv.FormatFloat(dur.Seconds(), 'f', 1, 64))
+			"-o", filepath.Join(perfDir, fmt.Sprintf("%s-%d.data", t.Name, round)), "--", "sleep", strconv.FormatFloat(dur.Seconds(), 'f', 1, 64))
 		perf.Stderr = io.Discard
 		if err := perf.Start(); err != nil {
 			return err
@@ -172,7 +165,7 @@ func one(t target, round, conns int, warm, dur time.Duration, cpu, perfDir strin
 		errs = append(errs, fmt.Sprintf("%s=%d", k, v))
 	}
 	sort.Strings(errs)
-	fmt.Printf("%-10s %5d %9.0f %8.2f %8.2f %8.2f %8s %8s %8s %5.0f%% %5.0f%% sent=%d slow=%d %s\n", t.name, round,
+	fmt.Printf("%-10s %5d %9.0f %8.2f %8.2f %8.2f %8s %8s %8s %5.0f%% %5.0f%% sent=%d slow=%d %s\n", t.Name, round,
 		n/res.Window.Seconds(), usr+sys, usr, sys,
 		us(res.Latency.ValueAtQuantile(50)), us(res.Latency.ValueAtQuantile(99)), us(res.Latency.Max()),
 		(usr+sys)*n/res.Window.Seconds()/1e4, 100*cli, s1.Sent-s0.Sent, s1.SlowClosed, strings.Join(errs, " "))

@@ -83,3 +83,21 @@ func CPUTicks(pid int) (user, sys int64) {
 	sys, _ = strconv.ParseInt(f[12], 10, 64)
 	return user, sys
 }
+
+// Run is one server of an A/B command's -run list: a name for the report, the server
+// binary and its -target.
+type Run struct{ Name, Bin, Kind string }
+
+// ParseRuns parses an A/B command's -run flag: comma-separated name=binary:target.
+func ParseRuns(list string) ([]Run, error) {
+	var rs []Run
+	for _, s := range strings.Split(list, ",") {
+		name, rest, ok1 := strings.Cut(s, "=")
+		bin, kind, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("-run wants name=binary:target, got %q", s)
+		}
+		rs = append(rs, Run{name, bin, kind})
+	}
+	return rs, nil
+}
