@@ -85,10 +85,11 @@ func CPUTicks(pid int) (user, sys int64) {
 }
 
 // Run is one server of an A/B command's -run list: a name for the report, the server
-// binary and its -target.
+// binary and its -target. A plain value, safe to copy and share.
 type Run struct{ Name, Bin, Kind string }
 
-// ParseRuns parses an A/B command's -run flag: comma-separated name=binary:target.
+// ParseRuns parses an A/B command's -run flag: comma-separated name=binary:target. Any
+// goroutine.
 func ParseRuns(list string) ([]Run, error) {
 	var rs []Run
 	for _, s := range strings.Split(list, ",") {
