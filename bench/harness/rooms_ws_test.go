@@ -139,3 +139,34 @@ func TestWSBroadcastScenario(t *testing.T) {
 	}
 	assert.Equal(t, 4, found, "client CPU per target, CPU ratio, p99 ratio: %+v", res.Summary)
 }
+
+// TestRoomsSummaryGivesTheFloorsLateness: the lateness item names the other targets' p99
+// from the same window, the floor's among them (what the machine allowed in it), and
+// judges baton's alone.
+func TestRoomsSummaryGivesTheFloorsLateness(t *testing.T) {
+	run := func(target string, p99 int64) *RunResult {
+		return &RunResult{Target: target, Groups: []*GroupStats{{Name: "ticks", Latency: Latency{Count: 100, P99: p99}}}}
+	}
+	for _, c := range []struct {
+		runs []*RunResult
+		note string
+		pass bool
+	}{
+		{[]*RunResult{run("baton", 745), run("nethttp", 2270), run("floor", 1480)}, "net/http 2.27ms, floor 1.48ms", true},
+		{[]*RunResult{run("baton", 2780), run("floor", 896)}, "floor 896µs", false},
+		{[]*RunResult{run("baton", 999)}, "", true},
+	} {
+		sc := &ScenarioResult{Name: "rooms", Phases: []*PhaseResult{{Name: "light", Runs: c.runs}}}
+		var got *SummaryItem
+		for _, it := range roomsSummary(sc) {
+			if it.Name == "rooms light: baton tick lateness p99" {
+				got = &it
+			}
+		}
+		require.NotNil(t, got, c.note)
+		assert.Equal(t, c.note, got.Note)
+		require.NotNil(t, got.Pass)
+		assert.Equal(t, c.pass, *got.Pass, c.note)
+		assert.InDelta(t, float64(c.runs[0].Groups[0].Latency.P99)/1e3, got.Value, 1e-9)
+	}
+}
