@@ -246,6 +246,14 @@ func TestRunTimers(t *testing.T) {
 	assert.False(t, ran, "far behind (a long tick or a stall): left to the door's turn, after the input")
 	assert.Equal(t, 3, fired)
 
+	// Far behind before any timer ever fired (the loop's first deadlines came during a
+	// long first task): the door's turn too, not this callback.
+	s5, _, _, _ := newFakeAlarmed(t, slack)
+	s5.AfterFunc(0, func() { fired++ })
+	ran, _ = s5.RunTimers(s5.Now() + int64((farBehind+2)*slack))
+	assert.False(t, ran, "far behind, never fired: left to the door's turn")
+	assert.Equal(t, 3, fired)
+
 	s3, _, _, _ := newFakeAlarmed(t, 0)
 	s3.AfterFunc(0, func() { fired++ })
 	ran, _ = s3.RunTimers(s3.Now())

@@ -289,12 +289,13 @@ func (s *Scheduler) RunTimers(now int64) (ran, more bool) {
 	if w > now {
 		return false, false
 	}
+	late := now - w
+	if late > farBehind*s.slack {
+		return false, false
+	}
 	if s.firedAt != 0 {
 		gap := s.slack / 2
-		if late := now - w; late > s.slack {
-			if late > farBehind*s.slack {
-				return false, false
-			}
+		if late > s.slack {
 			gap = s.slack
 		}
 		if now < s.firedAt+gap {
