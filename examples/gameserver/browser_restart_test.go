@@ -36,17 +36,29 @@ func startRestartableCluster(t *testing.T, n int) []*restartableNode {
 	for i, addr := range addrs {
 		nd := &restartableNode{id: fmt.Sprintf("game-%d", i+1), addr: addr}
 		runs := 0
+		// A restart must come back at the same address (the page and the directory know
+		// it). Another process may hold the port for a moment (a client socket of another
+		// test, the range being the kernel's ephemeral one): then try again after a
+		// pause, as startGameCluster tries another port.
 		nd.start = func() {
-			runs++
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
-				"GAMESERVER_SEAT_KEY="+strings.Repeat("k", 32),
-				"GAMESERVER_TEST_ARGS="+strings.Join([]string{"-addr", addr, "-admin", "127.0.0.1:0",
-					"-data", filepath.Join(dir, nd.id), "-bots=false", "-match", "10m", "-score-limit", "0",
-					"-etcd", etcdURL, "-node", nd.id}, " "))
-			nd.stop = startClusterProcess(t, dir, fmt.Sprintf("%s-run%d", nd.id, runs), cmd)
-			require.Eventually(t, func() bool { _, err := joinThrough(addr, "probe", "nobody"); return err == nil },
-				60*time.Second, 50*time.Millisecond, "the node at %s did not answer joins", addr)
+			for try := 0; ; try++ {
+				runs++
+				cmd := exec.Command(os.Args[0])
+				cmd.Env = append(os.Environ(), "GAMESERVER_TEST_MAIN=1",
+					"GAMESERVER_SEAT_KEY="+strings.Repeat("k", 32),
+					"GAMESERVER_TEST_ARGS="+strings.Join([]string{"-addr", addr, "-admin", "127.0.0.1:0",
+						"-data", filepath.Join(dir, nd.id), "-bots=false", "-match", "10m", "-score-limit", "0",
+						"-etcd", etcdURL, "-node", nd.id}, " "))
+				name := fmt.Sprintf("%s-run%d", nd.id, runs)
+				nd.stop = startClusterProcess(t, dir, name, cmd)
+				if waitJoins(t, addr, filepath.Join(dir, name+".log")) {
+					return
+				}
+				nd.stop()
+				require.Less(t, try, 4, "%s: its port %s was taken at each of five tries", nd.id, addr)
+				t.Logf("%s: trying %s again in a second", nd.id, addr)
+				time.Sleep(time.Second)
+			}
 		}
 		nodes[i] = nd
 	}

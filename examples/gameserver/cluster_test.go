@@ -157,6 +157,7 @@ func startGameCluster(t *testing.T) []string {
 			}
 			stop()
 			require.Less(t, try, 2, "%s: its port was taken at each of three tries", node)
+			t.Logf("%s: trying another port", node)
 		}
 	}
 	return addrs
@@ -172,7 +173,7 @@ func waitJoins(t *testing.T, addr, logFile string) bool {
 			return true
 		}
 		if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "is in use by another process") {
-			t.Logf("%s was taken before the node bound it: trying another port", addr)
+			t.Logf("%s was taken before the node bound it", addr)
 			return false
 		}
 		require.True(t, time.Now().Before(deadline), "the node at %s did not answer joins", addr)
