@@ -66,10 +66,22 @@ const (
 
 // conn is the loop's state for one client connection. Loop-confined.
 type conn struct {
+	// The fields every write of a taken-over connection reads (RawConn.Queued and Write,
+	// flush) come first, in one or two cache lines: a broadcast writes to thousands of
+	// connections a tick, each cold in the cache, and every line more is a miss more per
+	// message (docs/bench.md, "Session 13's final build, twelve rounds").
 	gc    gnet.Conn
 	srv   *Server
 	idx   int // position in connTable.all, -1 once removed
 	state connState
+	out   []byte   // output gathered for one write
+	raw   *RawConn // set once a handler took the connection over (takeover.go)
+	dirty bool     // queued in connTable.dirty
+	// backlog says gnet may hold output of ours the socket has not taken yet: set by a
+	// flush whose write left some in gnet's buffer, cleared when unsent finds none. Only
+	// flush's write fills that buffer, so while backlog is false the buffer is empty and
+	// unsent need not touch gnet's connection, another cold line per message.
+	backlog bool
 
 	parser httpcodec.Parser
 	req    httpcodec.Request // views into gnet's buffer while a head is parsed
@@ -82,11 +94,7 @@ type conn struct {
 	// bodystream.go); nil otherwise.
 	stream *bodyPipe
 
-	out []byte // output gathered for one write
-
 	remote net.Addr // gc.RemoteAddr(), read once: each request's Ctx takes it
-
-	raw *RawConn // set once a handler took the connection over (takeover.go)
 
 	// deadline (loop clock) and what happens at it; 0 means none.
 	deadline     int64
@@ -102,7 +110,6 @@ type conn struct {
 	carried     bool // gnet's ring buffer may hold input left when OnTraffic last returned (headinbuf.go)
 	blocked     bool // too much unsent output: parsing paused until the client reads
 	discarding  bool // body holds the framing of a refused request's body, read and dropped (discardBody)
-	dirty       bool // queued in connTable.dirty
 	beforeDrain bool // open when the drain began: the drain waits for it
 	sndbufSet   bool // the socket's send buffer is bounded for streaming (streamshare.go)
 	heard       bool // the client has sent something (noteRead): a drain answers a silent one (answerUnheard)
@@ -240,7 +247,7 @@ func (s *Server) beginClose(cs *conn) {
 
 // tryShutdownWrite half-closes a closing cs once gnet has written all its output.
 func (s *Server) tryShutdownWrite(cs *conn) {
-	if cs.state != connClosing || cs.gc.OutboundBuffered() > 0 {
+	if cs.state != connClosing || cs.unsent() > 0 {
 		return
 	}
 	cs.state = connLingering
@@ -285,6 +292,8 @@ func (s *Server) flush(cs *conn) {
 		} else {
 			_, _ = cs.gc.Write(cs.out) // gnet copies what the socket does not take
 			s.lastAt = 0               // a write syscall since: the next task start reads the clock
+			// Read while gnet's buffer is in cache from the write; a failed write closed cs.
+			cs.backlog = cs.state != connClosed && cs.gc.OutboundBuffered() > 0
 			if cap(cs.out) > maxKeptOutput {
 				cs.out = nil
 			} else {
@@ -295,6 +304,18 @@ func (s *Server) flush(cs *conn) {
 	if cs.state == connCloseAfter && !cs.busy() {
 		s.beginClose(cs)
 	}
+}
+
+// unsent returns the output gnet holds for cs that the socket has not taken yet (gnet's
+// OutboundBuffered), asking gnet only while cs.backlog says there may be some. Not for a
+// closed connection, whose gnet.Conn must not be touched. Loop-confined.
+func (cs *conn) unsent() int {
+	if !cs.backlog {
+		return 0
+	}
+	n := cs.gc.OutboundBuffered()
+	cs.backlog = n > 0
+	return n
 }
 
 // discard drops the first n bytes of a connection's input. gnet's Discard drops all of it
@@ -347,7 +368,7 @@ func (s *Server) serveStep(cs *conn) (next *Ctx, more bool) {
 	if !cs.accepting() || cs.ctx != nil || cs.raw != nil || s.life.load() >= stateStopping {
 		return nil, false // a taken connection's input is its protocol's (takeover.go)
 	}
-	if cs.gc.OutboundBuffered()+len(cs.out) >= s.cfg.MaxOutputBytes {
+	if cs.unsent()+len(cs.out) >= s.cfg.MaxOutputBytes {
 		cs.blocked = true // the sweep resumes it once the client has read
 		return nil, false
 	}
@@ -538,7 +559,7 @@ func (s *Server) writeStalled(cs *conn, now int64) bool {
 	if s.cfg.WriteStallTimeout < 0 || cs.state == connClosed {
 		return false
 	}
-	out := cs.gc.OutboundBuffered()
+	out := cs.unsent()
 	switch {
 	case out == 0:
 		cs.stallSince = 0
@@ -568,7 +589,7 @@ func (s *Server) sweep(now int64) {
 			s.closeNow(cs)
 			continue
 		}
-		if cs.blocked && cs.accepting() && cs.gc.OutboundBuffered() < s.cfg.MaxOutputBytes/2 {
+		if cs.blocked && cs.accepting() && cs.unsent() < s.cfg.MaxOutputBytes/2 {
 			cs.blocked = false
 			s.markDirty(cs)
 		}

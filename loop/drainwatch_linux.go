@@ -73,7 +73,7 @@ func (w *drainWatch) report(evs []drainReport) {
 		if e == nil || e.gen != ev.gen {
 			continue // forgotten, or the descriptor now serves another connection
 		}
-		if e.cs.state != connClosed && e.cs.gc.OutboundBuffered() > e.low {
+		if e.cs.state != connClosed && e.cs.unsent() > e.low {
 			if w.p.rearm(ev.fd, e.gen) == nil {
 				continue
 			}

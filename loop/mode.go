@@ -91,9 +91,9 @@ func (m loopMode) flush(c *Ctx) error {
 	s.deliver(c)
 	s.boundSendBuffer(cs)
 	s.markDirty(cs) // written at the end of this loop turn, with whatever else is gathered
-	for cs.state != connClosed && cs.gc.OutboundBuffered()+len(cs.out) > streamHighWater {
+	for cs.state != connClosed && cs.unsent()+len(cs.out) > streamHighWater {
 		s.flush(cs)
-		if cs.state == connClosed || cs.gc.OutboundBuffered() <= streamHighWater {
+		if cs.state == connClosed || cs.unsent() <= streamHighWater {
 			break
 		}
 		// Park until the kernel says the socket drained (or poll, without a watch). The
@@ -169,7 +169,7 @@ func (m goroutineMode) flush(c *Ctx) error {
 			if cs.state == connClosed {
 				return
 			}
-			if backlog = cs.gc.OutboundBuffered(); backlog > streamHighWater {
+			if backlog = cs.unsent(); backlog > streamHighWater {
 				ch := make(chan struct{})
 				if s.drains.watch(cs, func() { close(ch) }) {
 					drained = ch

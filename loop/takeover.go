@@ -180,7 +180,7 @@ func (rc *RawConn) Queued() int {
 	if cs.state == connClosed {
 		return 0
 	}
-	return cs.gc.OutboundBuffered() + len(cs.out)
+	return cs.unsent() + len(cs.out)
 }
 
 // Flush hands the output gathered by Write to the socket now. With wake >= 0 it also
