@@ -192,6 +192,7 @@ func (s *Server) busyEnd() {
 				s.arr.callbackEnded(s.turnAt, end)
 			}
 		}
+		s.maybeYield(s.turnAt) // yield.go
 		s.turnAt = 0
 	}
 }

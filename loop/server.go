@@ -112,8 +112,10 @@ type Server struct {
 	panicLog   *recorder.LogLimiter
 	refusalLog *recorder.LogLimiter
 	pumpPosted bool
-	turnAt     int64 // clock reading at the start of the current callback, 0 outside one
-	lastAt     int64 // latest clock reading in the current callback, 0 when stale (see start)
+	turnAt     int64  // clock reading at the start of the current callback, 0 outside one
+	lastAt     int64  // latest clock reading in the current callback, 0 when stale (see start)
+	yieldAt    int64  // turnAt of the callback that last yielded (yield.go)
+	yield      func() // the loop's yield: yieldFor(cfg); set by newServer
 	housekeep  *scheduler.Timer
 	control    gnet.Conn
 	acct       acct
@@ -161,6 +163,7 @@ func newServer(cfg Config, pool *offload.Pool) *Server {
 	s.runTaskFn = s.runTask
 	s.housekeepFn = s.housekeepTick
 	s.pumpFn = func() {}
+	s.yield = yieldFor(cfg)
 	s.sweepEvery = sweepInterval(cfg)
 	s.adm = newAdmission(cfg.RequestConcurrency, cfg.MaxQueueLength)
 	s.panicLog = recorder.NewLogLimiter(10, time.Second)     // a storm logs a sample with a count
