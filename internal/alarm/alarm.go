@@ -7,10 +7,13 @@
 // milliseconds (runtime/netpoll_epoll.go rounds a wait under 1 ms up to 1 ms and truncates
 // longer ones). The scheduler keeps a single timer for its earliest deadline, so every
 // Sleep and every room tick of an idle loop inherited that lateness (docs/rooms.md, "The
-// alarm"). On Linux an Alarm is a timerfd (CLOCK_MONOTONIC) that a dedicated goroutine
-// waits on with a plain blocking read(2), outside Go's netpoller: the kernel wakes that
-// thread from an hrtimer, with microsecond precision. Elsewhere, or when the timerfd
-// cannot be made, it falls back to a runtime timer (Precise reports which).
+// alarm"). On Linux an Alarm is a timerfd (CLOCK_MONOTONIC) registered with Go's
+// netpoller, which a goroutine of the alarm's own reads: the netpoller's millisecond
+// rounding applies to its timeout, not to readiness, so the kernel's hrtimer makes the
+// timerfd readable, and wakes the netpoller's thread, with microsecond precision (a
+// blocking read(2) on a thread of its own was as precise and dearer).
+// Elsewhere, or when the timerfd cannot be made, it falls back to a runtime timer
+// (Precise reports which).
 //
 // An Alarm satisfies scheduler.Alarm.
 package alarm
