@@ -47,8 +47,9 @@ func readRSS() int64 {
 // countFDs returns the number of open file descriptors, or 0. Since Linux 6.2 the size
 // that stat reports for /proc/self/fd is that number, counted from the descriptor table
 // without listing it; listing it (listFDs, the fallback for older kernels, where the size
-// is 0) makes a dentry per descriptor: about 2.7 ms with 4,000 connections, taken from the
-// loop's core when the process has one (docs/bench.md, "The descriptor count").
+// is 0) makes a dentry per descriptor, milliseconds with thousands of connections, which
+// a process on one CPU takes from its loop however off the loop it runs (docs/bench.md,
+// "The descriptor count").
 func countFDs() int {
 	if fi, err := os.Stat("/proc/self/fd"); err == nil && fi.Size() > 0 {
 		return int(fi.Size())
