@@ -1,7 +1,8 @@
 package loop
 
 import (
-	"sync"
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,80 +10,62 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMaybeYield: the loop yields at the first callback, then at the first callback that
-// starts yieldEvery or more after the last yield, and never in between.
-func TestMaybeYield(t *testing.T) {
-	ms := int64(time.Millisecond)
-	e := int64(yieldEvery)
-	cases := []struct {
-		name  string
-		at    []int64 // callbacks' clock readings, in order
-		yield []bool  // whether each one yields
-	}{
-		{name: "first callback", at: []int64{e}, yield: []bool{true}},
-		{name: "dense callbacks", at: []int64{e, e + ms, e + 2*ms, e + e - 1, 2 * e, 2*e + 1},
-			yield: []bool{true, false, false, false, true, false}},
-		{name: "sparse callbacks", at: []int64{e, 3 * e, 5 * e}, yield: []bool{true, true, true}},
-		{name: "measured from the last yield, not the last callback",
-			at:    []int64{e, e + e/2, 2*e + e/4, 2 * e, 3 * e},
-			yield: []bool{true, false, true, false, false}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			n := 0
-			s := &Server{yield: func() { n++ }}
-			for i, at := range tc.at {
-				before := n
-				s.maybeYield(at)
-				assert.Equal(t, tc.yield[i], n > before, "callback %d at %v", i, time.Duration(at))
-			}
-		})
-	}
-}
-
-// TestYieldFor: the loop yields with runtime.Gosched unless it is locked to its thread.
-func TestYieldFor(t *testing.T) {
-	assert.NotNil(t, yieldFor(Config{}))
-	assert.Nil(t, yieldFor(Config{LockOSThread: true}))
-	s := &Server{yieldAt: 0}
-	s.maybeYield(int64(yieldEvery)) // no yield function: only the time is kept
-	assert.Equal(t, int64(yieldEvery), s.yieldAt)
-}
-
-// TestBusyLoopYields: a loop kept busy by a client over a real socket yields to the Go
-// scheduler, no two yields less than yieldEvery apart by the loop's clock, and every
-// request is answered.
-func TestBusyLoopYields(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		ats []int64 // the loop's clock at each yield
-	)
+// A task that yields in a loop until another request arrives must not keep the loop from
+// polling I/O: the other request is accepted, parsed and run between its yields.
+func TestYieldingTaskDoesNotStarveIO(t *testing.T) {
+	var flag atomic.Bool
 	_, addr := startServer(t, Config{}, func(s *Server) {
-		s.Handle("GET /", func(c *Ctx) { c.String(200, "ok") })
-		s.yield = func() { // on the loop, inside busyEnd: yieldAt is this yield's reading
-			mu.Lock()
-			ats = append(ats, s.yieldAt)
-			mu.Unlock()
-		}
+		s.Handle("GET /a", func(c *Ctx) {
+			for !flag.Load() {
+				_ = c.Sleep(0)
+			}
+			c.String(200, "a")
+		})
+		s.Handle("GET /b", func(c *Ctx) {
+			flag.Store(true)
+			_ = c.Sleep(50 * time.Millisecond)
+			c.String(200, "b")
+		})
 	})
-	yields := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ats)
+	a := dial(t, addr)
+	a.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(20 * time.Millisecond)
+	b := dial(t, addr)
+	b.send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, body := b.read("GET")
+	if resp.StatusCode != 200 || body != "b" {
+		t.Fatalf("b: %d %q", resp.StatusCode, body)
 	}
-	c := dial(t, addr)
-	deadline := time.Now().Add(10 * time.Second)
-	requests := 0
-	for yields() < 4 && time.Now().Before(deadline) {
-		resp, body := c.get("/")
-		require.Equal(t, 200, resp.StatusCode)
-		require.Equal(t, "ok", body)
-		requests++
+	if _, body = a.read("GET"); body != "a" {
+		t.Fatalf("a: %q", body)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(ats), 4, "yields after %d requests", requests)
-	for i := 1; i < len(ats); i++ {
-		assert.GreaterOrEqual(t, ats[i]-ats[i-1], int64(yieldEvery), "yields %d and %d", i-1, i)
+}
+
+// TestSleepZeroYieldsEvenWhenCancelled: Sleep(0) is the yield. A cancelled task's Sleep(0)
+// still lets the ready tasks run before it returns the cancellation, so a loop of CPU work
+// that misses the error cannot hold the loop.
+func TestSleepZeroYieldsEvenWhenCancelled(t *testing.T) {
+	s, _ := startServer(t, Config{}, func(*Server) {})
+	type result struct {
+		otherRan bool
+		err      error
+	}
+	got := make(chan result, 1)
+	l := s.Loop(0)
+	require.NoError(t, l.Post(func() {
+		l.Go("cancelled", func(tk *Task) {
+			tk.cancel(context.Canceled)
+			ran := false
+			l.Go("other", func(*Task) { ran = true }) // on the loop: ready at once
+			err := tk.Sleep(0)
+			got <- result{otherRan: ran, err: err}
+		})
+	}))
+	select {
+	case r := <-got:
+		assert.True(t, r.otherRan, "the ready task ran before Sleep(0) returned")
+		assert.ErrorIs(t, r.err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the task did not finish")
 	}
 }
